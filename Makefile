@@ -1,0 +1,40 @@
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python examples/approval_demo.py start
+	$(BIN)/python examples/approval_demo.py resume approve
+
+test: $(STAMP)
+	$(BIN)/ruff check threadline tests examples
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check threadline tests examples
+
+clean:
+	rm -rf $(VENV) .pytest_cache
+
+# Benchmarks: threadline vs LangGraph 1.2.22 side by side, in one process (see docs/performance.md).
+# The peer venv holds both libraries; its packages are reinstalled when pyproject.toml changes.
+# `make bench BENCH_ARGS=--quick` for a 1-minute smoke run.
+.PHONY: bench
+bench:
+	test -x bench/.venv-peer/bin/python || $(PY) -m venv bench/.venv-peer
+	test bench/.venv-peer/.installed -nt pyproject.toml || { \
+	  bench/.venv-peer/bin/pip install --quiet --upgrade pip && \
+	  bench/.venv-peer/bin/pip install --quiet langgraph==1.2.22 \
+	    langgraph-checkpoint-sqlite==3.1.2 langgraph-checkpoint-postgres==3.2.0 \
+	    'psycopg[binary,pool]>=3.2,<4' 'redis>=5,<9' -e . && \
+	  touch bench/.venv-peer/.installed; }
+	bench/.venv-peer/bin/python -m bench.run $(BENCH_ARGS)

@@ -1,0 +1,117 @@
+"""Every error threadline raises, importable from one place.
+
+Messages name the culprit (node, key, thread, checkpoint) and say what to do about it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ThreadlineError(Exception):
+    """Base class of every error raised by threadline."""
+
+
+class GraphValidationError(ThreadlineError):
+    """The graph definition is wrong; raised by the builder or by ``compile()``."""
+
+
+class InvalidUpdateError(ThreadlineError):
+    """A node or ``update_state`` produced an update the state cannot take."""
+
+
+class GraphRecursionError(ThreadlineError):
+    """A run reached its recursion limit (the number of supersteps it may take)."""
+
+
+class ConfigError(ThreadlineError):
+    """The run config is missing something the operation needs (e.g. a thread id)."""
+
+
+class CheckpointerRequiredError(ConfigError):
+    """An operation needs a checkpointer but the graph was compiled without one."""
+
+
+class ThreadNotFoundError(ThreadlineError):
+    """The thread has no checkpoint."""
+
+
+class CheckpointNotFoundError(ThreadlineError):
+    """No checkpoint with the given id exists on the thread."""
+
+
+class NothingToResumeError(ThreadlineError):
+    """``Command(resume=...)`` was given but nothing is waiting for an answer."""
+
+
+class InvalidResumeError(ThreadlineError):
+    """A resume value does not match the pending interrupts."""
+
+
+class ConcurrentUpdateError(ThreadlineError):
+    """Another run saved a checkpoint on this thread first; nothing was written."""
+
+
+class SerializationError(ThreadlineError):
+    """A value cannot be encoded or decoded safely.
+
+    ``path`` is where in the state the value sits (``messages[3].payload``) and ``type_name`` the
+    offending type, when known.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, type_name: str | None = None):
+        super().__init__(message)
+        self.path = path
+        self.type_name = type_name
+
+
+class SaverUnavailableError(ThreadlineError):
+    """The checkpoint store cannot be reached or opened."""
+
+
+class StoreUnavailableError(ThreadlineError):
+    """The memory store cannot be reached, is closed, or was written by a newer version."""
+
+
+class InvalidStoreInputError(ThreadlineError, ValueError):
+    """A store call got a bad namespace, key, value, filter or paging argument."""
+
+
+class GraphInterrupt(BaseException):
+    """Raised inside a node by ``interrupt()`` to stop the run until someone answers.
+
+    It derives from ``BaseException`` so that a node's ``except Exception`` cannot swallow it.
+    """
+
+    def __init__(self, interrupts: tuple[Any, ...] = ()):
+        super().__init__(interrupts)
+        self.interrupts = interrupts
+
+
+class ParentCommand(BaseException):
+    """Carries a ``Command(graph=Command.PARENT)`` out of a subgraph to its parent's node."""
+
+    def __init__(self, command: Any):
+        super().__init__(command)
+        self.command = command
+
+
+__all__ = [
+    "CheckpointNotFoundError",
+    "CheckpointerRequiredError",
+    "ConcurrentUpdateError",
+    "ConfigError",
+    "GraphInterrupt",
+    "GraphRecursionError",
+    "GraphValidationError",
+    "InvalidResumeError",
+    "InvalidStoreInputError",
+    "InvalidUpdateError",
+    "NothingToResumeError",
+    "ParentCommand",
+    "SaverUnavailableError",
+    "SerializationError",
+    "StoreUnavailableError",
+    "ThreadNotFoundError",
+    "ThreadlineError",
+]

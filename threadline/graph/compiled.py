@@ -1,0 +1,349 @@
+"""``CompiledStateGraph``: run a graph, read its threads, travel in their history."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import Any
+
+from threadline.checkpoint.base import BaseSaver, CheckpointRecord
+from threadline.errors import (
+    CheckpointerRequiredError,
+    CheckpointNotFoundError,
+    ConfigError,
+    GraphValidationError,
+)
+from threadline.graph.schema import StateSchema
+from threadline.graph.spec import CallStyle, GraphSpec, NodeSpec
+from threadline.runtime.context import current_task
+from threadline.runtime.drivers import Done, drive_async, drive_sync
+from threadline.runtime.loop import Emit, RunLoop, RunSettings
+from threadline.runtime.snapshot import empty_snapshot, snapshot_of, updated_record
+from threadline.types import RetryPolicy, StateSnapshot
+
+STREAM_MODES = ("values", "updates", "debug", "custom")
+DURABILITY = ("sync", "async", "exit")
+DEFAULT_RECURSION_LIMIT = 10_000
+_RESERVED_CONFIGURABLE = {"thread_id", "checkpoint_id", "checkpoint_ns"}
+
+
+class CompiledStateGraph:
+    """A validated graph, ready to run. Cheap to share between threads and tasks."""
+
+    def __init__(
+        self,
+        spec: GraphSpec,
+        *,
+        checkpointer: BaseSaver | None,
+        store: Any,
+        interrupt_before: frozenset[str],
+        interrupt_after: frozenset[str],
+        name: str,
+    ):
+        if checkpointer is not None and not isinstance(checkpointer, BaseSaver):
+            raise GraphValidationError(
+                f"checkpointer must be a threadline saver, got {type(checkpointer).__name__}"
+            )
+        self.spec = spec
+        self.checkpointer = checkpointer
+        self.store = store
+        self.interrupt_before = interrupt_before
+        self.interrupt_after = interrupt_after
+        self.name = name
+
+    # ------------------------------------------------------------------ running
+    def invoke(self, input: Any, config: Mapping[str, Any] | None = None, **options: Any) -> Any:
+        """Run until the graph finishes or stops at an interrupt; return the state values."""
+        for item in self._drive(input, config, frozenset(), options):
+            if isinstance(item, Done):
+                return item.output
+        raise AssertionError("run ended without output")  # pragma: no cover
+
+    async def ainvoke(
+        self, input: Any, config: Mapping[str, Any] | None = None, **options: Any
+    ) -> Any:
+        async for item in self._adrive(input, config, frozenset(), options):
+            if isinstance(item, Done):
+                return item.output
+        raise AssertionError("run ended without output")  # pragma: no cover
+
+    def stream(
+        self,
+        input: Any,
+        config: Mapping[str, Any] | None = None,
+        *,
+        stream_mode: str | Sequence[str] = "updates",
+        **options: Any,
+    ) -> Iterator[Any]:
+        """Yield chunks as the run goes: ``(mode, data)`` pairs when several modes are asked."""
+        modes, single = _stream_modes(stream_mode)
+        for item in self._drive(input, config, modes, options):
+            if isinstance(item, Emit):
+                yield item.payload if single else (item.mode, item.payload)
+
+    async def astream(
+        self,
+        input: Any,
+        config: Mapping[str, Any] | None = None,
+        *,
+        stream_mode: str | Sequence[str] = "updates",
+        **options: Any,
+    ) -> AsyncIterator[Any]:
+        modes, single = _stream_modes(stream_mode)
+        async for item in self._adrive(input, config, modes, options):
+            if isinstance(item, Emit):
+                yield item.payload if single else (item.mode, item.payload)
+
+    def _drive(
+        self, input: Any, config: Mapping[str, Any] | None, modes: frozenset[str], options: dict
+    ) -> Iterator[Emit | Done]:
+        async_only = self.spec.has_async_only_node()
+        if async_only is not None:
+            raise GraphValidationError(
+                f"{async_only!r} is async; run this graph with ainvoke() or astream()"
+            )
+        return drive_sync(self._loop(config, modes, options), input)
+
+    def _adrive(
+        self, input: Any, config: Mapping[str, Any] | None, modes: frozenset[str], options: dict
+    ) -> AsyncIterator[Emit | Done]:
+        return drive_async(self._loop(config, modes, options), input)
+
+    def _loop(
+        self, config: Mapping[str, Any] | None, modes: frozenset[str], options: dict[str, Any]
+    ) -> RunLoop:
+        from threadline.graph.state_graph import _breakpoints
+
+        unknown = set(options) - {
+            "interrupt_before",
+            "interrupt_after",
+            "durability",
+            "stream_mode",
+            "subgraphs",
+            "debug",
+        }
+        if unknown:
+            raise TypeError(f"unexpected keyword argument {sorted(unknown)[0]!r}")
+        config = dict(config or {})
+        parent = current_task()
+        nested = parent is not None and self.checkpointer is None
+        saver = parent.saver if nested else self.checkpointer
+        configurable = dict(config.get("configurable") or {})
+        if nested:
+            configurable = {**parent.config.get("configurable", {}), **configurable}
+            config = {**parent.config, **config, "configurable": configurable}
+        thread_id = _thread_id(configurable, saver)
+        durability = options.get("durability") or (parent.durability if nested else "sync")
+        if durability not in DURABILITY:
+            raise ConfigError(f"durability must be one of {DURABILITY}, got {durability!r}")
+        before = options.get("interrupt_before")
+        after = options.get("interrupt_after")
+        settings = RunSettings(
+            thread_id=thread_id,
+            ns=parent.next_subgraph_ns() if nested else "",
+            checkpoint_id=None if nested else configurable.get("checkpoint_id"),
+            config=config,
+            metadata=_checkpoint_metadata(config, configurable),
+            stream_modes=modes,
+            interrupt_before=(
+                _breakpoints(self.spec, before, "interrupt_before")
+                if before is not None
+                else self.interrupt_before
+            ),
+            interrupt_after=(
+                _breakpoints(self.spec, after, "interrupt_after")
+                if after is not None
+                else self.interrupt_after
+            ),
+            durability=durability,
+            recursion_limit=_recursion_limit(config),
+            nested=nested,
+            parent_answers=dict(parent.answers) if nested else {},
+        )
+        if nested:
+            settings.writer = parent.writer
+        store = self.store if self.store is not None or not nested else parent.store
+        return RunLoop(self.spec, saver, store, settings)
+
+    # ------------------------------------------------------------------ state
+    def get_state(self, config: Mapping[str, Any], *, subgraphs: bool = False) -> StateSnapshot:
+        """The thread's latest checkpoint, or the one named by ``checkpoint_id``."""
+        saver, thread_id, ns, checkpoint_id = self._address(config)
+        record = saver.get_tuple(thread_id, ns, checkpoint_id)
+        return self._snapshot(config, record, checkpoint_id)
+
+    async def aget_state(
+        self, config: Mapping[str, Any], *, subgraphs: bool = False
+    ) -> StateSnapshot:
+        saver, thread_id, ns, checkpoint_id = self._address(config)
+        record = await saver.aget_tuple(thread_id, ns, checkpoint_id)
+        return self._snapshot(config, record, checkpoint_id)
+
+    def get_state_history(
+        self,
+        config: Mapping[str, Any],
+        *,
+        filter: Mapping[str, Any] | None = None,
+        before: Mapping[str, Any] | str | None = None,
+        limit: int | None = None,
+    ) -> Iterator[StateSnapshot]:
+        """Every checkpoint of the thread, newest first (all branches)."""
+        saver, thread_id, ns, _ = self._address(config)
+        for record in saver.list(
+            thread_id, ns, filter=filter, before=_before_id(before), limit=limit
+        ):
+            yield snapshot_of(self.spec, record)
+
+    async def aget_state_history(
+        self,
+        config: Mapping[str, Any],
+        *,
+        filter: Mapping[str, Any] | None = None,
+        before: Mapping[str, Any] | str | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[StateSnapshot]:
+        saver, thread_id, ns, _ = self._address(config)
+        async for record in saver.alist(
+            thread_id, ns, filter=filter, before=_before_id(before), limit=limit
+        ):
+            yield snapshot_of(self.spec, record)
+
+    def update_state(
+        self, config: Mapping[str, Any], values: Any, as_node: str | None = None
+    ) -> dict[str, Any]:
+        """Apply ``values`` through the reducers as if ``as_node`` wrote them; fork if older."""
+        saver, thread_id, ns, checkpoint_id = self._address(config)
+        record = self._existing(
+            saver.get_tuple(thread_id, ns, checkpoint_id), config, checkpoint_id
+        )
+        new = updated_record(
+            self.spec,
+            record,
+            thread_id,
+            values,
+            as_node,
+            _checkpoint_metadata(dict(config), _configurable(config)),
+        )
+        saver.put(new, fork=checkpoint_id is not None)
+        return _config_of(new)
+
+    async def aupdate_state(
+        self, config: Mapping[str, Any], values: Any, as_node: str | None = None
+    ) -> dict[str, Any]:
+        saver, thread_id, ns, checkpoint_id = self._address(config)
+        found = await saver.aget_tuple(thread_id, ns, checkpoint_id)
+        record = self._existing(found, config, checkpoint_id)
+        new = updated_record(
+            self.spec,
+            record,
+            thread_id,
+            values,
+            as_node,
+            _checkpoint_metadata(dict(config), _configurable(config)),
+        )
+        await saver.aput(new, fork=checkpoint_id is not None)
+        return _config_of(new)
+
+    def _address(self, config: Mapping[str, Any]) -> tuple[BaseSaver, str, str, str | None]:
+        if self.checkpointer is None:
+            raise CheckpointerRequiredError(
+                "this graph has no checkpointer; compile(checkpointer=...) to keep threads"
+            )
+        configurable = _configurable(config)
+        thread_id = _thread_id(configurable, self.checkpointer)
+        assert thread_id is not None
+        ns = configurable.get("checkpoint_ns") or ""
+        return self.checkpointer, thread_id, ns, configurable.get("checkpoint_id")
+
+    def _snapshot(
+        self, config: Mapping[str, Any], record: CheckpointRecord | None, checkpoint_id: str | None
+    ) -> StateSnapshot:
+        record = self._existing(record, config, checkpoint_id)
+        return snapshot_of(self.spec, record) if record else empty_snapshot(dict(config))
+
+    @staticmethod
+    def _existing(
+        record: CheckpointRecord | None, config: Mapping[str, Any], checkpoint_id: str | None
+    ) -> CheckpointRecord | None:
+        if record is None and checkpoint_id is not None:
+            thread_id = _configurable(config).get("thread_id")
+            raise CheckpointNotFoundError(
+                f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}"
+            )
+        return record
+
+    # ------------------------------------------------------------------ composition
+    def as_node(
+        self,
+        name: str,
+        retry: RetryPolicy | None,
+        destinations: Sequence[str] | None,
+        parent: StateSchema,
+    ) -> NodeSpec:
+        """Wrap this graph as a node of a parent graph (a subgraph)."""
+        from threadline.graph.subgraph import subgraph_callables
+
+        sync_fn, async_fn = subgraph_callables(self, parent)
+        declared = tuple(destinations) if destinations is not None else None
+        return NodeSpec(name, sync_fn, async_fn, CallStyle(), retry, declared, subgraph=self)
+
+    def get_graph(self) -> Any:
+        """A drawable view of the graph (``.draw_mermaid()``)."""
+        from threadline.graph.drawing import DrawableGraph
+
+        return DrawableGraph.of(self.spec)
+
+
+def _stream_modes(stream_mode: str | Sequence[str]) -> tuple[frozenset[str], bool]:
+    single = isinstance(stream_mode, str)
+    modes = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode)
+    for mode in modes:
+        if mode not in STREAM_MODES:
+            raise ConfigError(f"stream_mode {mode!r} is not one of {STREAM_MODES}")
+    return frozenset(modes), single
+
+
+def _configurable(config: Mapping[str, Any] | None) -> dict[str, Any]:
+    return dict((config or {}).get("configurable") or {})
+
+
+def _thread_id(configurable: Mapping[str, Any], saver: Any) -> str | None:
+    if saver is None:
+        return None
+    thread_id = configurable.get("thread_id")
+    if thread_id is None or thread_id == "":
+        raise ConfigError(
+            "this graph has a checkpointer, so it needs a thread id: pass "
+            "config={'configurable': {'thread_id': '...'}}"
+        )
+    return str(thread_id)
+
+
+def _recursion_limit(config: Mapping[str, Any]) -> int:
+    limit = config.get("recursion_limit", DEFAULT_RECURSION_LIMIT)
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise ConfigError(f"recursion_limit must be a positive integer, got {limit!r}")
+    return limit
+
+
+def _checkpoint_metadata(config: Mapping[str, Any], configurable: Mapping[str, Any]) -> dict:
+    """Scalar values of the config's metadata and configurable, so history can be filtered."""
+    merged = {**dict(config.get("metadata") or {}), **configurable}
+    return {
+        k: v
+        for k, v in merged.items()
+        if k not in _RESERVED_CONFIGURABLE
+        and not k.startswith("__")
+        and isinstance(v, str | int | float | bool)
+    }
+
+
+def _before_id(before: Mapping[str, Any] | str | None) -> str | None:
+    if before is None or isinstance(before, str):
+        return before
+    return _configurable(before).get("checkpoint_id")
+
+
+def _config_of(record: CheckpointRecord) -> dict[str, Any]:
+    from threadline.runtime.snapshot import checkpoint_config
+
+    return checkpoint_config(record.thread_id, record.checkpoint_ns, record.checkpoint.id)

@@ -1,0 +1,138 @@
+"""Reading a state schema (TypedDict, dataclass or pydantic model) into keys and reducers."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from threadline.errors import GraphValidationError, InvalidUpdateError
+
+Reducer = Callable[[Any, Any], Any]
+SchemaKind = Literal["typeddict", "dataclass", "pydantic"]
+
+
+@dataclass(frozen=True, slots=True)
+class Channel:
+    """One state key: how writes combine (``reducer``; ``None`` = replace) and its start value."""
+
+    key: str
+    reducer: Reducer | None
+    default_factory: Callable[[], Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class StateSchema:
+    """The keys of a state and how nodes see it."""
+
+    cls: type
+    kind: SchemaKind
+    channels: dict[str, Channel]
+
+    def initial_values(self) -> dict[str, Any]:
+        """Values a fresh thread starts with: the zero value of each key that has a reducer."""
+        return {c.key: c.default_factory() for c in self.channels.values() if c.default_factory}
+
+    def node_input(self, values: Mapping[str, Any]) -> Any:
+        """The object a node receives: a dict copy, or an instance of the schema class."""
+        if self.kind == "typeddict":
+            return dict(values)
+        try:
+            return self.cls(**values)
+        except Exception as exc:
+            raise InvalidUpdateError(
+                f"state does not fit {self.cls.__name__}: {exc}. "
+                "Give required fields a value in the input or a default in the schema."
+            ) from exc
+
+    def input_values(self, value: Any) -> dict[str, Any]:
+        """Turn an ``invoke`` input (a dict or a schema instance) into a dict of updates."""
+        if isinstance(value, Mapping):
+            return dict(value)
+        if self.kind == "dataclass" and isinstance(value, self.cls):
+            return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+        if self.kind == "pydantic" and isinstance(value, self.cls):
+            return {name: getattr(value, name) for name in value.model_fields_set}
+        raise InvalidUpdateError(
+            f"input must be a dict or a {self.cls.__name__}, got {type(value).__name__}"
+        )
+
+
+def read_schema(cls: type) -> StateSchema:
+    """Inspect ``cls`` once, at graph build time, so bad reducers fail early."""
+    kind = _schema_kind(cls)
+    try:
+        hints = typing.get_type_hints(cls, include_extras=True)
+    except Exception as exc:
+        raise GraphValidationError(f"cannot read the type hints of {cls.__name__}: {exc}") from exc
+    if kind == "pydantic":
+        hints = {name: hints.get(name, Any) for name in cls.model_fields}
+    if not hints:
+        raise GraphValidationError(f"state schema {cls.__name__} declares no keys")
+    channels = {key: _channel(cls, key, hint) for key, hint in hints.items()}
+    return StateSchema(cls=cls, kind=kind, channels=channels)
+
+
+def _schema_kind(cls: Any) -> SchemaKind:
+    if not isinstance(cls, type):
+        raise GraphValidationError(
+            f"state schema must be a class (TypedDict, dataclass or pydantic model), got {cls!r}"
+        )
+    if typing.is_typeddict(cls):
+        return "typeddict"
+    if dataclasses.is_dataclass(cls):
+        return "dataclass"
+    if hasattr(cls, "model_fields") and hasattr(cls, "model_validate"):
+        return "pydantic"
+    raise GraphValidationError(
+        f"state schema {cls.__name__} must be a TypedDict, a dataclass or a pydantic model"
+    )
+
+
+def _channel(cls: type, key: str, hint: Any) -> Channel:
+    reducer = _reducer_of(hint)
+    if reducer is None:
+        return Channel(key, None, None)
+    _check_reducer(cls, key, reducer)
+    return Channel(key, reducer, _zero_factory(typing.get_args(hint)[0]))
+
+
+def _reducer_of(hint: Any) -> Reducer | None:
+    if typing.get_origin(hint) is not typing.Annotated:
+        return None
+    extras = hint.__metadata__
+    return extras[-1] if extras and callable(extras[-1]) else None
+
+
+def _check_reducer(cls: type, key: str, reducer: Reducer) -> None:
+    try:
+        sig = inspect.signature(reducer)
+    except (TypeError, ValueError):
+        return  # builtins such as operator.add have no signature; trust them
+    params = [
+        p
+        for p in sig.parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+    ]
+    has_varargs = any(p.kind is p.VAR_POSITIONAL for p in params)
+    required = [p for p in params if p.default is p.empty and p.kind is not p.VAR_POSITIONAL]
+    if not has_varargs and (len(params) < 2 or len(required) > 2):
+        raise GraphValidationError(
+            f"reducer {getattr(reducer, '__name__', reducer)!r} of key {cls.__name__}.{key} "
+            "must take two arguments (current value, update)"
+        )
+
+
+def _zero_factory(value_type: Any) -> Callable[[], Any] | None:
+    """``list`` for ``list[str]`` and so on: a type that can be built with no arguments."""
+    origin = typing.get_origin(value_type) or value_type
+    if not isinstance(origin, type):
+        return None
+    try:
+        origin()
+    except Exception:
+        return None
+    return origin

@@ -1,0 +1,191 @@
+"""The immutable pieces a compiled graph is made of: nodes, branches, joins."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import typing
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from threadline.constants import END
+from threadline.errors import GraphValidationError, InvalidUpdateError
+from threadline.graph.schema import StateSchema
+from threadline.types import Command, RetryPolicy, Send
+
+
+@dataclass(frozen=True, slots=True)
+class CallStyle:
+    """Which optional keyword arguments a user function takes, found once by inspection."""
+
+    config: bool = False
+    store: bool = False
+    writer: bool = False
+
+    def kwargs(self, config: Any, store: Any, writer: Any) -> dict[str, Any]:
+        extra: dict[str, Any] = {}
+        if self.config:
+            extra["config"] = config
+        if self.store:
+            extra["store"] = store
+        if self.writer:
+            extra["writer"] = writer
+        return extra
+
+
+def call_style(fn: Callable[..., Any]) -> CallStyle:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return CallStyle()
+    return CallStyle(config="config" in params, store="store" in params, writer="writer" in params)
+
+
+def is_async_callable(fn: Any) -> bool:
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    if inspect.iscoroutinefunction(fn):
+        return True
+    call = getattr(fn, "__call__", None)  # noqa: B004 - objects with an async __call__
+    return call is not None and inspect.iscoroutinefunction(call)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    """A node: a sync and/or async callable, how to call it, and how to retry it."""
+
+    name: str
+    sync_fn: Callable[..., Any] | None
+    async_fn: Callable[..., Any] | None
+    style: CallStyle
+    retry: RetryPolicy | None = None
+    destinations: tuple[str, ...] | None = None
+    subgraph: Any = None
+
+
+def node_from_callable(
+    name: str,
+    fn: Callable[..., Any],
+    retry: RetryPolicy | None,
+    destinations: Sequence[str] | None,
+) -> NodeSpec:
+    declared = tuple(destinations) if destinations is not None else _command_targets(fn)
+    if is_async_callable(fn):
+        return NodeSpec(name, None, fn, call_style(fn), retry, declared)
+    return NodeSpec(name, fn, None, call_style(fn), retry, declared)
+
+
+def _command_targets(fn: Callable[..., Any]) -> tuple[str, ...] | None:
+    """Targets from a ``-> Command[Literal["a", "b"]]`` return annotation, if there is one."""
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:
+        hints = getattr(fn, "__annotations__", {}) or {}
+    ret = hints.get("return")
+    if ret is None or (typing.get_origin(ret) is not Command and ret is not Command):
+        return None
+    args = typing.get_args(ret)
+    if not args or typing.get_origin(args[0]) is not typing.Literal:
+        return None
+    return tuple(typing.get_args(args[0]))
+
+
+@dataclass(frozen=True, slots=True)
+class Branch:
+    """A conditional edge: ``path(state)`` names where to go, optionally through ``path_map``."""
+
+    source: str
+    path: Callable[..., Any]
+    path_map: Mapping[Hashable, str] | None
+    style: CallStyle
+    is_async: bool
+
+    def possible_targets(self) -> tuple[str, ...] | None:
+        """Every node this branch may route to, or ``None`` when that cannot be known."""
+        if self.path_map is not None:
+            return tuple(self.path_map.values())
+        try:
+            ret = typing.get_type_hints(self.path).get("return")
+        except Exception:
+            ret = None
+        if ret is not None and typing.get_origin(ret) is typing.Literal:
+            return tuple(typing.get_args(ret))
+        return None
+
+    def resolve(self, result: Any) -> tuple[str | Send, ...]:
+        """Map what ``path`` returned to targets; END is dropped, unknown keys are errors."""
+        items = result if isinstance(result, list | tuple) else [result]
+        targets: list[str | Send] = []
+        for item in items:
+            if isinstance(item, Send):
+                targets.append(item)
+                continue
+            target = self._mapped(item)
+            if target != END:
+                targets.append(target)
+        return tuple(targets)
+
+    def _mapped(self, item: Any) -> str:
+        if self.path_map is None:
+            if not isinstance(item, str):
+                raise InvalidUpdateError(
+                    f"branch from {self.source!r} returned {item!r}; return a node name or Send"
+                )
+            return item
+        try:
+            return self.path_map[item]
+        except (KeyError, TypeError):
+            raise InvalidUpdateError(
+                f"branch from {self.source!r} returned {item!r}, which is not in its path_map "
+                f"({list(self.path_map)})"
+            ) from None
+
+
+def make_branch(
+    source: str, path: Callable[..., Any], path_map: Mapping[Hashable, str] | Sequence[str] | None
+) -> Branch:
+    if not callable(path):
+        raise GraphValidationError(f"the path of the branch from {source!r} must be callable")
+    mapping: Mapping[Hashable, str] | None
+    if path_map is None:
+        mapping = None
+    elif isinstance(path_map, Mapping):
+        mapping = dict(path_map)
+    else:
+        mapping = {name: name for name in path_map}
+    return Branch(source, path, mapping, call_style(path), is_async_callable(path))
+
+
+@dataclass(frozen=True, slots=True)
+class Join:
+    """``add_edge([a, b], c)``: ``c`` runs once after every source has finished."""
+
+    sources: frozenset[str]
+    target: str
+
+    @property
+    def id(self) -> str:
+        return f"{'+'.join(sorted(self.sources))}->{self.target}"
+
+
+@dataclass(frozen=True)
+class GraphSpec:
+    """Everything the runtime needs to know about a compiled graph, validated and frozen."""
+
+    schema: StateSchema
+    nodes: Mapping[str, NodeSpec]
+    edges: Mapping[str, tuple[str, ...]]
+    branches: Mapping[str, tuple[Branch, ...]]
+    joins: tuple[Join, ...]
+    joins_by_source: Mapping[str, tuple[Join, ...]] = field(default_factory=dict)
+
+    def has_async_only_node(self) -> str | None:
+        for node in self.nodes.values():
+            if node.sync_fn is None:
+                return node.name
+        for branches in self.branches.values():
+            for branch in branches:
+                if branch.is_async:
+                    return f"branch from {branch.source}"
+        return None

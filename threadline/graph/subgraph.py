@@ -1,0 +1,67 @@
+"""A compiled graph used as a node: it runs on the parent's thread in its own namespace.
+
+It returns only what it changed: for a key with a reducer whose list grew, just the new items,
+so the parent's append reducer does not add the parent's own items a second time (LangGraph
+returns the subgraph's whole state there, and shared append keys get duplicated). Any other
+changed reducer key is written with ``Overwrite``: the subgraph already applied the reducer to
+the parent's value, so applying it again (a counter, say) would count twice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from threadline.graph.schema import StateSchema
+from threadline.types import Overwrite
+
+if TYPE_CHECKING:
+    from threadline.graph.compiled import CompiledStateGraph
+
+
+def subgraph_callables(
+    graph: CompiledStateGraph, parent: StateSchema
+) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    child_keys = graph.spec.schema.channels
+
+    def child_input(state: Any) -> dict[str, Any]:
+        values = _as_dict(state)
+        return {k: v for k, v in values.items() if k in child_keys}
+
+    def run_sync(state: Any) -> dict[str, Any]:
+        before = _as_dict(state)
+        return changes(parent, before, graph.invoke(child_input(state)))
+
+    async def run_async(state: Any) -> dict[str, Any]:
+        before = _as_dict(state)
+        return changes(parent, before, await graph.ainvoke(child_input(state)))
+
+    return run_sync, run_async
+
+
+def changes(parent: StateSchema, before: Mapping[str, Any], after: Mapping[str, Any]) -> dict:
+    """The update that takes the parent from ``before`` to the subgraph's final ``after``."""
+    update: dict[str, Any] = {}
+    for key, new in after.items():
+        channel = parent.channels.get(key)
+        if channel is None or (key in before and before[key] == new):
+            continue
+        if channel.reducer is None:
+            update[key] = new
+            continue
+        old = before.get(key)
+        grew = isinstance(old, list) and isinstance(new, list) and new[: len(old)] == old
+        update[key] = new[len(old) :] if grew else Overwrite(new)
+    return update
+
+
+def _as_dict(state: Any) -> dict[str, Any]:
+    if isinstance(state, Mapping):
+        return dict(state)
+    if dataclasses.is_dataclass(state) and not isinstance(state, type):
+        return {f.name: getattr(state, f.name) for f in dataclasses.fields(state)}
+    fields = getattr(type(state), "model_fields", None)
+    if fields is not None:
+        return {name: getattr(state, name) for name in fields}
+    raise TypeError(f"cannot pass a {type(state).__name__} to a subgraph")

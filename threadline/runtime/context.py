@@ -1,0 +1,111 @@
+"""What a running task may reach: its interrupt answers, stream writer, store and config.
+
+It lives in a context variable holding a small dataclass, never in the user's config dict.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+from threadline.errors import CheckpointerRequiredError, GraphInterrupt
+from threadline.types import Interrupt
+
+
+@dataclass(slots=True)
+class TaskContext:
+    """The running task's view of its run."""
+
+    task_id: str
+    name: str
+    ns: str
+    config: dict[str, Any]
+    saver: Any
+    store: Any
+    writer: Callable[[Any], None]
+    durability: str
+    answers: dict[str, Any] = field(default_factory=dict)
+    calls: int = 0
+    subgraph_calls: int = 0
+
+    def restart(self) -> None:
+        """A retry runs the node from its top: count interrupts and subgraph calls anew."""
+        self.calls = 0
+        self.subgraph_calls = 0
+
+    def next_subgraph_ns(self) -> str:
+        """Each graph a task invokes gets its own namespace, the same on every re-run."""
+        index = self.subgraph_calls
+        self.subgraph_calls += 1
+        return self.ns if index == 0 else f"{self.ns}#{index}"
+
+
+_current: ContextVar[TaskContext | None] = ContextVar("threadline_task", default=None)
+
+
+def current_task() -> TaskContext | None:
+    return _current.get()
+
+
+def enter_task(ctx: TaskContext) -> Any:
+    return _current.set(ctx)
+
+
+def leave_task(token: Any) -> None:
+    _current.reset(token)
+
+
+def interrupt_id(ns: str, index: int) -> str:
+    """Stable across re-runs of the same task: derived from its namespace and the call index."""
+    return hashlib.blake2b(f"{ns}#{index}".encode(), digest_size=16).hexdigest()
+
+
+def interrupt(value: Any) -> Any:
+    """Ask for a value from outside the graph.
+
+    The first time, this stops the run and saves it; ``invoke(Command(resume=answer), config)``
+    runs the node again from its top, and this call then returns ``answer``. The n-th call in a
+    node receives the n-th answer.
+    """
+    ctx = _require_task("interrupt()")
+    if ctx.saver is None:
+        raise CheckpointerRequiredError(
+            f"interrupt() in node {ctx.name!r} needs a checkpointer to be resumed; "
+            "compile(checkpointer=InMemorySaver()) or SqliteSaver(path)"
+        )
+    index = ctx.calls
+    ctx.calls += 1
+    iid = interrupt_id(ctx.ns, index)
+    if iid in ctx.answers:
+        return ctx.answers[iid]
+    raise GraphInterrupt((Interrupt(value=value, id=iid),))
+
+
+def get_store() -> Any:
+    """The store given to ``compile(store=...)``, from inside a node."""
+    return _require_task("get_store()").store
+
+
+def get_stream_writer() -> Callable[[Any], None]:
+    """A function that sends a value to ``stream_mode="custom"``; a no-op when not streaming it."""
+    ctx = _current.get()
+    return ctx.writer if ctx is not None else _discard
+
+
+def get_config() -> dict[str, Any]:
+    """The config of the running task."""
+    return _require_task("get_config()").config
+
+
+def _discard(_: Any) -> None:
+    return None
+
+
+def _require_task(what: str) -> TaskContext:
+    ctx = _current.get()
+    if ctx is None:
+        raise RuntimeError(f"{what} can only be called inside a running node")
+    return ctx

@@ -1,0 +1,238 @@
+"""Carry out the loop's effects: one driver with blocking I/O and threads, one with asyncio.
+
+Both yield ``Emit`` chunks for streaming and finish with a ``Done`` holding the run's output.
+A task's ``updates`` chunk is emitted the moment the task finishes, before its siblings do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import queue
+import threading
+from collections.abc import AsyncIterator, Generator, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from threadline.runtime.loop import Emit, Execute, Load, RunLoop, Save, SaveWrites
+from threadline.runtime.task import Outcome, Task, run_task_async, run_task_sync
+
+# Threads are made lazily and reused; the high cap keeps nested subgraphs that wait on their
+# own parallel tasks from starving the pool.
+_POOL = ThreadPoolExecutor(max_workers=256, thread_name_prefix="threadline")
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    output: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class _Finished:
+    outcome: Outcome
+
+
+def _update_chunks(outcome: Outcome, modes: frozenset[str]) -> Iterator[Emit]:
+    if "updates" in modes and outcome.result is not None:
+        yield Emit("updates", {outcome.task.name: dict(outcome.result.updates) or None})
+
+
+class _Saves:
+    """Saves checkpoints now, or with ``durability="async"`` while the next step runs.
+
+    At most one save is in flight and the next waits for it, so checkpoints land in order; every
+    other saver call, and the end of the run, waits too.
+    """
+
+    def __init__(self, saver: Any, background: bool):
+        self.saver = saver
+        self.background = background
+        self.pending: Future[Any] | None = None
+
+    def put(self, record: Any, fork: bool) -> None:
+        self.wait()
+        if self.background:
+            self.pending = _POOL.submit(self.saver.put, record, fork=fork)
+        else:
+            self.saver.put(record, fork=fork)
+
+    def wait(self) -> None:
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            pending.result()
+
+
+def drive_sync(loop: RunLoop, input: Any) -> Iterator[Emit | Done]:
+    """Run ``loop`` in this thread; parallel tasks go to a thread pool."""
+    saver, s = loop.saver, loop.s
+    saves = _Saves(saver, s.durability == "async")
+    events: queue.SimpleQueue[Any] | None = None
+    if "custom" in s.stream_modes:
+        events = queue.SimpleQueue()
+        s.writer = lambda item: events.put(Emit("custom", item))
+    gen = loop.run(input)
+    value: Any = None
+    try:
+        while True:
+            try:
+                effect = gen.send(value)
+            except StopIteration as stop:
+                saves.wait()
+                yield Done(stop.value)
+                return
+            value = None
+            if isinstance(effect, Emit):
+                yield effect
+            elif isinstance(effect, Execute):
+                value = yield from _execute_sync(effect, s.stream_modes, events)
+            elif isinstance(effect, Save):
+                saves.put(effect.record, effect.fork)
+            elif isinstance(effect, SaveWrites):
+                saves.wait()
+                saver.put_writes(s.thread_id, s.ns, effect.checkpoint_id, effect.writes)
+            elif isinstance(effect, Load):
+                value = saver.get_tuple(s.thread_id, s.ns, effect.checkpoint_id)
+    finally:
+        saves.wait()
+
+
+def _execute_sync(
+    effect: Execute, modes: frozenset[str], events: queue.SimpleQueue[Any] | None
+) -> Generator[Emit, None, list[Outcome]]:
+    tasks, env = effect.tasks, effect.env
+    if events is None and ("updates" not in modes or len(tasks) == 1):
+        # Nothing to stream while tasks run: the last task runs in this thread, saving a hop.
+        futures = [_submit(run_task_sync, t, env) for t in tasks[:-1]]
+        outcomes = [f.result() for f in [*futures, _ran(run_task_sync(tasks[-1], env))]]
+        for outcome in outcomes:
+            yield from _update_chunks(outcome, modes)
+        return outcomes
+    # Streaming while tasks run: all of them go to the pool and report as they finish.
+    inbox: queue.SimpleQueue[Any] = events if events is not None else queue.SimpleQueue()
+
+    def run(task: Task) -> Outcome:
+        outcome = run_task_sync(task, env)
+        inbox.put(_Finished(outcome))
+        return outcome
+
+    futures = [_submit(run, t) for t in tasks]
+    remaining = len(futures)
+    while remaining:
+        item = inbox.get()
+        if isinstance(item, _Finished):
+            remaining -= 1
+            yield from _update_chunks(item.outcome, modes)
+        else:
+            yield item
+    return [f.result() for f in futures]
+
+
+def _submit(fn: Any, *args: Any) -> Future[Outcome]:
+    return _POOL.submit(contextvars.copy_context().run, fn, *args)
+
+
+def _ran(outcome: Outcome) -> Future[Outcome]:
+    done: Future[Outcome] = Future()
+    done.set_result(outcome)
+    return done
+
+
+async def drive_async(loop: RunLoop, input: Any) -> AsyncIterator[Emit | Done]:
+    """Run ``loop`` on the event loop; async nodes run concurrently, sync ones in threads."""
+    saver, s = loop.saver, loop.s
+    background = s.durability == "async"
+    pending: asyncio.Future[Any] | None = None
+    events: asyncio.Queue[Any] | None = None
+    if "custom" in s.stream_modes:
+        events = asyncio.Queue()
+        s.writer = _threadsafe_put(events)
+    gen = loop.run(input)
+    value: Any = None
+    try:
+        while True:
+            try:
+                effect = gen.send(value)
+            except StopIteration as stop:
+                if pending is not None:
+                    await pending
+                    pending = None
+                yield Done(stop.value)
+                return
+            value = None
+            if isinstance(effect, Emit):
+                yield effect
+                continue
+            if isinstance(effect, Execute):
+                outcomes: list[Outcome] = []
+                async for item in _execute_async(effect, s.stream_modes, events, outcomes):
+                    yield item
+                value = outcomes
+                continue
+            if pending is not None:
+                await pending
+                pending = None
+            if isinstance(effect, Save):
+                put = saver.aput(effect.record, fork=effect.fork)
+                if background:
+                    pending = asyncio.ensure_future(put)
+                else:
+                    await put
+            elif isinstance(effect, SaveWrites):
+                await saver.aput_writes(s.thread_id, s.ns, effect.checkpoint_id, effect.writes)
+            elif isinstance(effect, Load):
+                value = await saver.aget_tuple(s.thread_id, s.ns, effect.checkpoint_id)
+    finally:
+        if pending is not None:
+            await pending
+
+
+def _threadsafe_put(inbox: asyncio.Queue[Any]) -> Any:
+    """A writer for custom chunks that keeps their order from any thread."""
+    aio = asyncio.get_running_loop()
+    home = threading.get_ident()
+
+    def put(item: Any) -> None:
+        if threading.get_ident() == home:
+            inbox.put_nowait(Emit("custom", item))
+        else:
+            aio.call_soon_threadsafe(inbox.put_nowait, Emit("custom", item))
+
+    return put
+
+
+async def _execute_async(
+    effect: Execute,
+    modes: frozenset[str],
+    events: asyncio.Queue[Any] | None,
+    outcomes: list[Outcome],
+) -> AsyncIterator[Emit]:
+    """Run the step's tasks; fill ``outcomes`` in task order, yield chunks as they come."""
+    tasks, env = effect.tasks, effect.env
+    if events is None and ("updates" not in modes or len(tasks) == 1):
+        if len(tasks) == 1:
+            outcomes.append(await run_task_async(tasks[0], env))
+        else:  # run_task_async never raises: gather returns every task's outcome
+            outcomes.extend(await asyncio.gather(*(run_task_async(t, env) for t in tasks)))
+        for outcome in outcomes:
+            for chunk in _update_chunks(outcome, modes):
+                yield chunk
+        return
+    inbox: asyncio.Queue[Any] = events if events is not None else asyncio.Queue()
+
+    async def run(task: Task) -> Outcome:
+        outcome = await run_task_async(task, env)
+        inbox.put_nowait(_Finished(outcome))
+        return outcome
+
+    batch = asyncio.gather(*(run(t) for t in tasks))
+    remaining = len(tasks)
+    while remaining:
+        item = await inbox.get()
+        if isinstance(item, _Finished):
+            remaining -= 1
+            for chunk in _update_chunks(item.outcome, modes):
+                yield chunk
+        else:
+            yield item
+    outcomes.extend(await batch)

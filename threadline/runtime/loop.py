@@ -1,0 +1,538 @@
+"""The superstep loop, written once for sync and async runs.
+
+``RunLoop.run`` is a generator: it yields effects (load, save, run these tasks, emit a stream
+chunk) and receives their results. ``drivers.py`` carries the effects out with sync or async
+I/O, so the control flow below exists exactly once and can be tested without any saver.
+
+A run starts from a checkpoint (or from new input, which makes an ``input`` checkpoint whose
+START task holds the input), then repeats: plan the tasks of the checkpoint, run those without a
+saved result, apply every result through the reducers in task order, save the next checkpoint.
+Resume, replay and recovery after a crash are the same loop started from a saved checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Generator, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from threadline.checkpoint.base import (
+    Checkpoint,
+    CheckpointRecord,
+    PlannedTask,
+    StorageHints,
+    TaskWrite,
+)
+from threadline.checkpoint.ids import new_checkpoint_id
+from threadline.constants import INTERRUPT_KEY, START
+from threadline.errors import (
+    CheckpointerRequiredError,
+    CheckpointNotFoundError,
+    GraphInterrupt,
+    GraphRecursionError,
+    InvalidResumeError,
+    InvalidUpdateError,
+    NothingToResumeError,
+    ParentCommand,
+    ThreadlineError,
+)
+from threadline.graph.spec import GraphSpec
+from threadline.runtime.planning import plan_next, task_id, tasks_of
+from threadline.runtime.task import Outcome, StepEnv, Task, TaskResult, start_result
+from threadline.runtime.writes import apply_writes, updates_of
+from threadline.types import Command, Interrupt
+
+BREAKPOINT_TASK = "__breakpoint__"
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    checkpoint_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Save:
+    record: CheckpointRecord
+    fork: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SaveWrites:
+    checkpoint_id: str
+    writes: tuple[TaskWrite, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Execute:
+    tasks: list[Task]
+    env: StepEnv
+
+
+@dataclass(frozen=True, slots=True)
+class Emit:
+    mode: str
+    payload: Any
+
+
+Effect = Load | Save | SaveWrites | Execute | Emit
+
+
+@dataclass(slots=True)
+class RunSettings:
+    """Everything about one invocation that is not the graph itself."""
+
+    thread_id: str | None
+    ns: str = ""
+    checkpoint_id: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    stream_modes: frozenset[str] = frozenset()
+    interrupt_before: frozenset[str] = frozenset()
+    interrupt_after: frozenset[str] = frozenset()
+    durability: str = "sync"
+    recursion_limit: int = 10_000
+    nested: bool = False
+    parent_answers: dict[str, Any] = field(default_factory=dict)
+    writer: Callable[[Any], None] = lambda _: None
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+class RunLoop:
+    """One run of a graph on one thread (or without a checkpointer)."""
+
+    def __init__(self, spec: GraphSpec, saver: Any, store: Any, settings: RunSettings):
+        self.spec = spec
+        self.saver = saver
+        self.store = store
+        self.s = settings
+        self.current: Checkpoint | None = None
+        self.meta: dict[str, Any] = {}
+        self.writes: dict[tuple[str, str], TaskWrite] = {}
+        self.unsaved_writes: list[TaskWrite] = []
+        self.saved: Checkpoint | None = None  # the newest checkpoint actually persisted
+        self.fork_next = False  # the next save starts a branch from an older checkpoint
+        self.dirty = False
+
+    @property
+    def saved_id(self) -> str | None:
+        return self.saved.id if self.saved is not None else None
+
+    # ----------------------------------------------------------------- entry
+    def run(self, input: Any) -> Generator[Effect, Any, dict[str, Any]]:
+        record = (yield Load(self.s.checkpoint_id)) if self.saver is not None else None
+        if self.s.checkpoint_id is not None and record is None:
+            raise CheckpointNotFoundError(
+                f"thread {self.s.thread_id!r} has no checkpoint {self.s.checkpoint_id!r}"
+            )
+        if isinstance(input, Command):
+            yield from self._resume(input, record)
+        elif self.s.nested and record is not None:
+            self._resume_nested(record)
+        elif input is None:
+            yield from self._continue(record)
+        else:
+            yield from self._begin(input, record)
+        return (yield from self._steps())
+
+    def _begin(self, input: Any, record: CheckpointRecord | None) -> Generator[Effect, Any, None]:
+        """New input: an ``input`` checkpoint whose START task carries the input."""
+        schema = self.spec.schema
+        updates = updates_of(schema, "input", schema.input_values(input))
+        cp_id = new_checkpoint_id()
+        if record is None:
+            values, step = schema.initial_values(), -1
+            versions = dict.fromkeys(values, cp_id)
+        else:
+            base = record.checkpoint
+            values, versions, step = dict(base.values), dict(base.versions), base.step + 1
+            self.saved = base
+            self.fork_next = self.s.checkpoint_id is not None
+        result = start_result(self.spec, values, updates, self.s.config)
+        cp = self._checkpoint(values, versions, (PlannedTask(START),), {}, (), step, cp_id)
+        write = TaskWrite(task_id(cp.id, 0, START), START, "result", result)
+        yield from self._commit(cp, "input", [write])
+
+    def _continue(self, record: CheckpointRecord | None) -> Generator[Effect, Any, None]:
+        """``invoke(None)``: go on from the latest checkpoint, or replay from an older one."""
+        if record is None:
+            raise NothingToResumeError(
+                f"thread {self.s.thread_id!r} has no checkpoint to continue; pass an input"
+            )
+        if self.s.checkpoint_id is None:
+            self._adopt(record)
+            yield from self._emit_values()
+            return
+        base = record.checkpoint
+        self.saved = base
+        self.fork_next = True
+        fork = dataclasses.replace(
+            base, id=new_checkpoint_id(), parent_id=base.id, created_at=now_iso()
+        )
+        yield from self._commit(fork, "fork", [])
+
+    def _resume(
+        self, command: Command, record: CheckpointRecord | None
+    ) -> Generator[Effect, Any, None]:
+        """``Command(resume=...)``: record the answers, then re-run the interrupted tasks."""
+        if command.update is not None or command.goto or command.graph is not None:
+            raise InvalidUpdateError(
+                "invoke() takes Command(resume=...) only; to change state use "
+                "update_state(config, values, as_node=...) and then invoke(None, config)"
+            )
+        if self.saver is None:
+            raise CheckpointerRequiredError("Command(resume=...) needs a graph with a checkpointer")
+        if record is None:
+            raise NothingToResumeError(
+                f"thread {self.s.thread_id!r} has no checkpoint, so there is nothing to resume; "
+                "check the thread id (nothing was run)"
+            )
+        if command.resume is None:
+            raise InvalidResumeError("Command(resume=None): give the value to resume with")
+        self._adopt(record)
+        pending = self._pending_interrupts()
+        if not pending:
+            raise NothingToResumeError(
+                f"thread {self.s.thread_id!r} is not waiting at an interrupt "
+                f"(next: {self._next_names()}); use invoke(None, config) to continue"
+            )
+        answers = _match_answers(command.resume, pending)
+        self._record_answers(answers, pending)
+        yield from self._emit_values()
+
+    def _resume_nested(self, record: CheckpointRecord) -> None:
+        """A subgraph re-entered by its parent's task: continue it, with any answers for it."""
+        self._adopt(record)
+        pending = self._pending_interrupts()
+        answers = {
+            i.id: self.s.parent_answers[i.id] for _, i in pending if i.id in self.s.parent_answers
+        }
+        if answers:
+            self._record_answers(answers, pending)
+
+    # ----------------------------------------------------------------- steps
+    def _steps(self) -> Generator[Effect, Any, dict[str, Any]]:
+        steps_run = 0
+        while True:
+            cp = self._cp()
+            tasks = tasks_of(self.spec, cp, self.s.ns)
+            if not tasks:
+                yield from self._flush()
+                return self._output()
+            runnable = [t for t in tasks if (t.id, "result") not in self.writes]
+            if runnable:
+                if steps_run >= self.s.recursion_limit:
+                    yield from self._flush()
+                    raise GraphRecursionError(
+                        f"recursion limit of {self.s.recursion_limit} supersteps reached on "
+                        f"thread {self.s.thread_id!r} (next: {self._next_names()}); raise "
+                        "config['recursion_limit'] or check the loop's exit condition"
+                    )
+                if not self.writes and _hits(self.s.interrupt_before, runnable):
+                    return (yield from self._breakpoint(runnable))
+                outcomes = yield from self._execute(runnable, cp)
+                steps_run += 1
+                stopped = yield from self._record(outcomes)
+                if stopped is not None:
+                    return stopped
+            yield from self._advance(tasks)
+            if _hits(self.s.interrupt_after, runnable):
+                yield from self._flush()
+                yield from self._emit("updates", {INTERRUPT_KEY: ()})
+                return self._output()
+
+    def _execute(
+        self, runnable: list[Task], cp: Checkpoint
+    ) -> Generator[Effect, Any, list[Outcome]]:
+        for task in runnable:
+            resume = self.writes.get((task.id, "resume"))
+            task.answers = {**self.s.parent_answers, **(resume.value if resume else {})}
+        env = StepEnv(
+            self.spec,
+            cp.values,
+            self.s.config,
+            self.saver,
+            self.store,
+            self.s.writer,
+            self.s.durability,
+        )
+        if "debug" in self.s.stream_modes:
+            for task in runnable:
+                yield from self._emit(
+                    "debug", _debug("task", cp.step + 1, id=task.id, name=task.name)
+                )
+        return (yield Execute(runnable, env))
+
+    def _record(self, outcomes: list[Outcome]) -> Generator[Effect, Any, dict[str, Any] | None]:
+        """Keep every task's result; on error or interrupt save them all, then stop."""
+        failed: list[Outcome] = []
+        interrupted = False
+        parent: Command | None = None
+        for o in outcomes:
+            t = o.task
+            if o.result is not None:
+                self._add_writes([TaskWrite(t.id, t.name, "result", o.result)])
+            elif o.parent_command is not None:
+                parent = parent or o.parent_command
+            elif o.error is not None:
+                failed.append(o)
+                error = {"type": type(o.error).__name__, "message": str(o.error)}
+                self._add_writes([TaskWrite(t.id, t.name, "error", error)])
+            else:
+                interrupted = True
+                self._add_writes([TaskWrite(t.id, t.name, "interrupt", o.interrupts)])
+            if "debug" in self.s.stream_modes:
+                yield from self._emit("debug", _task_result_event(self._cp().step + 1, o))
+        if not failed and not interrupted and parent is None:
+            return None
+        yield from self._flush()
+        if parent is not None:
+            raise ParentCommand(parent)
+        if failed:
+            raise failed[0].error  # type: ignore[misc]
+        interrupts = tuple(i for _, i in self._pending_interrupts())
+        yield from self._emit("updates", {INTERRUPT_KEY: interrupts})
+        if interrupts:
+            yield from self._emit("values", {INTERRUPT_KEY: interrupts})
+        if self.s.nested:
+            raise GraphInterrupt(interrupts)
+        return self._output(interrupts)
+
+    def _advance(self, tasks: list[Task]) -> Generator[Effect, Any, None]:
+        """Apply the step's results in task order and save the checkpoint that follows."""
+        cp = self._cp()
+        results: list[tuple[str, TaskResult]] = [
+            (t.name, self.writes[(t.id, "result")].value) for t in tasks
+        ]
+        new_id = new_checkpoint_id()
+        try:
+            values, versions = apply_writes(
+                self.spec.schema,
+                cp.values,
+                cp.versions,
+                [(n, r.updates) for n, r in results],
+                new_id,
+            )
+            next_, barriers = plan_next(self.spec, cp.barriers, [(n, r.routes) for n, r in results])
+        except ThreadlineError:
+            yield from self._flush()
+            raise
+        except Exception as exc:
+            yield from self._flush()
+            raise InvalidUpdateError(
+                f"a reducer failed while applying step {cp.step + 1}: {exc}"
+            ) from exc
+        updated_by = tuple(dict.fromkeys(n for n, _ in results if n != START))
+        new = self._checkpoint(values, versions, next_, barriers, updated_by, cp.step + 1, new_id)
+        yield from self._commit(new, "loop", [])
+        yield from self._emit_values()
+
+    def _breakpoint(self, runnable: list[Task]) -> Generator[Effect, Any, dict[str, Any]]:
+        names = tuple(dict.fromkeys(t.name for t in runnable))
+        self._add_writes([TaskWrite(BREAKPOINT_TASK, BREAKPOINT_TASK, "breakpoint", names)])
+        yield from self._flush()
+        yield from self._emit("updates", {INTERRUPT_KEY: ()})
+        if self.s.nested:
+            raise GraphInterrupt(())
+        return self._output()
+
+    # ----------------------------------------------------------------- saving
+    def _checkpoint(
+        self,
+        values: dict[str, Any],
+        versions: dict[str, str],
+        next_: tuple[PlannedTask, ...],
+        barriers: dict[str, tuple[str, ...]],
+        updated_by: tuple[str, ...],
+        step: int,
+        cp_id: str,
+    ) -> Checkpoint:
+        return Checkpoint(
+            id=cp_id,
+            parent_id=self.saved_id,
+            step=step,
+            values=values,
+            versions=versions,
+            next=next_,
+            created_at=now_iso(),
+            barriers=barriers,
+            updated_by=updated_by,
+        )
+
+    def _commit(
+        self, cp: Checkpoint, source: str, writes: list[TaskWrite]
+    ) -> Generator[Effect, Any, None]:
+        """Make ``cp`` current; save it now unless durability is ``exit``."""
+        self.current = cp
+        self.meta = {**self.s.metadata, "source": source, "step": cp.step, "parents": {}}
+        self.writes = {}
+        self.unsaved_writes = []
+        self._add_writes(writes)
+        self.dirty = True
+        if self.saver is not None and self.s.durability != "exit":
+            yield from self._flush()
+        if "debug" in self.s.stream_modes:
+            yield from self._emit(
+                "debug",
+                _debug(
+                    "checkpoint",
+                    cp.step,
+                    values=dict(cp.values),
+                    next=self._next_names(),
+                    metadata=self.meta,
+                ),
+            )
+
+    def _flush(self) -> Generator[Effect, Any, None]:
+        """Save what is not saved yet: the current checkpoint and/or its new writes."""
+        if self.saver is None:
+            return
+        cp = self._cp()
+        if self.dirty:
+            record = CheckpointRecord(
+                self.s.thread_id or "",
+                self.s.ns,
+                cp,
+                self.meta,
+                tuple(self.writes.values()),
+                storage_hints(self.saved, cp),
+            )
+            yield Save(record, self.fork_next)
+            self.saved = cp
+            self.fork_next = False
+            self.dirty = False
+        elif self.unsaved_writes:
+            yield SaveWrites(cp.id, tuple(self.unsaved_writes))
+        self.unsaved_writes = []
+
+    def _add_writes(self, writes: Iterable[TaskWrite]) -> None:
+        for w in writes:
+            self.writes[(w.task_id, w.kind)] = w
+            self.unsaved_writes.append(w)
+
+    def _record_answers(
+        self, answers: dict[str, Any], pending: list[tuple[TaskWrite, Interrupt]]
+    ) -> None:
+        """Keep the answers with the tasks they are for.
+
+        They are saved with the step's other writes if it stops again, and are not needed once
+        the step completes; saving nothing first means a run that loses the race for the thread
+        to another writer leaves nothing behind.
+        """
+        by_task: dict[str, TaskWrite] = {}
+        for write, intr in pending:
+            if intr.id not in answers:
+                continue
+            current = by_task.get(write.task_id) or self.writes.get((write.task_id, "resume"))
+            merged = {**(current.value if current else {}), intr.id: answers[intr.id]}
+            by_task[write.task_id] = TaskWrite(write.task_id, write.task_name, "resume", merged)
+        self._add_writes(by_task.values())
+
+    def _adopt(self, record: CheckpointRecord) -> None:
+        self.current = record.checkpoint
+        self.meta = dict(record.metadata)
+        self.writes = {(w.task_id, w.kind): w for w in record.pending_writes}
+        self.unsaved_writes = []
+        self.saved = record.checkpoint
+        self.dirty = False
+
+    # ----------------------------------------------------------------- views
+    def _cp(self) -> Checkpoint:
+        assert self.current is not None
+        return self.current
+
+    def _pending_interrupts(self) -> list[tuple[TaskWrite, Interrupt]]:
+        return pending_interrupts(self.writes.values())
+
+    def _next_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self._cp().next)
+
+    def _output(self, interrupts: tuple[Interrupt, ...] = ()) -> dict[str, Any]:
+        values = dict(self._cp().values)
+        if interrupts:
+            values[INTERRUPT_KEY] = list(interrupts)
+        return values
+
+    def _emit(self, mode: str, payload: Any) -> Generator[Effect, Any, None]:
+        if mode in self.s.stream_modes:
+            yield Emit(mode, payload)
+
+    def _emit_values(self) -> Generator[Effect, Any, None]:
+        if "values" in self.s.stream_modes:
+            yield Emit("values", dict(self._cp().values))
+
+
+def storage_hints(saved: Checkpoint | None, cp: Checkpoint) -> StorageHints:
+    """Which values of ``cp`` are new since ``saved``, and which of them only grew a list."""
+    if saved is None:
+        return StorageHints(frozenset(cp.values))
+    changed = frozenset(k for k, v in cp.versions.items() if saved.versions.get(k) != v)
+    extends: dict[str, tuple[str, int]] = {}
+    for key in changed:
+        old, new = saved.values.get(key), cp.values[key]
+        if key in saved.versions and _grew(old, new):
+            extends[key] = (saved.versions[key], len(old))
+    return StorageHints(changed, extends)
+
+
+def _grew(old: Any, new: Any) -> bool:
+    """``new`` is ``old`` plus items at the end (items compare by identity first: cheap)."""
+    if not (isinstance(old, list) and isinstance(new, list)) or len(new) <= len(old):
+        return False
+    try:
+        return new[: len(old)] == old
+    except Exception:
+        return False
+
+
+def pending_interrupts(writes: Iterable[TaskWrite]) -> list[tuple[TaskWrite, Interrupt]]:
+    """Interrupts of tasks that have not finished since, in the order they were saved."""
+    writes = list(writes)
+    finished = {w.task_id for w in writes if w.kind == "result"}
+    return [
+        (w, i)
+        for w in writes
+        if w.kind == "interrupt" and w.task_id not in finished
+        for i in w.value
+    ]
+
+
+def _match_answers(resume: Any, pending: list[tuple[TaskWrite, Interrupt]]) -> dict[str, Any]:
+    """A map ``{interrupt_id: value}``, or a bare value when exactly one interrupt waits."""
+    ids = [i.id for _, i in pending]
+    if isinstance(resume, dict) and resume and all(k in ids for k in resume):
+        return dict(resume)
+    if len(pending) == 1:
+        return {ids[0]: resume}
+    raise InvalidResumeError(
+        f"{len(pending)} interrupts are waiting; resume with a dict mapping interrupt id to value "
+        f"(ids: {', '.join(ids)}). Nothing was resumed."
+    )
+
+
+def _hits(names: frozenset[str], tasks: list[Task]) -> bool:
+    if not names:
+        return False
+    if "*" in names:
+        return any(t.name != START for t in tasks)
+    return any(t.name in names for t in tasks)
+
+
+def _debug(kind: str, step: int, **payload: Any) -> dict[str, Any]:
+    return {"type": kind, "step": step, "timestamp": now_iso(), "payload": payload}
+
+
+def _task_result_event(step: int, o: Outcome) -> dict[str, Any]:
+    return _debug(
+        "task_result",
+        step,
+        id=o.task.id,
+        name=o.task.name,
+        result=dict(o.result.updates) if o.result else None,
+        error=repr(o.error) if o.error else None,
+        interrupts=o.interrupts,
+    )

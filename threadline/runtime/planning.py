@@ -1,0 +1,76 @@
+"""Pure planning: which tasks a checkpoint runs next, and what the next checkpoint plans."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+
+from threadline.checkpoint.base import Checkpoint, PlannedTask
+from threadline.errors import InvalidUpdateError
+from threadline.graph.spec import GraphSpec
+from threadline.runtime.task import Task
+from threadline.types import Send
+
+
+def task_id(checkpoint_id: str, index: int, name: str) -> str:
+    """Deterministic, so writes saved before a crash can be matched to the task after it."""
+    digest = hashlib.blake2b(f"{checkpoint_id}|{index}|{name}".encode(), digest_size=16)
+    return digest.hexdigest()
+
+
+def task_ns(parent_ns: str, name: str, tid: str) -> str:
+    entry = f"{name}:{tid}"
+    return f"{parent_ns}|{entry}" if parent_ns else entry
+
+
+def tasks_of(spec: GraphSpec, checkpoint: Checkpoint, ns: str) -> list[Task]:
+    """The tasks ``checkpoint`` plans, each with the input it will receive."""
+    tasks = []
+    for index, planned in enumerate(checkpoint.next):
+        tid = task_id(checkpoint.id, index, planned.name)
+        node = spec.nodes.get(planned.name)
+        ns_ = task_ns(ns, planned.name, tid)
+        tasks.append(Task(tid, planned.name, ns_, planned.arg, node, send=planned.send))
+    return tasks
+
+
+def plan_next(
+    spec: GraphSpec,
+    barriers: Mapping[str, tuple[str, ...]],
+    finished: Iterable[tuple[str, tuple[str | Send, ...]]],
+) -> tuple[tuple[PlannedTask, ...], dict[str, tuple[str, ...]]]:
+    """From ``(node, routes)`` of a step's finished tasks, plan the next step.
+
+    Nodes triggered by edges run once each (sorted by name, so the order never depends on
+    timing); ``Send`` tasks follow in the order they were sent. Join barriers collect arrivals
+    across steps and fire when every source has finished.
+    """
+    pulls: set[str] = set()
+    sends: list[PlannedTask] = []
+    waiting = {key: set(arrived) for key, arrived in barriers.items()}
+    for node, routes in finished:
+        for route in routes:
+            if isinstance(route, Send):
+                _check_target(spec, node, route.node)
+                sends.append(PlannedTask(route.node, route.arg, send=True))
+            else:
+                _check_target(spec, node, route)
+                pulls.add(route)
+        for join in spec.joins_by_source.get(node, ()):
+            waiting.setdefault(join.id, set()).add(node)
+    for join in spec.joins:
+        arrived = waiting.get(join.id)
+        if arrived is not None and arrived >= join.sources:
+            del waiting[join.id]
+            pulls.add(join.target)
+    pulls.discard("__end__")
+    planned = tuple(PlannedTask(name) for name in sorted(pulls)) + tuple(sends)
+    return planned, {key: tuple(sorted(v)) for key, v in waiting.items()}
+
+
+def _check_target(spec: GraphSpec, source: str, target: str) -> None:
+    if target not in spec.nodes and target != "__end__":
+        raise InvalidUpdateError(
+            f"{source!r} routed to {target!r}, which is not a node of this graph "
+            f"(nodes: {', '.join(spec.nodes)})"
+        )

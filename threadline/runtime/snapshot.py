@@ -1,0 +1,181 @@
+"""Turning saved checkpoints into what ``get_state`` shows, and ``update_state`` into one."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from threadline.checkpoint.base import CheckpointRecord, PlannedTask, TaskWrite
+from threadline.checkpoint.ids import new_checkpoint_id
+from threadline.constants import START
+from threadline.errors import InvalidUpdateError
+from threadline.graph.spec import GraphSpec
+from threadline.runtime.loop import BREAKPOINT_TASK, now_iso, pending_interrupts, storage_hints
+from threadline.runtime.planning import plan_next, task_id, tasks_of
+from threadline.runtime.task import start_result
+from threadline.runtime.writes import apply_writes, normalize_output
+from threadline.types import Command, SnapshotTask, StateSnapshot
+
+
+def checkpoint_config(thread_id: str, ns: str, checkpoint_id: str | None) -> dict[str, Any]:
+    return {
+        "configurable": {
+            "thread_id": thread_id,
+            "checkpoint_ns": ns,
+            "checkpoint_id": checkpoint_id,
+        }
+    }
+
+
+def snapshot_of(spec: GraphSpec, record: CheckpointRecord) -> StateSnapshot:
+    cp = record.checkpoint
+    writes = {(w.task_id, w.kind): w for w in record.pending_writes}
+    tasks = []
+    for task in tasks_of(spec, cp, record.checkpoint_ns):
+        result = writes.get((task.id, "result"))
+        error = writes.get((task.id, "error"))
+        interrupts = writes.get((task.id, "interrupt"))
+        tasks.append(
+            SnapshotTask(
+                id=task.id,
+                name=task.name,
+                error=_error_text(error) if error and not result else None,
+                interrupts=tuple(interrupts.value) if interrupts and not result else (),
+                result=dict(result.value.updates) if result else None,
+            )
+        )
+    parent = (
+        checkpoint_config(record.thread_id, record.checkpoint_ns, cp.parent_id)
+        if cp.parent_id
+        else None
+    )
+    return StateSnapshot(
+        values=dict(cp.values),
+        next=tuple(t.name for t in tasks if t.result is None or t.name == START),
+        config=checkpoint_config(record.thread_id, record.checkpoint_ns, cp.id),
+        metadata=dict(record.metadata),
+        created_at=cp.created_at,
+        parent_config=parent,
+        tasks=tuple(tasks),
+        interrupts=tuple(i for _, i in pending_interrupts(record.pending_writes)),
+    )
+
+
+def _error_text(write: TaskWrite) -> str:
+    value = write.value
+    return f"{value.get('type')}: {value.get('message')}" if isinstance(value, dict) else str(value)
+
+
+def empty_snapshot(config: dict[str, Any]) -> StateSnapshot:
+    return StateSnapshot({}, (), config, None, None, None, (), ())
+
+
+def updated_record(
+    spec: GraphSpec,
+    record: CheckpointRecord | None,
+    thread_id: str,
+    values: Any,
+    as_node: str | None,
+    metadata: dict[str, Any],
+) -> CheckpointRecord:
+    """The ``update`` checkpoint that applies ``values`` as if ``as_node`` had written them."""
+    node = _writer(spec, record, as_node)
+    updates, gotos = normalize_output(spec.schema, node, values)
+    if record is None:
+        base_values, versions, barriers, step, parent = (
+            spec.schema.initial_values(),
+            {},
+            {},
+            -1,
+            None,
+        )
+    else:
+        cp = record.checkpoint
+        base_values, versions, barriers = cp.values, cp.versions, cp.barriers
+        step, parent = cp.step + 1, cp.id
+    if isinstance(values, Command) and values.graph is not None:
+        raise InvalidUpdateError("update_state does not take Command(graph=...)")
+    cp_id = new_checkpoint_id()
+    if record is None:
+        versions = dict.fromkeys(base_values, cp_id)
+    new_values, new_versions = apply_writes(
+        spec.schema, base_values, versions, [(node, updates)], cp_id
+    )
+    if node == START:
+        routes = start_result(spec, base_values, updates, {}).routes
+    else:
+        routes = _routes_after(spec, node, base_values, updates, gotos)
+    next_, barriers = plan_next(spec, barriers, [(node, routes)])
+    cp = _new_checkpoint(cp_id, parent, step, new_values, new_versions, next_, barriers, node)
+    writes = _carried_breakpoint(record, cp.id)
+    meta = {**metadata, "source": "update", "step": step, "parents": {}}
+    hints = storage_hints(record.checkpoint if record else None, cp)
+    return CheckpointRecord(thread_id, "", cp, meta, writes, hints)
+
+
+def _writer(spec: GraphSpec, record: CheckpointRecord | None, as_node: str | None) -> str:
+    if as_node is not None:
+        if as_node not in spec.nodes and as_node != START:
+            raise InvalidUpdateError(
+                f"as_node={as_node!r} is not a node of this graph (nodes: {', '.join(spec.nodes)})"
+            )
+        return as_node
+    if record is None or not record.checkpoint.updated_by:
+        return START
+    writers = record.checkpoint.updated_by
+    if len(writers) > 1:
+        raise InvalidUpdateError(
+            f"the last step was written by {', '.join(writers)}; pass as_node= to say which "
+            "node this update comes from"
+        )
+    return writers[0]
+
+
+def _routes_after(
+    spec: GraphSpec, node: str, values: Any, updates: Any, gotos: tuple[Any, ...]
+) -> tuple[Any, ...]:
+    from threadline.runtime.task import StepEnv, Task, _finish_sync
+
+    task = Task(id="", name=node, ns="", input=None, node=spec.nodes[node])
+    env = StepEnv(spec, values, {}, None, None, lambda _: None, "sync")
+    command = Command(update=dict(updates), goto=gotos)
+    outcome = _finish_sync(task, env, command)
+    assert outcome.result is not None
+    return outcome.result.routes
+
+
+def _new_checkpoint(
+    cp_id: str,
+    parent: str | None,
+    step: int,
+    values: dict[str, Any],
+    versions: dict[str, str],
+    next_: tuple[PlannedTask, ...],
+    barriers: dict[str, tuple[str, ...]],
+    node: str,
+) -> Any:
+    from threadline.checkpoint.base import Checkpoint
+
+    return Checkpoint(
+        id=cp_id,
+        parent_id=parent,
+        step=step,
+        values=values,
+        versions=versions,
+        next=next_,
+        created_at=now_iso(),
+        barriers=barriers,
+        updated_by=(node,) if node != START else (),
+    )
+
+
+def _carried_breakpoint(record: CheckpointRecord | None, new_id: str) -> tuple[TaskWrite, ...]:
+    """Editing state at a breakpoint keeps it passed, so ``invoke(None)`` then goes on."""
+    if record is None:
+        return ()
+    return tuple(
+        dataclasses.replace(w) for w in record.pending_writes if w.task_id == BREAKPOINT_TASK
+    )
+
+
+__all__ = ["checkpoint_config", "empty_snapshot", "snapshot_of", "task_id", "updated_record"]

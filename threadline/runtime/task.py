@@ -1,0 +1,244 @@
+"""Running one task: call the node (with retries), then work out its writes and where it routes.
+
+Both runners return an ``Outcome`` and never raise, so a failing task cannot tear down its
+siblings: the loop sees every task's result before deciding what to save.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from threadline import serde
+from threadline.constants import END, START
+from threadline.errors import GraphInterrupt, InvalidUpdateError, ParentCommand
+from threadline.graph.spec import Branch, GraphSpec, NodeSpec
+from threadline.runtime.context import TaskContext, enter_task, leave_task
+from threadline.runtime.writes import Update, apply_writes, normalize_output
+from threadline.types import Command, Interrupt, RetryPolicy, Send
+
+
+@serde.register(name="threadline.TaskResult")
+@dataclass(frozen=True, slots=True)
+class TaskResult:
+    """What a finished task wrote to the state and which tasks it triggers."""
+
+    updates: Update
+    routes: tuple[str | Send, ...]
+
+
+@dataclass(slots=True)
+class Task:
+    """A task of the current step, with what it needs to run."""
+
+    id: str
+    name: str
+    ns: str
+    input: Any
+    node: NodeSpec | None
+    send: bool = False
+    answers: dict[str, Any] = field(default_factory=dict)
+
+    def node_input(self, env: StepEnv) -> Any:
+        """A ``Send`` task gets its argument; others the state as the step began."""
+        return self.input if self.send else env.spec.schema.node_input(env.values)
+
+
+@dataclass(slots=True)
+class Outcome:
+    """How a task ended: exactly one of result, error, interrupts or a parent command."""
+
+    task: Task
+    result: TaskResult | None = None
+    error: BaseException | None = None
+    interrupts: tuple[Interrupt, ...] = ()
+    parent_command: Command | None = None
+
+
+@dataclass(slots=True)
+class StepEnv:
+    """What every task of a step shares."""
+
+    spec: GraphSpec
+    values: Mapping[str, Any]
+    config: dict[str, Any]
+    saver: Any
+    store: Any
+    writer: Callable[[Any], None]
+    durability: str
+
+    def context(self, task: Task) -> TaskContext:
+        return TaskContext(
+            task_id=task.id,
+            name=task.name,
+            ns=task.ns,
+            config=self.config,
+            saver=self.saver,
+            store=self.store,
+            writer=self.writer,
+            durability=self.durability,
+            answers=task.answers,
+        )
+
+
+def run_task_sync(task: Task, env: StepEnv) -> Outcome:
+    """Run a task in this thread; used directly and from the thread pool."""
+    node = task.node
+    assert node is not None and node.sync_fn is not None
+    ctx = env.context(task)
+    token = enter_task(ctx)
+    try:
+        output = _call_with_retry(node, node.sync_fn, task.node_input(env), ctx)
+        return _finish_sync(task, env, output)
+    except GraphInterrupt as gi:
+        return Outcome(task, interrupts=tuple(gi.interrupts))
+    except _ParentBound as pb:
+        return Outcome(task, parent_command=pb.command)
+    except Exception as exc:
+        return Outcome(task, error=exc)
+    finally:
+        leave_task(token)
+
+
+async def run_task_async(task: Task, env: StepEnv) -> Outcome:
+    """Run a task on the event loop; a sync node's call goes to a worker thread."""
+    node = task.node
+    assert node is not None
+    ctx = env.context(task)
+    token = enter_task(ctx)
+    try:
+        if node.async_fn is None:
+            assert node.sync_fn is not None
+            arg = task.node_input(env)
+            call = functools.partial(_call_with_retry, node, node.sync_fn, arg, ctx)
+            thread_ctx = contextvars.copy_context()
+            output = await asyncio.get_running_loop().run_in_executor(None, thread_ctx.run, call)
+        else:
+            output = await _call_with_retry_async(node, node.async_fn, task.node_input(env), ctx)
+        return await _finish_async(task, env, output)
+    except GraphInterrupt as gi:
+        return Outcome(task, interrupts=tuple(gi.interrupts))
+    except _ParentBound as pb:
+        return Outcome(task, parent_command=pb.command)
+    except Exception as exc:
+        return Outcome(task, error=exc)
+    finally:
+        leave_task(token)
+
+
+class _ParentBound(Exception):
+    """A node of this graph returned ``Command(graph=PARENT)``."""
+
+    def __init__(self, command: Command):
+        super().__init__(command)
+        self.command = command
+
+
+def _call_with_retry(node: NodeSpec, fn: Callable[..., Any], arg: Any, ctx: TaskContext) -> Any:
+    attempt = 0
+    while True:
+        attempt += 1
+        ctx.restart()
+        try:
+            return _call(node, fn, arg, ctx)
+        except Exception as exc:
+            delay = _retry_delay(node.retry, attempt, exc)
+            if delay is None:
+                raise
+            time.sleep(delay)
+
+
+async def _call_with_retry_async(
+    node: NodeSpec, fn: Callable[..., Any], arg: Any, ctx: TaskContext
+) -> Any:
+    attempt = 0
+    while True:
+        attempt += 1
+        ctx.restart()
+        try:
+            return await fn(arg, **node.style.kwargs(ctx.config, ctx.store, ctx.writer))
+        except ParentCommand as pc:
+            return pc.command
+        except Exception as exc:
+            delay = _retry_delay(node.retry, attempt, exc)
+            if delay is None:
+                raise
+            await asyncio.sleep(delay)
+
+
+def _call(node: NodeSpec, fn: Callable[..., Any], arg: Any, ctx: TaskContext) -> Any:
+    """Call the node; a ``Command(graph=PARENT)`` raised by a subgraph becomes its output."""
+    try:
+        return fn(arg, **node.style.kwargs(ctx.config, ctx.store, ctx.writer))
+    except ParentCommand as pc:
+        return pc.command
+
+
+def _retry_delay(policy: RetryPolicy | None, attempt: int, exc: Exception) -> float | None:
+    """Seconds to wait before the next attempt, or ``None`` to give up."""
+    if policy is None or attempt >= policy.max_attempts or not policy.should_retry(exc):
+        return None
+    delay = min(
+        policy.max_interval, policy.initial_interval * policy.backoff_factor ** (attempt - 1)
+    )
+    if policy.jitter:
+        delay += random.uniform(0, 1)
+    return delay
+
+
+def start_result(spec: GraphSpec, values: Mapping[str, Any], updates: Update, config: Any) -> Any:
+    """The result of the START pseudo-task: the input, routed by START's edges and branches."""
+    task = Task(id="", name=START, ns="", input=None, node=None)
+    env = StepEnv(spec, values, config, None, None, lambda _: None, "sync")
+    return _finish_sync(task, env, dict(updates)).result
+
+
+def _output_parts(task: Task, env: StepEnv, output: Any) -> tuple[Update, tuple[str | Send, ...]]:
+    if isinstance(output, Command) and output.graph is not None:
+        if output.graph != Command.PARENT:
+            raise InvalidUpdateError(
+                f"node {task.name!r} returned Command(graph={output.graph!r}); "
+                "only Command.PARENT is supported"
+            )
+        raise _ParentBound(Command(update=output.update, goto=output.goto))
+    return normalize_output(env.spec.schema, task.name, output)
+
+
+def _finish_sync(task: Task, env: StepEnv, output: Any) -> Outcome:
+    updates, gotos = _output_parts(task, env, output)
+    routes = list(gotos) + list(env.spec.edges.get(task.name, ()))
+    for branch in env.spec.branches.get(task.name, ()):
+        if branch.is_async:
+            raise InvalidUpdateError(
+                f"the branch from {task.name!r} is async; run the graph with ainvoke/astream"
+            )
+        routes.extend(branch.resolve(branch.path(*_branch_args(branch, task, env, updates))))
+    return Outcome(task, result=TaskResult(updates, _drop_end(routes)))
+
+
+async def _finish_async(task: Task, env: StepEnv, output: Any) -> Outcome:
+    updates, gotos = _output_parts(task, env, output)
+    routes = list(gotos) + list(env.spec.edges.get(task.name, ()))
+    for branch in env.spec.branches.get(task.name, ()):
+        args = _branch_args(branch, task, env, updates)
+        chosen = await branch.path(*args) if branch.is_async else branch.path(*args)
+        routes.extend(branch.resolve(chosen))
+    return Outcome(task, result=TaskResult(updates, _drop_end(routes)))
+
+
+def _branch_args(branch: Branch, task: Task, env: StepEnv, updates: Update) -> tuple[Any, ...]:
+    """A branch sees the state as its node left it: the step's start plus this node's writes."""
+    schema = env.spec.schema
+    local, _ = apply_writes(schema, env.values, {}, [(task.name, updates)], "")
+    state = schema.node_input(local)
+    return (state, env.config) if branch.style.config else (state,)
+
+
+def _drop_end(routes: list[str | Send]) -> tuple[str | Send, ...]:
+    return tuple(r for r in routes if r != END)

@@ -1,0 +1,146 @@
+"""The small public value types: Send, Command, Interrupt, RetryPolicy and snapshots."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar
+
+from threadline import serde
+
+StreamMode = Literal["values", "updates", "debug", "custom"]
+Durability = Literal["sync", "async", "exit"]
+
+
+@serde.register(name="threadline.Send")
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Run ``node`` in the next superstep with ``arg`` as its input (map-reduce fan-out)."""
+
+    node: str
+    arg: Any
+
+
+@serde.register(name="threadline.Overwrite")
+@dataclass(frozen=True, slots=True)
+class Overwrite:
+    """Write ``value`` to a key as it is, bypassing the key's reducer."""
+
+    value: Any
+
+
+@serde.register(name="threadline.Interrupt")
+@dataclass(frozen=True, slots=True)
+class Interrupt:
+    """A question a node asked with ``interrupt(value)``; answer it with ``Command(resume=...)``."""
+
+    value: Any
+    id: str
+
+
+N = TypeVar("N")
+
+
+@dataclass(frozen=True, slots=True)
+class Command(Generic[N]):
+    """Returned by a node to update state and route, or passed to ``invoke`` to resume.
+
+    ``goto`` names nodes (or ``Send`` objects) to run next; ``graph=Command.PARENT`` sends the
+    command to the graph that contains this subgraph; ``resume`` answers pending interrupts.
+    """
+
+    PARENT: ClassVar[str] = "__parent__"
+
+    graph: str | None = None
+    update: Any = None
+    resume: Any = None
+    goto: str | Send | Sequence[str | Send] = ()
+
+    def goto_targets(self) -> tuple[str | Send, ...]:
+        if isinstance(self.goto, str | Send):
+            return (self.goto,)
+        return tuple(self.goto)
+
+
+def default_retry_on(exc: BaseException) -> bool:
+    """Retry what looks transient (connection trouble, 5xx answers), never programming errors."""
+    if isinstance(exc, ConnectionError):
+        return True
+    if isinstance(exc, _PROGRAMMING_ERRORS):
+        return False
+    status = getattr(getattr(exc, "response", None), "status_code", None)
+    if isinstance(status, int):
+        return status >= 500
+    return True
+
+
+_PROGRAMMING_ERRORS = (
+    ValueError,
+    TypeError,
+    ArithmeticError,
+    ImportError,
+    LookupError,
+    NameError,
+    SyntaxError,
+    RuntimeError,
+    ReferenceError,
+    StopIteration,
+    StopAsyncIteration,
+    OSError,
+    AssertionError,
+    AttributeError,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How a node retries after an exception: exponential backoff with optional jitter."""
+
+    initial_interval: float = 0.5
+    backoff_factor: float = 2.0
+    max_interval: float = 128.0
+    max_attempts: int = 3
+    jitter: bool = True
+    retry_on: (
+        type[BaseException] | Sequence[type[BaseException]] | Callable[[BaseException], bool]
+    ) = field(default=default_retry_on)
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(
+                f"RetryPolicy.max_attempts must be at least 1, got {self.max_attempts}"
+            )
+        if self.initial_interval < 0 or self.max_interval < 0:
+            raise ValueError("RetryPolicy intervals must not be negative")
+
+    def should_retry(self, exc: BaseException) -> bool:
+        rule = self.retry_on
+        if isinstance(rule, type) and issubclass(rule, BaseException):
+            return isinstance(exc, rule)
+        if isinstance(rule, Sequence):
+            return isinstance(exc, tuple(rule))
+        return bool(rule(exc))
+
+
+class SnapshotTask(NamedTuple):
+    """A task of a checkpoint's next step, as ``get_state`` shows it."""
+
+    id: str
+    name: str
+    error: str | None = None
+    interrupts: tuple[Interrupt, ...] = ()
+    state: Any = None
+    result: Any = None
+
+
+class StateSnapshot(NamedTuple):
+    """The state of a thread at one checkpoint."""
+
+    values: dict[str, Any]
+    next: tuple[str, ...]
+    config: dict[str, Any]
+    metadata: dict[str, Any] | None
+    created_at: str | None
+    parent_config: dict[str, Any] | None
+    tasks: tuple[SnapshotTask, ...]
+    interrupts: tuple[Interrupt, ...] = ()
