@@ -1,0 +1,57 @@
+"""Classes the serializer may rebuild. Loading looks names up here; it never imports modules."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar, overload
+
+T = TypeVar("T", bound=type)
+
+_lock = threading.Lock()
+_by_name: dict[str, type] = {}
+_by_class: dict[type, str] = {}
+
+
+@overload
+def register(cls: T, *, name: str | None = None) -> T: ...
+@overload
+def register(cls: None = None, *, name: str | None = None) -> Callable[[T], T]: ...
+
+
+def register(cls: Any = None, *, name: str | None = None) -> Any:
+    """Allow ``cls`` (a dataclass, pydantic model or Enum) to be stored and loaded.
+
+    Use as ``serde.register(MyClass)`` or as a decorator, ``@serde.register`` or
+    ``@serde.register(name="billing.Invoice")``. The name (default ``module.QualName``) is what is
+    stored; keep it stable when you move the class.
+    """
+
+    def apply(klass: T) -> T:
+        key = name or f"{klass.__module__}.{klass.__qualname__}"
+        with _lock:
+            known = _by_name.get(key)
+            if known is not None and known is not klass and _same_origin(known, klass) is False:
+                raise ValueError(f"serde name {key!r} is already registered for {known!r}")
+            _by_name[key] = klass
+            _by_class[klass] = key
+        return klass
+
+    if cls is None:
+        return apply
+    return apply(cls)
+
+
+def _same_origin(a: type, b: type) -> bool:
+    """A class re-created by reloading its module may take over its old name."""
+    return a.__module__ == b.__module__ and a.__qualname__ == b.__qualname__
+
+
+def name_of(cls: type) -> str | None:
+    """The registered name of ``cls``, or ``None`` if it was never registered."""
+    return _by_class.get(cls)
+
+
+def lookup(name: str) -> type | None:
+    """The class registered under ``name``, or ``None``."""
+    return _by_name.get(name)
