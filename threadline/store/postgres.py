@@ -1,0 +1,554 @@
+"""``PostgresStore``: long-term memory in PostgreSQL (psycopg 3 with a connection pool).
+
+Layout (schema version 1; both tables live in ``schema`` when one is given, else on the
+connection's ``search_path``)::
+
+    threadline_store_schema_version (version)
+    threadline_store (
+        prefix      text COLLATE "C"  -- the namespace, labels joined with "." (never in labels)
+        key         text COLLATE "C"
+        value       jsonb
+        created_at  timestamptz       -- from the store's clock, never the server's
+        updated_at  timestamptz
+        expires_at  timestamptz       -- NULL: never expires
+        ttl_us      bigint            -- the TTL the item was written with, for refresh on read
+        PRIMARY KEY (prefix, key)
+    )
+
+``setup()`` creates (or checks) the schema; it is idempotent, safe to run from many processes at
+once (an advisory lock serializes it), and runs by itself before the first operation of a store
+that was not set up explicitly.
+
+Everything happens in SQL, in one statement per call, with every value bound as a parameter —
+field names included (``value -> %(f0)s``); nothing from the caller is ever formatted into SQL
+text, and the optional ``schema`` goes in only as a quoted identifier. ``put`` is one upsert
+that keeps ``created_at`` while the old row is live; ``get`` with a TTL refresh is one
+``UPDATE ... RETURNING`` joined with a plain read.
+
+Filters translate each ``(field, operator, operand)`` term of ``parse_filter`` to SQL with the
+semantics of ``matches``: ``$eq``/``$ne`` compare ``jsonb`` values (``true`` is not ``1``, ``1``
+equals ``1.0``, objects compare as key sets, a missing field only satisfies ``$ne``); range
+operators first require the field to hold the operand's JSON type, then compare numbers as
+``numeric`` (exact, like Python) and strings under ``COLLATE "C"`` (code-point order). Ordering is
+``updated_at DESC, prefix, key`` in ``"C"`` collation, the order ``sort_items`` defines, and
+``limit``/``offset`` are applied by the server. ``list_namespaces`` sorts ``text[]`` arrays, which
+order like Python tuples, and truncates them with an array slice.
+
+``jsonb`` cannot hold NUL characters or lone surrogates, nor can ``text``: values, keys and labels
+containing them are refused with ``ValueError`` (so no filter or lookup can ever find one).
+``jsonb`` also does not keep the order of object keys; values compare equal, but a value may
+come back with its keys reordered. Floats stay floats: an integral float that Python would
+print in exponent form (``1e+16``) is written out in full with ``.0``, as ``jsonb`` would
+otherwise return it as an ``int``.
+
+Expired rows are invisible at once and deleted lazily: ``search``/``list_namespaces`` delete
+all of them at most once per ``sweep_interval`` seconds of the store's clock;
+``sweep_expired()`` does it on demand (from a cron job, say).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from types import TracebackType
+from typing import Any, LiteralString
+
+from psycopg import sql
+from psycopg_pool import ConnectionPool
+
+from threadline.errors import InvalidStoreInputError, StoreUnavailableError
+from threadline.store.base import (
+    BaseStore,
+    Condition,
+    Item,
+    Namespace,
+    encode_value,
+    expiry,
+    ttl_micros,
+)
+
+__all__ = ["SCHEMA_VERSION", "PostgresStore"]
+
+#: The version of the table layout; a database written by a newer layout is refused.
+SCHEMA_VERSION = 1
+
+_COLUMNS = "prefix, key, value::text, created_at, updated_at, expires_at"
+_LIVE = "(expires_at IS NULL OR expires_at > %(now)s)"
+_IN_PREFIX = "(prefix = %(p)s OR (prefix >= %(p_lo)s AND prefix < %(p_hi)s))"
+_WITH_SUFFIX = "(prefix = %(s)s OR right(prefix, %(s_len)s) = %(s_dot)s)"
+
+_OPERATORS: dict[str, LiteralString] = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+
+
+class PostgresStore(BaseStore):
+    """Long-term memory in PostgreSQL, shared by every process that connects.
+
+    ``conn`` is a connection URL/DSN (the store then owns a ``psycopg_pool.ConnectionPool`` of
+    ``min_size``..``max_size`` connections, closed by :meth:`close`) or an existing
+    ``ConnectionPool`` (shared: ``close`` leaves it open). ``schema`` puts the tables in that
+    schema, created if missing; use it to keep apps or tests apart. Use the store as a context
+    manager, or call :meth:`close`::
+
+        with PostgresStore("postgresql://app@db/app") as store:
+            store.setup()  # optional: the first call sets up anyway
+            graph = builder.compile(store=store)
+
+    ``sweep_interval`` (seconds of the store's clock, ``None`` for never) paces the automatic
+    deletion of expired rows; they are invisible either way.
+    """
+
+    def __init__(
+        self,
+        conn: str | ConnectionPool,
+        *,
+        schema: str | None = None,
+        min_size: int = 1,
+        max_size: int = 10,
+        clock: Callable[[], datetime] | None = None,
+        refresh_on_read: bool = True,
+        sweep_interval: float | None = 60.0,
+    ) -> None:
+        super().__init__(clock=clock, refresh_on_read=refresh_on_read)
+        if schema is not None and (not isinstance(schema, str) or not schema):
+            raise InvalidStoreInputError(
+                f"schema must be a non-empty string or None, got {schema!r}"
+            )
+        self.schema = schema
+        self.sweep_interval = sweep_interval
+        self._next_sweep: datetime | None = None
+        self._lock = threading.Lock()
+        self._ready = False
+        self._closed = False
+        if isinstance(conn, ConnectionPool):
+            self._pool = conn
+            self._owns_pool = False
+        else:
+            self._pool = ConnectionPool(
+                conn,
+                min_size=min_size,
+                max_size=max_size,
+                kwargs={"autocommit": True},
+                check=ConnectionPool.check_connection,
+                open=True,
+                name="threadline-store",
+            )
+            self._owns_pool = True
+
+        def table(name: str) -> sql.Composable:
+            return sql.Identifier(schema, name) if schema else sql.Identifier(name)
+
+        self._table = table("threadline_store")
+        self._version_table = table("threadline_store_schema_version")
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    @classmethod
+    def from_conn_string(cls, url: str, **options: Any) -> PostgresStore:
+        """A store on ``url`` (LangGraph's spelling); use it as ``with ... as store:``."""
+        return cls(url, **options)
+
+    def setup(self) -> None:
+        """Create the schema, tables and indexes if missing, and check the schema version.
+
+        Idempotent and safe to run concurrently; the store calls it before its first operation.
+        """
+        statements: list[sql.Composable] = []
+        if self.schema:
+            statements.append(
+                sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))
+            )
+        statements += [
+            sql.SQL("CREATE TABLE IF NOT EXISTS {} (version integer NOT NULL)").format(
+                self._version_table
+            ),
+            sql.SQL(
+                """
+                CREATE TABLE IF NOT EXISTS {} (
+                    prefix     text COLLATE "C" NOT NULL,
+                    key        text COLLATE "C" NOT NULL,
+                    value      jsonb            NOT NULL,
+                    created_at timestamptz      NOT NULL,
+                    updated_at timestamptz      NOT NULL,
+                    expires_at timestamptz,
+                    ttl_us     bigint,
+                    PRIMARY KEY (prefix, key)
+                )
+                """
+            ).format(self._table),
+            sql.SQL(
+                "CREATE INDEX IF NOT EXISTS threadline_store_updated "
+                "ON {} (updated_at DESC, prefix, key)"
+            ).format(self._table),
+            sql.SQL(
+                "CREATE INDEX IF NOT EXISTS threadline_store_expires "
+                "ON {} (expires_at) WHERE expires_at IS NOT NULL"
+            ).format(self._table),
+        ]
+        lock_name = f"threadline_store_setup:{self.schema or ''}"
+        with self._pool.connection() as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (lock_name,))
+            for statement in statements:
+                conn.execute(statement)
+            row = conn.execute(
+                sql.SQL("SELECT MAX(version) FROM {}").format(self._version_table)
+            ).fetchone()
+            found = row[0] if row else None
+            if found is None:
+                conn.execute(
+                    sql.SQL("INSERT INTO {} (version) VALUES (%s)").format(self._version_table),
+                    (SCHEMA_VERSION,),
+                )
+            elif found > SCHEMA_VERSION:
+                raise StoreUnavailableError(
+                    f"PostgreSQL store {self._where()} has schema version {found}, newer than "
+                    f"this threadline understands ({SCHEMA_VERSION}); upgrade threadline"
+                )
+            # (found < SCHEMA_VERSION: migrations go here once there is a version 2.)
+        self._ready = True
+
+    def close(self) -> None:
+        """Close the pool if the store opened it; later calls raise ``ThreadlineError``."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        if self._owns_pool:
+            self._pool.close()
+
+    def __enter__(self) -> PostgresStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"PostgresStore({self._where()}, {state})"
+
+    def _where(self) -> str:
+        return f"schema {self.schema!r}" if self.schema else "on the search_path"
+
+    def _execute(
+        self, query: sql.Composable, params: dict[str, Any], *, fetch: bool = True
+    ) -> list[tuple[Any, ...]]:
+        """Run one statement on a pooled connection (setting up first if needed)."""
+        if self._closed:
+            raise StoreUnavailableError(f"PostgresStore({self._where()}) is closed")
+        if not self._ready:
+            with self._lock:
+                if not self._ready:
+                    self.setup()
+        with self._pool.connection() as conn:
+            cursor = conn.execute(query, params)
+            return cursor.fetchall() if fetch else []
+
+    # -- hooks ---------------------------------------------------------------------------------
+
+    def _put(
+        self,
+        namespace: Namespace,
+        key: str,
+        value: dict[str, Any],
+        now: datetime,
+        ttl: float | None,
+    ) -> None:
+        encode_value(value)  # the shared checks and messages for non-JSON values
+        if not _storable(namespace, key):
+            raise InvalidStoreInputError(
+                f"namespace {namespace!r} or key {key!r} holds a NUL character or a lone "
+                "surrogate, which PostgreSQL text cannot store"
+            )
+        query = sql.SQL(
+            """
+            INSERT INTO {table} AS t
+                (prefix, key, value, created_at, updated_at, expires_at, ttl_us)
+            VALUES (%(prefix)s, %(key)s, %(value)s::jsonb, %(now)s, %(now)s,
+                    %(expires_at)s, %(ttl_us)s)
+            ON CONFLICT (prefix, key) DO UPDATE SET
+                value = excluded.value,
+                created_at = CASE WHEN t.expires_at IS NULL OR t.expires_at > excluded.updated_at
+                                  THEN t.created_at ELSE excluded.created_at END,
+                updated_at = excluded.updated_at,
+                expires_at = excluded.expires_at,
+                ttl_us = excluded.ttl_us
+            """
+        ).format(table=self._table)
+        params = {
+            "prefix": ".".join(namespace),
+            "key": key,
+            "value": _jsonb_text(value, "value"),
+            "now": now,
+            "expires_at": expiry(now, ttl),
+            "ttl_us": ttl_micros(ttl),
+        }
+        self._execute(query, params, fetch=False)
+
+    def _get(self, namespace: Namespace, key: str, now: datetime, refresh: bool) -> Item | None:
+        if not _storable(namespace, key):
+            return None
+        # The CTE refreshes a live TTL item and returns it; otherwise the plain read answers.
+        query = sql.SQL(
+            f"""
+            WITH refreshed AS (
+                UPDATE {{table}}
+                   SET expires_at = %(now)s + ttl_us * interval '1 microsecond'
+                 WHERE prefix = %(prefix)s AND key = %(key)s AND %(refresh)s
+                   AND ttl_us IS NOT NULL AND expires_at > %(now)s
+                RETURNING {_COLUMNS}
+            )
+            SELECT * FROM refreshed
+            UNION ALL
+            SELECT {_COLUMNS} FROM {{table}}
+             WHERE prefix = %(prefix)s AND key = %(key)s AND {_LIVE}
+               AND NOT EXISTS (SELECT 1 FROM refreshed)
+            """
+        ).format(table=self._table)
+        params = {"prefix": ".".join(namespace), "key": key, "now": now, "refresh": refresh}
+        rows = self._execute(query, params)
+        return _item(rows[0]) if rows else None
+
+    def _search(
+        self,
+        prefix: Namespace,
+        conditions: list[Condition],
+        limit: int,
+        offset: int,
+        now: datetime,
+    ) -> list[Item]:
+        if limit == 0 or not _storable(prefix, ""):
+            return []
+        self._maybe_sweep(now)
+        params: dict[str, Any] = {"now": now, "limit": limit, "offset": offset}
+        where: list[sql.Composable] = [sql.SQL(_LIVE)]
+        if prefix:
+            where.append(sql.SQL(_IN_PREFIX))
+            params.update(_prefix_params(prefix))
+        for i, condition in enumerate(conditions):
+            where.append(_condition_sql(condition, i, params))
+        query = sql.SQL(
+            f"""
+            SELECT {_COLUMNS} FROM {{table}} WHERE {{where}}
+             ORDER BY updated_at DESC, prefix, key
+             LIMIT %(limit)s OFFSET %(offset)s
+            """
+        ).format(table=self._table, where=sql.SQL(" AND ").join(where))
+        return [_item(row) for row in self._execute(query, params)]
+
+    def _delete(self, namespace: Namespace, key: str) -> None:
+        if not _storable(namespace, key):
+            return
+        query = sql.SQL("DELETE FROM {} WHERE prefix = %(prefix)s AND key = %(key)s").format(
+            self._table
+        )
+        self._execute(query, {"prefix": ".".join(namespace), "key": key}, fetch=False)
+
+    def _list_namespaces(
+        self,
+        prefix: Namespace,
+        suffix: Namespace,
+        max_depth: int | None,
+        limit: int,
+        offset: int,
+        now: datetime,
+    ) -> list[Namespace]:
+        if limit == 0 or not (_storable(prefix, "") and _storable(suffix, "")):
+            return []
+        self._maybe_sweep(now)
+        params: dict[str, Any] = {"now": now, "limit": limit, "offset": offset}
+        where = [_LIVE]
+        if prefix:
+            where.append(_IN_PREFIX)
+            params.update(_prefix_params(prefix))
+        if suffix:
+            text = ".".join(suffix)
+            where.append(_WITH_SUFFIX)
+            params.update(s=text, s_len=len(text) + 1, s_dot="." + text)
+        labels = "string_to_array(prefix, '.') COLLATE \"C\""
+        if max_depth is not None:
+            labels = f"({labels})[1:%(depth)s]"
+            params["depth"] = max_depth
+        # text[] sorts element by element, a shorter array first on a tie: tuple order.
+        query = sql.SQL(
+            f"""
+            SELECT ns FROM (
+                SELECT DISTINCT {labels} AS ns FROM {{table}} WHERE {" AND ".join(where)}
+            ) AS found
+            ORDER BY ns LIMIT %(limit)s OFFSET %(offset)s
+            """
+        ).format(table=self._table)
+        return [tuple(ns) for (ns,) in self._execute(query, params)]
+
+    # -- expiry --------------------------------------------------------------------------------
+
+    def sweep_expired(self) -> int:
+        """Delete every expired row now; returns how many went."""
+        return self._sweep(self._now())
+
+    def _maybe_sweep(self, now: datetime) -> None:
+        if self.sweep_interval is None:
+            return
+        if self._next_sweep is None or now >= self._next_sweep:
+            self._sweep(now)
+
+    def _sweep(self, now: datetime) -> int:
+        if self.sweep_interval is not None:
+            self._next_sweep = now + timedelta(seconds=self.sweep_interval)
+        query = sql.SQL(
+            "DELETE FROM {} WHERE expires_at IS NOT NULL AND expires_at <= %(now)s RETURNING 1"
+        ).format(self._table)
+        return len(self._execute(query, {"now": now}))
+
+
+# -- SQL pieces ---------------------------------------------------------------------------------
+
+
+def _prefix_params(prefix: Namespace) -> dict[str, str]:
+    text = ".".join(prefix)
+    return {"p": text, "p_lo": text + ".", "p_hi": text + "/"}  # "/" follows "."
+
+
+def _condition_sql(condition: Condition, i: int, params: dict[str, Any]) -> sql.Composable:
+    """One filter term as SQL with the semantics of ``matches``; its values go into ``params``.
+
+    Parameter names are generated (``f0``, ``o0``); the field name is only ever a bound value.
+    """
+    field, op, operand = condition
+    if not _text_ok(field):
+        # No stored object has this key, so the field is missing everywhere.
+        return sql.SQL("TRUE" if op == "$ne" else "FALSE")
+    f, o = f"f{i}", f"o{i}"
+    params[f] = field
+    got = f"(value -> %({f})s::text)"
+    if op in ("$eq", "$ne"):
+        try:
+            params[o] = _jsonb_text(operand, "operand")
+        except ValueError:
+            # Not representable in jsonb, so equal to no stored value.
+            return sql.SQL("TRUE" if op == "$ne" else "FALSE")
+        if op == "$eq":
+            return sql.SQL(f"{got} = %({o})s::jsonb")
+        return sql.SQL(f"{got} IS DISTINCT FROM %({o})s::jsonb")
+    sign = _OPERATORS[op]
+    below = op in ("$lt", "$lte")
+    if isinstance(operand, str):
+        bound, sign = _string_bound(operand, sign, below)
+        params[o] = bound
+        return sql.SQL(
+            f"CASE WHEN jsonb_typeof({got}) = 'string' "
+            f'THEN (value ->> %({f})s::text) COLLATE "C" {sign} %({o})s::text ELSE FALSE END'
+        )
+    if math.isnan(operand) or (math.isinf(operand) and below != (operand > 0)):
+        return sql.SQL("FALSE")  # nothing is above +inf or below -inf; nan orders nothing
+    is_number = f"jsonb_typeof({got}) = 'number'"
+    if math.isinf(operand):
+        return sql.SQL(f"COALESCE({is_number}, FALSE)")  # every number is below +inf
+    params[o] = _jsonb_text(operand, "operand")
+    return sql.SQL(f"CASE WHEN {is_number} THEN {got} {sign} %({o})s::jsonb ELSE FALSE END")
+
+
+def _string_bound(operand: str, sign: LiteralString, below: bool) -> tuple[str, LiteralString]:
+    """Rewrite a string range operand PostgreSQL cannot bind (NUL, lone surrogate) into an
+    equivalent bound for the strings it can store (which never hold those characters)."""
+    for i, char in enumerate(operand):
+        if char == "\x00":
+            # t < s  <=>  t <= s[:i],   t > s  <=>  t > s[:i]
+            return operand[:i], ("<=" if below else ">")
+        if "\ud800" <= char <= "\udfff":
+            # Stored characters skip the surrogate block, so s[:i] + U+E000 splits them alike.
+            return operand[:i] + "\ue000", ("<" if below else ">=")
+    return operand, sign
+
+
+def _text_ok(text: str) -> bool:
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _storable(namespace: Namespace, key: str) -> bool:
+    return all(_text_ok(text) for text in (*namespace, key))
+
+
+def _jsonb_text(value: object, what: str) -> str:
+    """JSON text that ``jsonb`` stores and returns unchanged in meaning.
+
+    Raises ``ValueError`` for what ``jsonb`` cannot hold (non-JSON data, NUL characters, lone
+    surrogates); writes integral floats in exponent range in full (``1e+16`` would come back an
+    ``int``).
+    """
+    parts: list[str] = []
+    _write_json(value, what, parts)
+    return "".join(parts)
+
+
+def _write_json(value: object, path: str, out: list[str]) -> None:
+    if value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif isinstance(value, str):
+        out.append(_json_string(value, path))
+    elif isinstance(value, int):
+        out.append(int.__repr__(value))
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidStoreInputError(f"{path} is {value!r}, which JSON cannot hold")
+        text = float.__repr__(value)
+        if "e" in text and value.is_integer():
+            text = f"{int(value)}.0"
+        out.append(text)
+    elif isinstance(value, dict):
+        out.append("{")
+        for n, (k, v) in enumerate(value.items()):
+            if not isinstance(k, str):
+                raise InvalidStoreInputError(f"{path} has a non-string key {k!r}")
+            if n:
+                out.append(",")
+            out.append(_json_string(k, f"{path} key"))
+            out.append(":")
+            _write_json(v, f"{path}[{k!r}]", out)
+        out.append("}")
+    elif isinstance(value, list | tuple):
+        out.append("[")
+        for n, v in enumerate(value):
+            if n:
+                out.append(",")
+            _write_json(v, f"{path}[{n}]", out)
+        out.append("]")
+    else:
+        raise InvalidStoreInputError(f"{path} is a {type(value).__name__}, which JSON cannot hold")
+
+
+def _json_string(text: str, path: str) -> str:
+    if not _text_ok(text):
+        raise InvalidStoreInputError(
+            f"{path} holds a NUL character or a lone surrogate ({text[:40]!r}), which "
+            "PostgreSQL jsonb cannot store"
+        )
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _item(row: tuple[Any, ...]) -> Item:
+    prefix, key, text, created, updated, expires = row
+    return Item(
+        value=json.loads(text),
+        key=key,
+        namespace=tuple(prefix.split(".")),
+        created_at=created.astimezone(UTC),
+        updated_at=updated.astimezone(UTC),
+        expires_at=None if expires is None else expires.astimezone(UTC),
+    )

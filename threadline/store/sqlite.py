@@ -1,0 +1,412 @@
+"""``SqliteStore``: long-term memory in one SQLite file (stdlib ``sqlite3``).
+
+Layout (schema version 1)::
+
+    threadline_store_schema_version (version)
+    threadline_store (
+        prefix      TEXT     -- the namespace, labels joined with "." (labels never hold ".")
+        key         TEXT
+        value       TEXT     -- compact JSON (``encode_value``)
+        created_at  INTEGER  -- microseconds since the Unix epoch, from the store's clock
+        updated_at  INTEGER
+        expires_at  INTEGER  -- NULL: never expires
+        ttl         INTEGER  -- microseconds the item was written with, for refresh on read
+        PRIMARY KEY (prefix, key)
+    )
+
+The database runs in WAL mode, so readers never block the writer. One connection is shared by
+every thread, guarded by a lock; other stores (or processes) may open the same file and wait up to
+``timeout`` seconds for each other's writes. Every operation is a single statement, so none
+needs an explicit transaction: ``put`` is one upsert that keeps ``created_at`` only while the old
+row is live, and a TTL refresh is a compare-and-set ``UPDATE`` that loses quietly to a
+concurrent ``put``.
+
+Timestamps come from the store's clock (never SQLite's), so an injected clock governs expiry.
+``TEXT`` compares as bytes (``BINARY`` collation), and UTF-8 byte order is code-point order, so
+SQL ordering matches ``sort_items``. A namespace prefix ``("a", "b")`` becomes the range
+``prefix = 'a.b' OR 'a.b.' <= prefix < 'a.b/'`` (``"/"`` follows ``"."``), which the primary key
+serves.
+
+Filters are evaluated in Python with ``matches``, the function ``InMemoryStore`` uses, over rows
+streamed from a cursor already in search order; reading stops once ``offset + limit`` rows
+matched. SQLite runs in-process, so streaming rows costs no round trips, and the semantics are
+exactly the shared ones. No filter field or value ever reaches SQL text: every value is bound.
+
+Expired rows are invisible at once and deleted lazily: ``get`` deletes the one it finds expired,
+and ``search``/``list_namespaces`` delete all of them at most once per ``sweep_interval``
+seconds of the store's clock; ``sweep_expired()`` does it on demand.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import Any
+
+from threadline.errors import StoreUnavailableError
+from threadline.store.base import (
+    BaseStore,
+    Condition,
+    Item,
+    Namespace,
+    check_utf8,
+    decode_value,
+    encode_value,
+    from_micros,
+    matches,
+    namespace_matches,
+    to_micros,
+    ttl_micros,
+    utf8_encodable,
+)
+
+__all__ = ["SCHEMA_VERSION", "SqliteStore"]
+
+#: The version of the table layout; a database written by a newer layout is refused.
+SCHEMA_VERSION = 1
+
+_SCHEMA = (
+    """
+    CREATE TABLE IF NOT EXISTS threadline_store_schema_version (
+        version INTEGER NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS threadline_store (
+        prefix     TEXT    NOT NULL,
+        key        TEXT    NOT NULL,
+        value      TEXT    NOT NULL,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        expires_at INTEGER,
+        ttl        INTEGER,
+        PRIMARY KEY (prefix, key)
+    ) WITHOUT ROWID
+    """,
+    """
+    CREATE INDEX IF NOT EXISTS threadline_store_updated
+        ON threadline_store (updated_at DESC, prefix, key)
+    """,
+    """
+    CREATE INDEX IF NOT EXISTS threadline_store_expires
+        ON threadline_store (expires_at) WHERE expires_at IS NOT NULL
+    """,
+)
+
+# ``:now`` is the writer's clock; a live old row keeps its created_at, an expired one does not.
+_UPSERT = """
+    INSERT INTO threadline_store (prefix, key, value, created_at, updated_at, expires_at, ttl)
+    VALUES (:prefix, :key, :value, :now, :now, :expires_at, :ttl)
+    ON CONFLICT (prefix, key) DO UPDATE SET
+        value = excluded.value,
+        created_at = CASE
+            WHEN threadline_store.expires_at IS NULL OR threadline_store.expires_at > :now
+            THEN threadline_store.created_at ELSE excluded.created_at END,
+        updated_at = excluded.updated_at,
+        expires_at = excluded.expires_at,
+        ttl = excluded.ttl
+"""
+
+_COLUMNS = "prefix, key, value, created_at, updated_at, expires_at"
+_LIVE = "(expires_at IS NULL OR expires_at > :now)"
+_IN_PREFIX = "(prefix = :p OR (prefix >= :p_lo AND prefix < :p_hi))"
+_ORDER = "ORDER BY updated_at DESC, prefix, key"
+
+_SELECT_ONE = f"""
+    SELECT {_COLUMNS}, ttl FROM threadline_store WHERE prefix = :prefix AND key = :key
+"""
+
+# Compare-and-set: refresh only the row that was read, never one a concurrent put replaced.
+_REFRESH = """
+    UPDATE threadline_store SET expires_at = :new_expires
+     WHERE prefix = :prefix AND key = :key AND updated_at = :updated_at AND expires_at = :expires
+"""
+
+_DELETE_IF_EXPIRED = """
+    DELETE FROM threadline_store
+     WHERE prefix = :prefix AND key = :key AND expires_at IS NOT NULL AND expires_at <= :now
+"""
+
+_FETCH = 128  # rows read per fetchmany while filtering in Python
+
+_Row = tuple[str, str, str, int, int, int | None]
+
+
+class SqliteStore(BaseStore):
+    """Long-term memory in a SQLite file (default ``":memory:"``, private to this store).
+
+    Use it as a context manager, or call :meth:`close` when done::
+
+        with SqliteStore("memory.db") as store:
+            graph = builder.compile(store=store)
+
+    ``timeout`` is how long to wait for another connection's write lock. ``sweep_interval``
+    (seconds of the store's clock, ``None`` for never) paces the automatic deletion of expired
+    rows; they are invisible either way.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] = ":memory:",
+        *,
+        timeout: float = 30.0,
+        clock: Callable[[], datetime] | None = None,
+        refresh_on_read: bool = True,
+        sweep_interval: float | None = 60.0,
+    ) -> None:
+        super().__init__(clock=clock, refresh_on_read=refresh_on_read)
+        self.path = os.fspath(path)
+        self.sweep_interval = sweep_interval
+        self._next_sweep: datetime | None = None
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        conn = sqlite3.connect(
+            self.path,
+            timeout=timeout,
+            check_same_thread=False,  # shared by threads, serialized by self._lock
+            isolation_level=None,  # autocommit; _setup issues its own BEGIN
+            uri=self.path.startswith("file:"),
+        )
+        try:
+            self._setup(conn)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+
+    def _setup(self, conn: sqlite3.Connection) -> None:
+        if self.path not in ("", ":memory:"):
+            conn.execute("PRAGMA journal_mode=WAL").fetchone()
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _SCHEMA:
+                conn.execute(statement)
+            (found,) = conn.execute(
+                "SELECT MAX(version) FROM threadline_store_schema_version"
+            ).fetchone()
+            if found is None:
+                conn.execute(
+                    "INSERT INTO threadline_store_schema_version (version) VALUES (?)",
+                    (SCHEMA_VERSION,),
+                )
+            elif found > SCHEMA_VERSION:
+                raise StoreUnavailableError(
+                    f"SQLite store {self.path!r} has schema version {found}, newer than this "
+                    f"threadline understands ({SCHEMA_VERSION}); upgrade threadline"
+                )
+            # (found < SCHEMA_VERSION: migrations go here once there is a version 2.)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    @classmethod
+    def from_conn_string(cls, path: str | os.PathLike[str], **options: Any) -> SqliteStore:
+        """A store on ``path`` (LangGraph's spelling); use it as ``with ... as store:``."""
+        return cls(path, **options)
+
+    def close(self) -> None:
+        """Close the connection; later calls raise ``ThreadlineError``. Idempotent."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> SqliteStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._conn is None else "open"
+        return f"SqliteStore({self.path!r}, {state})"
+
+    def _connection(self) -> sqlite3.Connection:
+        """The open connection; the caller holds ``self._lock``."""
+        if self._conn is None:
+            raise StoreUnavailableError(f"SqliteStore({self.path!r}) is closed")
+        return self._conn
+
+    # -- hooks ---------------------------------------------------------------------------------
+
+    def _put(
+        self,
+        namespace: Namespace,
+        key: str,
+        value: dict[str, Any],
+        now: datetime,
+        ttl: float | None,
+    ) -> None:
+        check_utf8(namespace, key)
+        ttl_us = ttl_micros(ttl)
+        now_us = to_micros(now)
+        params = {
+            "prefix": ".".join(namespace),
+            "key": key,
+            "value": encode_value(value),
+            "now": now_us,
+            "expires_at": None if ttl_us is None else now_us + ttl_us,
+            "ttl": ttl_us,
+        }
+        with self._lock:
+            self._connection().execute(_UPSERT, params)
+
+    def _get(self, namespace: Namespace, key: str, now: datetime, refresh: bool) -> Item | None:
+        if not utf8_encodable(namespace, key):
+            return None
+        address = {"prefix": ".".join(namespace), "key": key}
+        now_us = to_micros(now)
+        with self._lock:
+            conn = self._connection()
+            row = conn.execute(_SELECT_ONE, address).fetchone()
+            if row is None:
+                return None
+            *fields, ttl = row
+            expires = fields[5]
+            if expires is not None and expires <= now_us:
+                conn.execute(_DELETE_IF_EXPIRED, {**address, "now": now_us})
+                return None
+            if refresh and ttl is not None:
+                fields[5] = now_us + ttl
+                conn.execute(
+                    _REFRESH,
+                    {
+                        **address,
+                        "new_expires": fields[5],
+                        "updated_at": fields[4],
+                        "expires": expires,
+                    },
+                )
+        return _item(tuple(fields))  # type: ignore[arg-type]
+
+    def _search(
+        self,
+        prefix: Namespace,
+        conditions: list[Condition],
+        limit: int,
+        offset: int,
+        now: datetime,
+    ) -> list[Item]:
+        if limit == 0 or not utf8_encodable(prefix, ""):
+            return []
+        where, params = _where(prefix, now)
+        sql = f"SELECT {_COLUMNS} FROM threadline_store WHERE {where} {_ORDER}"
+        with self._lock:
+            conn = self._connection()
+            self._maybe_sweep(conn, now)
+            if not conditions:
+                rows = conn.execute(
+                    f"{sql} LIMIT :limit OFFSET :offset",
+                    {**params, "limit": limit, "offset": offset},
+                ).fetchall()
+                return [_item(row) for row in rows]
+            found: list[Item] = []
+            cursor = conn.execute(sql, params)
+            try:
+                while len(found) < limit and (rows := cursor.fetchmany(_FETCH)):
+                    for row in rows:
+                        value = decode_value(row[2])
+                        if not matches(value, conditions):
+                            continue
+                        if offset:
+                            offset -= 1
+                            continue
+                        found.append(_item(row, value))
+                        if len(found) == limit:
+                            break
+            finally:
+                cursor.close()
+        return found
+
+    def _delete(self, namespace: Namespace, key: str) -> None:
+        if not utf8_encodable(namespace, key):
+            return
+        with self._lock:
+            self._connection().execute(
+                "DELETE FROM threadline_store WHERE prefix = ? AND key = ?",
+                (".".join(namespace), key),
+            )
+
+    def _list_namespaces(
+        self,
+        prefix: Namespace,
+        suffix: Namespace,
+        max_depth: int | None,
+        limit: int,
+        offset: int,
+        now: datetime,
+    ) -> list[Namespace]:
+        if not (utf8_encodable(prefix, "") and utf8_encodable(suffix, "")):
+            return []
+        where, params = _where(prefix, now)
+        with self._lock:
+            conn = self._connection()
+            self._maybe_sweep(conn, now)
+            rows = conn.execute(
+                f"SELECT DISTINCT prefix FROM threadline_store WHERE {where}", params
+            ).fetchall()
+        names = {
+            namespace[:max_depth]
+            for (text,) in rows
+            if namespace_matches(namespace := tuple(text.split(".")), prefix, suffix)
+        }
+        return sorted(names)[offset : offset + limit]
+
+    # -- expiry --------------------------------------------------------------------------------
+
+    def sweep_expired(self) -> int:
+        """Delete every expired row now; returns how many went."""
+        now = self._now()
+        with self._lock:
+            return self._sweep(self._connection(), now)
+
+    def _maybe_sweep(self, conn: sqlite3.Connection, now: datetime) -> None:
+        if self.sweep_interval is None:
+            return
+        if self._next_sweep is None or now >= self._next_sweep:
+            self._sweep(conn, now)
+
+    def _sweep(self, conn: sqlite3.Connection, now: datetime) -> int:
+        if self.sweep_interval is not None:
+            self._next_sweep = now + timedelta(seconds=self.sweep_interval)
+        cursor = conn.execute(
+            "DELETE FROM threadline_store WHERE expires_at IS NOT NULL AND expires_at <= ?",
+            (to_micros(now),),
+        )
+        return cursor.rowcount
+
+
+def _where(prefix: Namespace, now: datetime) -> tuple[str, dict[str, Any]]:
+    """The ``WHERE`` clause for live rows under ``prefix``, and its parameters."""
+    params: dict[str, Any] = {"now": to_micros(now)}
+    if not prefix:
+        return _LIVE, params
+    text = ".".join(prefix)
+    params.update(p=text, p_lo=text + ".", p_hi=text + "/")
+    return f"{_IN_PREFIX} AND {_LIVE}", params
+
+
+def _item(row: _Row, value: dict[str, Any] | None = None) -> Item:
+    prefix, key, text, created, updated, expires = row
+    return Item(
+        value=decode_value(text) if value is None else value,
+        key=key,
+        namespace=tuple(prefix.split(".")),
+        created_at=from_micros(created),
+        updated_at=from_micros(updated),
+        expires_at=None if expires is None else from_micros(expires),
+    )
