@@ -1,0 +1,774 @@
+"""What only the plain-files saver promises: readable files, crash safety, cross-process CAS."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from threadline.checkpoint.base import (
+    BaseSaver,
+    Checkpoint,
+    CheckpointRecord,
+    PlannedTask,
+    Retention,
+    StorageHints,
+    TaskWrite,
+)
+from threadline.checkpoint.files import FileSaver
+from threadline.checkpoint.ids import new_checkpoint_id
+from threadline.checkpoint.urls import from_url
+from threadline.errors import ConcurrentUpdateError, SaverUnavailableError, SerializationError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@contextmanager
+def file_saver(tmp_path: Path, **options: Any) -> Iterator[BaseSaver]:
+    """The conformance-suite factory for this saver (``factories.SAVER_FACTORIES``)."""
+    with FileSaver(tmp_path / "checkpoints", **options) as saver:
+        yield saver
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+
+def make(
+    values: dict[str, Any],
+    parent: Checkpoint | None = None,
+    *,
+    changed: set[str] | None = None,
+    next: tuple[PlannedTask, ...] = (),
+    created_at: str | None = None,
+) -> tuple[Checkpoint, StorageHints]:
+    """A checkpoint as the engine makes one: changed keys get this checkpoint's id as version."""
+    cid = new_checkpoint_id()
+    changed = set(values) if changed is None else changed
+    versions = {k: cid if k in changed or parent is None else parent.versions[k] for k in values}
+    cp = Checkpoint(
+        id=cid,
+        parent_id=parent.id if parent else None,
+        step=parent.step + 1 if parent else -1,
+        values=values,
+        versions=versions,
+        next=next,
+        created_at=created_at or datetime.now(UTC).isoformat(),
+    )
+    return cp, StorageHints(frozenset(changed & set(values)))
+
+
+def rec(
+    thread_id: str,
+    cp: Checkpoint,
+    hints: StorageHints | None = None,
+    *,
+    ns: str = "",
+    metadata: dict[str, Any] | None = None,
+    writes: tuple[TaskWrite, ...] = (),
+) -> CheckpointRecord:
+    return CheckpointRecord(thread_id, ns, cp, metadata or {}, writes, hints)
+
+
+def chain(saver: FileSaver, thread_id: str, n: int, *, ns: str = "") -> list[Checkpoint]:
+    cps: list[Checkpoint] = []
+    for i in range(n):
+        cp, hints = make({"i": i}, cps[-1] if cps else None)
+        saver.put(rec(thread_id, cp, hints, ns=ns, metadata={"source": "loop", "i": i}))
+        cps.append(cp)
+    return cps
+
+
+def files_under(path: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()
+    }
+
+
+def ns_dir(saver: FileSaver, thread_id: str, ns: str = "") -> Path:
+    return Path(saver._dirs(thread_id, ns)[1])
+
+
+@pytest.fixture
+def saver(tmp_path: Path) -> Iterator[FileSaver]:
+    with FileSaver(tmp_path / "store") as s:
+        yield s
+
+
+# -- readable files ------------------------------------------------------------------------------
+
+
+def test_row_file_is_readable_json(saver: FileSaver) -> None:
+    first, hints = make({"topic": "cats", "messages": ["hi"]})
+    saver.put(rec("t1", first, hints, metadata={"source": "input", "step": -1}))
+    second, hints = make(
+        {"topic": "cats", "messages": ["hi", "there"]},
+        first,
+        changed={"messages"},
+        next=(PlannedTask("agent"), PlannedTask("tools", arg={"q": 1}, send=True)),
+    )
+    write = TaskWrite("task-1", "agent", "interrupt", {"question": "ok?"})
+    saver.put(rec("t1", second, hints, metadata={"source": "loop", "step": 0}, writes=(write,)))
+
+    folder = ns_dir(saver, "t1")
+    with open(folder / "checkpoints" / f"{second.id}.json") as f:
+        row = json.load(f)
+    assert row["checkpoint_id"] == second.id
+    assert row["parent_id"] == first.id
+    assert row["step"] == 0
+    assert row["source"] == "loop"
+    assert row["next"] == ["agent", "tools"]
+    assert row["versions"] == {"topic": first.id, "messages": second.id}
+    assert row["metadata"] == {"source": "loop", "step": 0}
+    assert set(row["stored"]) >= {"body", "metadata", "sha256"}
+
+    preview = json.loads((folder / "values" / f"{second.id}.json").read_text())
+    assert preview["values"] == {"topic": "cats", "messages": ["hi", "there"]}
+    assert "never read back" in preview["about"]
+
+    (write_file,) = (folder / "writes" / second.id).iterdir()
+    assert write_file.name.startswith("000001-interrupt-")
+    doc = json.loads(write_file.read_text())
+    assert doc["task_id"] == "task-1" and doc["kind"] == "interrupt"
+    assert doc["value"] == {"question": "ok?"}
+
+    # one blob per changed value: "topic" was stored once, at the first checkpoint
+    blobs = sorted(p.name for p in (folder / "blobs").iterdir())
+    assert blobs == sorted(
+        [f"messages@{first.id}.blob", f"messages@{second.id}.blob", f"topic@{first.id}.blob"]
+    )
+    header = json.loads((folder / "blobs" / f"topic@{first.id}.blob").read_bytes().split(b"\n")[0])
+    assert header["key"] == "topic" and header["version"] == first.id and header["base"] is None
+
+    thread = json.loads((folder.parent / "thread.json").read_text())
+    assert thread == {
+        "thread_id": "t1",
+        "status": "interrupted",
+        "head": second.id,
+        "updated_at": thread["updated_at"],
+        "next": ["agent", "tools"],
+    }
+    assert json.loads((folder / "HEAD").read_text()) == {"checkpoint_id": second.id}
+
+
+def test_loading_ignores_the_readable_rendering(saver: FileSaver) -> None:
+    cp, hints = make({"x": 1})
+    saver.put(rec("t1", cp, hints, metadata={"source": "input"}))
+    path = ns_dir(saver, "t1") / "checkpoints" / f"{cp.id}.json"
+    row = json.loads(path.read_text())
+    row.update(step=99, next=["bogus"], versions={}, metadata={"source": "edited"})
+    path.write_text(json.dumps(row))
+    (ns_dir(saver, "t1") / "values" / f"{cp.id}.json").write_text("not json at all")
+    got = saver.get_tuple("t1")
+    assert got is not None and got.checkpoint == cp and got.metadata == {"source": "input"}
+
+
+def test_huge_values_are_cut_short_in_the_preview(saver: FileSaver) -> None:
+    cp, hints = make({"text": "x" * 100_000, "items": list(range(10_000)), "raw": b"\0" * 10})
+    saver.put(rec("t1", cp, hints))
+    preview = json.loads((ns_dir(saver, "t1") / "values" / f"{cp.id}.json").read_text())
+    assert len(preview["values"]["text"]) < 3000
+    assert len(preview["values"]["items"]) == 101
+    assert preview["values"]["raw"] == "<10 bytes>"
+    got = saver.get_tuple("t1")
+    assert got is not None and got.checkpoint.values == cp.values
+
+
+def test_previews_can_be_turned_off(tmp_path: Path) -> None:
+    saver = FileSaver(tmp_path / "store", previews=False)
+    cp, hints = make({"x": 1})
+    saver.put(rec("t1", cp, hints))
+    assert list((ns_dir(saver, "t1") / "values").iterdir()) == []
+    assert saver.get_tuple("t1") is not None
+
+
+def test_data_survives_reopening(tmp_path: Path) -> None:
+    with FileSaver(tmp_path / "store") as saver:
+        cps = chain(saver, "t1", 3)
+        saver.put_writes("t1", "", cps[-1].id, [TaskWrite("a", "n", "result", 1)])
+    with FileSaver(str(tmp_path / "store")) as again:
+        got = again.get_tuple("t1")
+        assert got is not None and got.checkpoint == cps[-1]
+        assert got.pending_writes == (TaskWrite("a", "n", "result", 1),)
+        assert [r.checkpoint.id for r in again.list("t1")] == [c.id for c in reversed(cps)]
+
+
+def test_from_url_opens_a_file_saver(tmp_path: Path) -> None:
+    saver = from_url(f"file://{tmp_path / 'via url'}", retention=Retention(max_checkpoints=2))
+    assert isinstance(saver, FileSaver)
+    assert saver.directory == str(tmp_path / "via url")
+    assert saver.retention == Retention(max_checkpoints=2)
+
+
+def test_a_newer_format_is_refused(tmp_path: Path) -> None:
+    FileSaver(tmp_path / "store")
+    marker = tmp_path / "store" / "FORMAT.json"
+    marker.write_text(json.dumps({"format": "threadline.files", "version": 999}))
+    with pytest.raises(SaverUnavailableError, match="upgrade threadline"):
+        FileSaver(tmp_path / "store")
+
+
+def test_an_unusable_directory_is_reported(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(SaverUnavailableError, match="a-file"):
+        FileSaver(tmp_path / "a-file" / "store")
+
+
+# -- compare-and-set -----------------------------------------------------------------------------
+
+
+def test_put_on_a_stale_parent_raises_and_writes_nothing(saver: FileSaver) -> None:
+    a, b = chain(saver, "t1", 2)
+    before = files_under(Path(saver.directory))
+    stale, hints = make({"i": 99}, a)
+    with pytest.raises(ConcurrentUpdateError) as info:
+        saver.put(rec("t1", stale, hints, writes=(TaskWrite("x", "n", "result", 1),)))
+    message = str(info.value)
+    assert "'t1'" in message and "namespace ''" in message
+    assert a.id in message and b.id in message  # expected and actual
+    assert files_under(Path(saver.directory)) == before
+
+    with pytest.raises(ConcurrentUpdateError, match="None"):  # a first checkpoint needs none
+        saver.put(rec("t1", make({"i": 0})[0]))
+    with pytest.raises(ConcurrentUpdateError):  # an empty namespace has no parent
+        saver.put(rec("t1", make({"i": 0}, a)[0], ns="child:1"))
+    got = saver.get_tuple("t1")
+    assert got is not None and got.checkpoint == b
+
+
+def test_fork_starts_a_branch_from_an_older_checkpoint(saver: FileSaver) -> None:
+    a, b = chain(saver, "t1", 2)
+    branch, hints = make({"i": 10}, a)
+    saver.put(rec("t1", branch, hints), fork=True)
+    got = saver.get_tuple("t1")
+    assert got is not None and got.checkpoint == branch
+    child, hints = make({"i": 11}, branch)
+    saver.put(rec("t1", child, hints))
+    assert [r.checkpoint.id for r in saver.list("t1")] == [child.id, branch.id, b.id, a.id]
+    assert saver.get_tuple("t1", "", b.id).checkpoint == b  # type: ignore[union-attr]
+
+
+def test_saving_a_checkpoint_again_is_refused(saver: FileSaver) -> None:
+    (a,) = chain(saver, "t1", 1)
+    before = files_under(Path(saver.directory))
+    with pytest.raises(ConcurrentUpdateError):
+        saver.put(rec("t1", a, metadata={"rev": 2}))
+    with pytest.raises(ConcurrentUpdateError):
+        saver.put(rec("t1", a, metadata={"rev": 2}), fork=True)
+    assert files_under(Path(saver.directory)) == before
+
+
+RACER = textwrap.dedent(
+    """
+    import json, os, sys, time
+    from threadline.checkpoint.base import Checkpoint, CheckpointRecord, StorageHints
+    from threadline.checkpoint.files import FileSaver
+    from threadline.checkpoint.ids import new_checkpoint_id
+    from threadline.errors import ConcurrentUpdateError
+
+    directory, workdir, me = sys.argv[1:4]
+    saver = FileSaver(directory)
+    rounds = json.load(open(os.path.join(workdir, "rounds.json")))
+    for n, (thread_id, parent_id) in enumerate(rounds):
+        cid = new_checkpoint_id()
+        cp = Checkpoint(cid, parent_id, 1, {"who": me}, {"who": cid}, (), "2030-01-01T00:00:00")
+        hints = StorageHints(frozenset({"who"}))
+        record = CheckpointRecord(thread_id, "", cp, {"who": me}, (), hints)
+        open(os.path.join(workdir, f"ready-{n}-{me}"), "w").close()
+        while not os.path.exists(os.path.join(workdir, f"go-{n}")):
+            time.sleep(0.0002)
+        try:
+            saver.put(record)
+            print("won", flush=True)
+        except ConcurrentUpdateError:
+            print("lost", flush=True)
+    """
+)
+
+
+def test_two_processes_racing_on_one_parent_exactly_one_wins(tmp_path: Path) -> None:
+    rounds = 20
+    directory = tmp_path / "store"
+    saver = FileSaver(directory)
+    bases: list[tuple[str, str]] = []
+    for n in range(rounds):
+        (base,) = chain(saver, f"race-{n}", 1)
+        bases.append((f"race-{n}", base.id))
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    (workdir / "rounds.json").write_text(json.dumps(bases))
+    script = tmp_path / "racer.py"
+    script.write_text(RACER)
+    names = ("p1", "p2")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(directory), str(workdir), name],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+        for name in names
+    ]
+    try:
+        for n in range(rounds):
+            deadline = time.monotonic() + 60
+            while not all((workdir / f"ready-{n}-{name}").exists() for name in names):
+                assert time.monotonic() < deadline, "racers did not get ready"
+                assert all(p.poll() is None for p in procs), [p.communicate() for p in procs]
+                time.sleep(0.001)
+            (workdir / f"go-{n}").touch()
+        outputs = [p.communicate(timeout=60) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    for proc, (_, err) in zip(procs, outputs, strict=True):
+        assert proc.returncode == 0, err
+    results = list(zip(*(out.split() for out, _ in outputs), strict=True))
+    assert len(results) == rounds
+    for n, pair in enumerate(results):
+        assert sorted(pair) == ["lost", "won"], (n, pair)
+        winner = names[pair.index("won")]
+        history = list(saver.list(f"race-{n}"))
+        assert len(history) == 2  # the base and the winner's checkpoint, nothing else
+        assert history[0].metadata == {"who": winner}
+        assert history[0].checkpoint.values == {"who": winner}
+        assert history[0].checkpoint.parent_id == bases[n][1]
+        # the loser left no values behind either
+        blobs = list((ns_dir(saver, f"race-{n}") / "blobs").iterdir())
+        assert len(blobs) == 2
+
+
+# -- crashes -------------------------------------------------------------------------------------
+
+
+def test_crash_before_the_row_is_renamed_keeps_the_previous_checkpoint(
+    saver: FileSaver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = chain(saver, "t1", 2)
+    real_replace = os.replace
+
+    def crash_on_row(src: Any, dst: Any) -> None:
+        if Path(dst).parent.name == "checkpoints":
+            raise OSError("simulated crash")
+        real_replace(src, dst)
+
+    doomed, hints = make({"i": 2, "big": list(range(100))}, b)
+    monkeypatch.setattr(os, "replace", crash_on_row)
+    with pytest.raises(OSError, match="simulated crash"):
+        saver.put(rec("t1", doomed, hints, writes=(TaskWrite("w", "n", "result", 1),)))
+    monkeypatch.setattr(os, "replace", real_replace)
+
+    folder = ns_dir(saver, "t1")
+    assert (folder / "writes" / doomed.id).exists()  # written before the row, now orphaned
+    assert json.loads((folder / "HEAD").read_text()) == {"checkpoint_id": doomed.id}
+    got = saver.get_tuple("t1")
+    assert got is not None and got.checkpoint == b
+    assert saver.get_tuple("t1", "", doomed.id) is None
+    assert [r.checkpoint.id for r in saver.list("t1")] == [b.id, a.id]
+    assert saver.list_threads()[0].checkpoint_id == b.id
+
+    # The thread carries on from b; the next writer sweeps up what the crash left.
+    c, hints = make({"i": 3}, b)
+    saver.put(rec("t1", c, hints))
+    assert not (folder / "writes" / doomed.id).exists()
+    assert not (folder / "values" / f"{doomed.id}.json").exists()
+    assert [r.checkpoint.id for r in saver.list("t1")] == [c.id, b.id, a.id]
+    assert not [p for p in folder.rglob(".tmp-*")]
+
+
+KILLED = textwrap.dedent(
+    """
+    import os, signal, sys
+    from threadline.checkpoint.base import Checkpoint, CheckpointRecord, TaskWrite
+    from threadline.checkpoint.files import FileSaver
+
+    directory, parent_id, cid = sys.argv[1:4]
+    saver = FileSaver(directory)
+    real_replace = os.replace
+
+    def replace(src, dst):
+        if os.path.basename(os.path.dirname(dst)) == "checkpoints":
+            os.kill(os.getpid(), signal.SIGKILL)  # die with the row still a temp file
+        real_replace(src, dst)
+
+    os.replace = replace
+    cp = Checkpoint(cid, parent_id, 5, {"x": "lost"}, {"x": cid}, (), "2030-01-01T00:00:00")
+    write = TaskWrite("t", "n", "result", "lost")
+    saver.put(CheckpointRecord("t1", "", cp, {}, (write,)))
+    print("not reached")
+    """
+)
+
+
+def test_process_killed_mid_put_leaves_the_thread_loadable(
+    saver: FileSaver, tmp_path: Path
+) -> None:
+    a, b = chain(saver, "t1", 2)
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED)
+    doomed = new_checkpoint_id()
+    proc = subprocess.run(
+        [sys.executable, str(script), saver.directory, b.id, doomed],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    folder = ns_dir(saver, "t1")
+    assert list((folder / "checkpoints").glob(".tmp-*"))  # the row never got its name
+    got = saver.get_tuple("t1")
+    assert got is not None and got.checkpoint == b
+    assert saver.get_tuple("t1", "", doomed) is None
+
+    reopened = FileSaver(saver.directory)  # a new process would start like this
+    c, hints = make({"i": 2}, b)
+    reopened.put(rec("t1", c, hints))
+    assert [r.checkpoint.id for r in reopened.list("t1")] == [c.id, b.id, a.id]
+    assert not list(folder.rglob(".tmp-*"))
+    assert not (folder / "writes" / doomed).exists()
+
+
+def test_stray_temp_files_are_ignored_and_cleaned_up(saver: FileSaver) -> None:
+    (a,) = chain(saver, "t1", 1)
+    folder = ns_dir(saver, "t1")
+    strays = [
+        folder / "checkpoints" / ".tmp-123-abc",
+        folder / "blobs" / ".tmp-123-def",
+        folder / "writes" / ".tmp-1-x",
+        folder.parent / ".tmp-9-thread",
+    ]
+    for path in strays:
+        path.write_bytes(b"half a file")
+    assert [r.checkpoint.id for r in saver.list("t1")] == [a.id]
+    assert saver.get_tuple("t1") is not None
+    assert [t.thread_id for t in saver.list_threads()] == ["t1"]
+
+    fresh = FileSaver(saver.directory)  # sweeps on its first write to the namespace
+    b, hints = make({"i": 1}, a)
+    fresh.put(rec("t1", b, hints))
+    assert not any(p.exists() for p in strays)
+
+
+# -- bad data ------------------------------------------------------------------------------------
+
+
+def test_corrupted_blob_names_the_key_and_spares_other_threads(saver: FileSaver) -> None:
+    cp, hints = make({"messages": ["a", "b"], "other": 1})
+    saver.put(rec("t1", cp, hints))
+    (keep,) = chain(saver, "t2", 1)
+    blob = ns_dir(saver, "t1") / "blobs" / f"messages@{cp.id}.blob"
+    blob.write_bytes(blob.read_bytes()[:-3])  # truncated
+    with pytest.raises(SerializationError, match="'messages'") as info:
+        saver.get_tuple("t1")
+    assert "t1" in str(info.value) and "corrupted" in str(info.value)
+    got = saver.get_tuple("t2")
+    assert got is not None and got.checkpoint == keep
+
+    data = bytearray(blob.read_bytes())
+    data[-1] ^= 0xFF  # same length, one byte flipped
+    blob.write_bytes(bytes(data))
+    with pytest.raises(SerializationError, match="'messages'"):
+        saver.get_tuple("t1")
+    blob.write_bytes(b"garbage without a header")
+    with pytest.raises(SerializationError, match="'messages'"):
+        list(saver.list("t1"))
+
+
+def test_missing_blob_is_a_serialization_error(saver: FileSaver) -> None:
+    cp, hints = make({"k": 1})
+    saver.put(rec("t1", cp, hints))
+    (ns_dir(saver, "t1") / "blobs" / f"k@{cp.id}.blob").unlink()
+    with pytest.raises(SerializationError, match=r"'k'.*missing"):
+        saver.get_tuple("t1")
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda raw: raw[: len(raw) // 2],
+        lambda raw: raw.replace(b'"body": "', b'"body": "AAAA'),
+        lambda raw: b"",
+    ],
+    ids=["truncated", "altered", "empty"],
+)
+def test_corrupted_row_is_a_clear_error(saver: FileSaver, damage: Any) -> None:
+    a, b = chain(saver, "t1", 2)
+    (keep,) = chain(saver, "t2", 1)
+    path = ns_dir(saver, "t1") / "checkpoints" / f"{b.id}.json"
+    path.write_bytes(damage(path.read_bytes()))
+    with pytest.raises(SerializationError, match=b.id):
+        saver.get_tuple("t1")
+    with pytest.raises(SerializationError, match=str(path)):
+        list(saver.list("t1"))
+    older = saver.get_tuple("t1", "", a.id)
+    assert older is not None and older.checkpoint == a
+    got = saver.get_tuple("t2")
+    assert got is not None and got.checkpoint == keep
+    assert "t2" in [t.thread_id for t in saver.list_threads()]
+
+
+def test_corrupted_write_is_a_clear_error(saver: FileSaver) -> None:
+    (a,) = chain(saver, "t1", 1)
+    saver.put_writes("t1", "", a.id, [TaskWrite("task", "node", "result", {"x": 1})])
+    (path,) = (ns_dir(saver, "t1") / "writes" / a.id).iterdir()
+    path.write_text(path.read_text()[:40])
+    with pytest.raises(SerializationError, match="write"):
+        saver.get_tuple("t1")
+
+
+# -- odd identifiers -----------------------------------------------------------------------------
+
+ODD = [
+    "../x",
+    "../../../../../../tmp/escape",
+    "a/b",
+    "a\\b",
+    "/abs",
+    ".",
+    "..",
+    "",
+    "CON",
+    "nul.txt",
+    ".tmp-1-x",
+    ".trash-x",
+    "t-x",
+    "root",
+    "~tilde~",
+    "%41",
+    "Ωμέγα 線程 🧵",
+    "x" * 1000,
+    "y" * 1000,
+    "nl\nand\ttab\0nul",
+]
+
+
+def test_odd_thread_ids_stay_inside_the_directory(tmp_path: Path) -> None:
+    directory = tmp_path / "inside" / "store"
+    saver = FileSaver(directory)
+    for i, odd in enumerate(ODD):
+        cps = chain(saver, odd, 2)
+        saver.put_writes(odd, "", cps[-1].id, [TaskWrite(odd, odd, "result", odd)])
+        chain(saver, odd, 1, ns=f"child:{odd}")
+        saver.put_writes(odd, f"child:{odd}", "../../" + odd, [TaskWrite("t", "n", "result", i)])
+    # Nothing was created outside the directory, and each thread is one folder in threads/.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["inside"]
+    assert sorted(p.name for p in (tmp_path / "inside").iterdir()) == ["store"]
+    thread_dirs = list((directory / "threads").iterdir())
+    assert len(thread_dirs) == len(ODD)
+    for path in directory.rglob("*"):
+        assert path.resolve().is_relative_to(directory.resolve())
+        assert len(path.name.encode()) <= 255
+    assert sorted(t.thread_id for t in saver.list_threads()) == sorted(ODD)
+    for odd in ODD:
+        got = saver.get_tuple(odd)
+        assert got is not None and got.thread_id == odd
+        assert got.pending_writes == (TaskWrite(odd, odd, "result", odd),)
+        child = saver.get_tuple(odd, f"child:{odd}")
+        assert child is not None and child.checkpoint_ns == f"child:{odd}"
+    # Two long ids sharing a prefix do not collide.
+    assert saver.get_tuple("x" * 1000) != saver.get_tuple("x" * 999 + "y")
+    for odd in ODD:
+        saver.delete_thread(odd)
+        assert saver.get_tuple(odd) is None
+    assert list((directory / "threads").iterdir()) == []
+
+
+# -- threads, prune, copy, retention -------------------------------------------------------------
+
+
+def test_list_threads_newest_updated_first_with_status(saver: FileSaver) -> None:
+    (idle,) = chain(saver, "idle", 1)
+    waiting, hints = make({"x": 1}, next=(PlannedTask("review"),))
+    saver.put(rec("waiting", waiting, hints))
+    saver.put_writes("waiting", "", waiting.id, [TaskWrite("r1", "review", "interrupt", "ok?")])
+    failed, hints = make({"x": 1}, next=(PlannedTask("boom"),))
+    saver.put(rec("failed", failed, hints))
+    saver.put_writes("failed", "", failed.id, [TaskWrite("b1", "boom", "error", "bad")])
+    infos = saver.list_threads()
+    assert [i.thread_id for i in infos] == ["failed", "waiting", "idle"]
+    assert [i.status for i in infos] == ["error", "interrupted", "idle"]
+    assert infos[1].next == ("review",) and infos[1].checkpoint_id == waiting.id
+    assert [i.thread_id for i in saver.list_threads(status="interrupted")] == ["waiting"]
+    assert [i.thread_id for i in saver.list_threads(limit=2)] == ["failed", "waiting"]
+    # A subgraph namespace alone does not make a thread show up.
+    chain(saver, "only-child", 1, ns="child:1")
+    assert "only-child" not in [i.thread_id for i in saver.list_threads()]
+    # A stale thread.json (a crash after the row landed) is recomputed.
+    (Path(saver._thread_dir("idle")) / "thread.json").unlink()
+    info = {i.thread_id: i for i in saver.list_threads()}["idle"]
+    assert info.checkpoint_id == idle.id and info.status == "idle"
+
+
+def test_prune_keeps_the_newest_and_the_values_they_use(saver: FileSaver) -> None:
+    base, hints = make({"big": "x" * 1000, "messages": ["m0"]})
+    saver.put(rec("t1", base, hints))
+    cps = [base]
+    for i in range(1, 6):
+        parent = cps[-1]
+        values = {"big": "x" * 1000, "messages": [*parent.values["messages"], f"m{i}"]}
+        cp, _ = make(values, parent, changed={"messages"})
+        grown = StorageHints(
+            frozenset({"messages"}), {"messages": (parent.versions["messages"], i)}
+        )
+        saver.put(rec("t1", cp, grown))
+        saver.put_writes("t1", "", cp.id, [TaskWrite(f"w{i}", "n", "result", i)])
+        cps.append(cp)
+    chain(saver, "t1", 3, ns="child:1")
+    blobs = ns_dir(saver, "t1") / "blobs"
+    headers = [json.loads(p.read_bytes().split(b"\n")[0]) for p in blobs.iterdir()]
+    assert any(h["base"] is not None for h in headers)  # the list was stored as deltas
+
+    assert saver.prune("t1", keep_last=2) == 4 + 1
+    assert [r.checkpoint.id for r in saver.list("t1")] == [cps[5].id, cps[4].id]
+    assert len(list(saver.list("t1", "child:1"))) == 2
+    for r in saver.list("t1"):
+        assert r.checkpoint == next(c for c in cps if c.id == r.checkpoint.id)
+    assert len(list((ns_dir(saver, "t1") / "writes").iterdir())) == 2
+    kept = {p.name for p in blobs.iterdir()}
+    assert f"big@{base.id}.blob" in kept  # still used by the kept checkpoints
+    needed = {("big", base.id)}
+    for cp in cps[4:]:
+        ref: str | None = cp.versions["messages"]
+        while ref is not None:
+            needed.add(("messages", ref))
+            header = json.loads((blobs / f"messages@{ref}.blob").read_bytes().split(b"\n")[0])
+            ref = header["base"]
+    assert kept == {f"{k}@{v}.blob" for k, v in needed}
+    assert saver.prune("t1", keep_last=2) == 0
+    assert saver.prune("nope", keep_last=1) == 0
+
+
+def test_copy_thread(saver: FileSaver) -> None:
+    cps = chain(saver, "src", 3)
+    saver.put_writes("src", "", cps[-1].id, [TaskWrite("a", "n", "interrupt", 1)])
+    child = chain(saver, "src", 2, ns="child:1")
+    saver.copy_thread("src", "dst")
+    saver.delete_thread("src")
+    got = saver.get_tuple("dst")
+    assert got is not None and got.thread_id == "dst" and got.checkpoint == cps[-1]
+    assert got.pending_writes == (TaskWrite("a", "n", "interrupt", 1),)
+    assert [r.checkpoint.id for r in saver.list("dst")] == [c.id for c in reversed(cps)]
+    assert [r.checkpoint.id for r in saver.list("dst", "child:1")] == [
+        c.id for c in reversed(child)
+    ]
+    assert [i.thread_id for i in saver.list_threads()] == ["dst"]
+    more, hints = make({"i": 9}, cps[-1])
+    saver.put(rec("dst", more, hints))  # the copy carries on on its own
+    chain(saver, "other", 1)
+    with pytest.raises(ValueError, match="already has checkpoints"):
+        saver.copy_thread("other", "dst")
+    saver.copy_thread("missing", "dst2")
+    assert saver.get_tuple("dst2") is None
+
+
+def test_retention_max_checkpoints(tmp_path: Path) -> None:
+    saver = FileSaver(tmp_path / "store", retention=Retention(max_checkpoints=3))
+    cps = chain(saver, "t1", 6)
+    assert [r.checkpoint.id for r in saver.list("t1")] == [c.id for c in reversed(cps[3:])]
+    assert len(list((ns_dir(saver, "t1") / "blobs").iterdir())) == 3
+
+
+def test_retention_max_age_never_drops_the_newest(tmp_path: Path) -> None:
+    saver = FileSaver(tmp_path / "store", retention=Retention(max_age=timedelta(hours=1)))
+    old = (datetime.now(UTC) - timedelta(days=2)).isoformat()
+    a, hints = make({"i": 0}, created_at=old)
+    saver.put(rec("t1", a, hints))
+    b, hints = make({"i": 1}, a, created_at=old)
+    saver.put(rec("t1", b, hints))
+    assert [r.checkpoint.id for r in saver.list("t1")] == [b.id]  # a dropped, b is the newest
+    c, hints = make({"i": 2}, b)
+    saver.put(rec("t1", c, hints))
+    d, hints = make({"i": 3}, c)
+    saver.put(rec("t1", d, hints))
+    assert [r.checkpoint.id for r in saver.list("t1")] == [d.id, c.id]
+
+
+def test_hinted_value_missing_on_disk_is_stored_in_full(saver: FileSaver) -> None:
+    (a,) = chain(saver, "t1", 1)
+    # The engine says "topic" is unchanged since a version this namespace never stored.
+    cp = Checkpoint(
+        new_checkpoint_id(),
+        a.id,
+        1,
+        {"i": 1, "topic": "t"},
+        {"i": "v2", "topic": "elsewhere"},
+        (),
+        datetime.now(UTC).isoformat(),
+    )
+    saver.put(rec("t1", cp, StorageHints(frozenset({"i"}))))
+    got = saver.get_tuple("t1")
+    assert got is not None and got.checkpoint.values == {"i": 1, "topic": "t"}
+
+
+async def test_async_methods_and_context_manager(tmp_path: Path) -> None:
+    with FileSaver(tmp_path / "store") as saver:
+        cp, hints = make({"x": 1})
+        await saver.aput(rec("t1", cp, hints))
+        await saver.aput_writes("t1", "", cp.id, [TaskWrite("a", "n", "result", 2)])
+        got = await saver.aget_tuple("t1")
+        assert got is not None and got.pending_writes == (TaskWrite("a", "n", "result", 2),)
+        assert [t.thread_id for t in await saver.alist_threads()] == ["t1"]
+        assert await saver.aprune("t1", keep_last=1) == 0
+        await saver.acopy_thread("t1", "t2")
+        await saver.adelete_thread("t1")
+        assert await saver.aget_tuple("t1") is None
+        assert [r.thread_id async for r in saver.alist("t2")] == ["t2"]
+    saver.close()  # idempotent
+
+
+def test_delete_thread_while_others_write_it(tmp_path: Path) -> None:
+    """Deletes remove a thread's folder (lock file included) under writers waiting on it."""
+    directory = tmp_path / "store"
+    errors: list[BaseException] = []
+    stop = threading.Event()
+    wins = [0]
+
+    def writer() -> None:
+        saver = FileSaver(directory)
+        try:
+            while not stop.is_set():
+                head = saver.get_tuple("t1")
+                parent = head.checkpoint if head else None
+                cp, hints = make({"i": parent.step + 1 if parent else 0}, parent)
+                try:
+                    saver.put(rec("t1", cp, hints, writes=(TaskWrite("a", "n", "result", 1),)))
+                    wins[0] += 1
+                except ConcurrentUpdateError:
+                    pass
+        except BaseException as exc:
+            errors.append(exc)
+
+    workers = [threading.Thread(target=writer) for _ in range(3)]
+    for t in workers:
+        t.start()
+    deleter = FileSaver(directory)
+    try:
+        for _ in range(30):
+            time.sleep(0.01)
+            deleter.delete_thread("t1")
+    finally:
+        stop.set()
+        for t in workers:
+            t.join()
+    assert errors == []
+    assert wins[0] > 0
+    records = list(deleter.list("t1"))  # whatever survived the last delete is whole
+    for older, newer in itertools.pairwise(reversed(records)):
+        assert newer.checkpoint.parent_id == older.checkpoint.id
+    assert all(len(r.pending_writes) == 1 for r in records)
+    assert not list(directory.glob(".trash-*"))

@@ -1,0 +1,72 @@
+"""What only the in-memory saver promises, seen from inside: bytes only, each value stored once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from builders import item, step, w
+
+from threadline.checkpoint import Checkpoint, InMemorySaver, MemorySaver, Retention
+from threadline.errors import ConcurrentUpdateError
+
+
+def blob_keys(saver: InMemorySaver, thread_id: str = "t1", ns: str = "") -> list[tuple[str, str]]:
+    return sorted(saver._blobs.get((thread_id, ns), {}))
+
+
+def everything(saver: InMemorySaver) -> tuple[Any, ...]:
+    return (
+        {k: dict(v) for k, v in saver._checkpoints.items()},
+        {k: dict(v) for k, v in saver._blobs.items()},
+        {k: dict(v) for k, v in saver._writes.items()},
+        dict(saver._heads),
+        dict(saver._updated),
+    )
+
+
+def test_memory_saver_is_the_in_memory_saver() -> None:
+    assert MemorySaver is InMemorySaver
+
+
+def test_only_what_changed_is_stored_and_only_as_bytes() -> None:
+    saver = InMemorySaver()
+    parent: Checkpoint | None = None
+    for i in range(10):
+        record = step("t1", {"big": "b" * 10_000, "n": i}, parent)
+        saver.put(record)
+        parent = record.checkpoint
+    keys = blob_keys(saver)
+    assert [k for k, _ in keys].count("big") == 1
+    assert [k for k, _ in keys].count("n") == 10
+    for row in saver._blobs[("t1", "")].values():
+        assert type(row.data) is bytes
+
+
+def test_a_refused_put_changes_nothing() -> None:
+    saver = InMemorySaver()
+    first = step("t1", {"log": ["a"]}, None, next=())
+    saver.put(first)
+    second = step("t1", {"log": ["a", "b"]}, first.checkpoint)
+    saver.put(second)
+    before = everything(saver)
+    stale = step("t1", {"log": ["a", "c"], "x": 1}, first.checkpoint, writes=(w("t", value=1),))
+    with pytest.raises(ConcurrentUpdateError):
+        saver.put(stale)
+    assert everything(saver) == before
+
+
+def test_prune_and_retention_drop_values_nothing_uses() -> None:
+    saver = InMemorySaver(retention=Retention(max_checkpoints=2))
+    parent: Checkpoint | None = None
+    for i in range(6):
+        record = step("t1", {"log": [item(j, 10) for j in range(i + 1)], "c": "same"}, parent)
+        saver.put(record)
+        parent = record.checkpoint
+    assert len(saver._checkpoints[("t1", "")]) == 2
+    keys = blob_keys(saver)
+    assert [k for k, _ in keys].count("log") == 2 and [k for k, _ in keys].count("c") == 1
+    assert saver.prune("t1", keep_last=1) == 1
+    assert [k for k, _ in blob_keys(saver)] == ["c", "log"]
+    assert saver.prune("t1", keep_last=0) == 1
+    assert everything(saver) == ({}, {}, {}, {}, {})

@@ -1,0 +1,964 @@
+"""What only the SQLite saver promises: durability across reopening, sharing a file, WAL, one
+commit per put, storing only what changed, checksums, migrating version-1 files, errors."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from builders import item, make_cp, rec, step, w
+
+from threadline import serde
+from threadline.checkpoint import (
+    Checkpoint,
+    CheckpointRecord,
+    PlannedTask,
+    Retention,
+    SqliteSaver,
+    StorageHints,
+    TaskWrite,
+    new_checkpoint_id,
+)
+from threadline.checkpoint.sqlite import SCHEMA_VERSION
+from threadline.errors import ConcurrentUpdateError, SaverUnavailableError, SerializationError
+
+TABLES = ("checkpoints", "blobs", "writes", "threads")
+
+
+def counts(path: Path) -> dict[str, int]:
+    with closing(sqlite3.connect(path)) as conn:
+        return {t: conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in TABLES}
+
+
+def query(path: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    with closing(sqlite3.connect(path)) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def execute(path: Path, sql: str, *params: Any) -> None:
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute(sql, params)
+
+
+class Statements:
+    """The statements a saver's connection runs, through ``set_trace_callback``."""
+
+    def __init__(self, saver: SqliteSaver) -> None:
+        self.conn = saver._conn
+        assert self.conn is not None
+        self.log: list[str] = []
+
+    def __enter__(self) -> Statements:
+        assert self.conn is not None
+        self.conn.set_trace_callback(lambda s: self.log.append(" ".join(s.split())))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self.conn is not None
+        self.conn.set_trace_callback(None)
+
+    def starting(self, *words: str) -> list[str]:
+        return [s for s in self.log if s.upper().startswith(words)]
+
+
+# -- durability and sharing ----------------------------------------------------------------------
+
+
+def test_data_survives_reopening_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "cp.db"
+    first = step("t1", {"messages": ["hi"], "when": datetime(2030, 1, 1, tzinfo=UTC)}, None)
+    second = step(
+        "t1",
+        {"messages": ["hi", "there"], "when": datetime(2030, 1, 1, tzinfo=UTC), "seen": {1, 2}},
+        first.checkpoint,
+        metadata={"source": "loop"},
+        writes=(TaskWrite("task-1", "agent", "result", {"messages": ["again"]}),),
+        next=(PlannedTask("agent"),),
+    )
+    with SqliteSaver(path) as saver:
+        saver.put(dataclasses.replace(first, metadata={"source": "input"}))
+        saver.put(second)
+        saver.put(dataclasses.replace(first, checkpoint_ns="child:1"))
+
+    with SqliteSaver(str(path)) as reopened:
+        got = reopened.get_tuple("t1")
+        assert got is not None
+        assert got.checkpoint == second.checkpoint
+        assert got.metadata == {"source": "loop"}
+        assert got.pending_writes == second.pending_writes
+        ids = [r.checkpoint.id for r in reopened.list("t1")]
+        assert ids == [second.checkpoint.id, first.checkpoint.id]
+        by_filter = reopened.list("t1", filter={"source": "input"})
+        assert [r.checkpoint.id for r in by_filter] == [first.checkpoint.id]
+        child = reopened.get_tuple("t1", "child:1")
+        assert child is not None and child.checkpoint == first.checkpoint
+        (info,) = reopened.list_threads()
+        assert (info.thread_id, info.status, info.next) == ("t1", "running", ("agent",))
+
+
+def test_two_savers_on_one_file_from_two_threads_lose_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+    SqliteSaver(path).close()  # create the schema up front; opening concurrently is tested below
+    per_thread = 60
+    errors: list[BaseException] = []
+    start = threading.Barrier(2)
+
+    def work(thread_id: str) -> None:
+        try:
+            with SqliteSaver(path) as saver:
+                start.wait()
+                parent: Checkpoint | None = None
+                for i in range(per_thread):
+                    record = step(
+                        thread_id, {"i": i}, parent, metadata={"i": i}, writes=(w("a", value=i),)
+                    )
+                    saver.put(record)
+                    cp = record.checkpoint
+                    saver.put_writes(thread_id, "", cp.id, [w("b", value=-i)])
+                    parent = cp
+        except BaseException as exc:
+            errors.append(exc)
+
+    workers = [threading.Thread(target=work, args=(name,)) for name in ("left", "right")]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    assert errors == []
+
+    with SqliteSaver(path) as saver:
+        for thread_id in ("left", "right"):
+            records = list(saver.list(thread_id))
+            assert [r.metadata["i"] for r in records] == list(reversed(range(per_thread)))
+            for r in records:
+                i = r.metadata["i"]
+                assert [x.value for x in r.pending_writes] == [i, -i]
+
+
+def test_two_savers_racing_on_one_parent_exactly_one_wins(tmp_path: Path) -> None:
+    path = tmp_path / "race.db"
+    with SqliteSaver(path) as a, SqliteSaver(path) as b:
+        for round_ in range(50):
+            thread_id = f"race-{round_}"
+            root = step(thread_id, {"n": 0}, None)
+            a.put(root)
+            records = [step(thread_id, {"n": k}, root.checkpoint) for k in (1, 2)]
+            gate = threading.Barrier(2)
+            results: list[str] = ["", ""]
+
+            def run(
+                k: int,
+                saver: SqliteSaver,
+                gate: threading.Barrier = gate,
+                records: list[CheckpointRecord] = records,
+                results: list[str] = results,
+            ) -> None:
+                gate.wait()
+                try:
+                    saver.put(records[k])
+                    results[k] = "won"
+                except ConcurrentUpdateError:
+                    results[k] = "lost"
+
+            workers = [threading.Thread(target=run, args=(k, s)) for k, s in enumerate((a, b))]
+            for t in workers:
+                t.start()
+            for t in workers:
+                t.join()
+            assert sorted(results) == ["lost", "won"]
+            assert len(list(a.list(thread_id))) == 2
+            assert counts(path)["checkpoints"] == 2 * (round_ + 1)
+
+
+@pytest.mark.parametrize("round_", range(25))
+def test_opening_concurrently_creates_the_schema_once(tmp_path: Path, round_: int) -> None:
+    # Four connections opening a new file at once: switching it to WAL could fail at once with
+    # "database is locked" (SQLite does not wait on the busy timeout there); it is retried.
+    path = tmp_path / "race.db"
+    errors: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def open_and_put(k: int) -> None:
+        try:
+            start.wait()
+            with SqliteSaver(path) as saver:
+                saver.put(step(f"t{k}", {"k": k}, None))
+        except BaseException as exc:
+            errors.append(exc)
+
+    workers = [threading.Thread(target=open_and_put, args=(k,)) for k in range(4)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    assert errors == []
+    assert query(path, "SELECT version FROM threadline_schema_version") == [(SCHEMA_VERSION,)]
+    assert counts(path)["checkpoints"] == 4
+
+
+def test_wal_mode_and_schema_version(tmp_path: Path) -> None:
+    path = tmp_path / "wal.db"
+    with SqliteSaver(path) as saver:
+        saver.put(step("t1", {"x": 1}, None))
+        assert query(path, "PRAGMA journal_mode")[0][0].lower() == "wal"
+        assert query(path, "SELECT version FROM threadline_schema_version") == [(2,)]
+
+
+def test_in_memory_default() -> None:
+    with SqliteSaver() as saver:
+        record = step("t1", {"x": (1, 2)}, None)
+        saver.put(record)
+        got = saver.get_tuple("t1")
+        assert got is not None and got.checkpoint == record.checkpoint
+
+
+def test_from_conn_string_is_a_context_manager(tmp_path: Path) -> None:
+    path = tmp_path / "lg.db"
+    record = step("t1", {"x": 1}, None)
+    with SqliteSaver.from_conn_string(str(path)) as saver:
+        assert isinstance(saver, SqliteSaver)
+        saver.put(record)
+    with pytest.raises(SaverUnavailableError, match="closed"):
+        saver.get_tuple("t1")
+    with SqliteSaver.from_conn_string(path, retention=Retention(max_checkpoints=1)) as saver:
+        assert saver.retention == Retention(max_checkpoints=1)
+        got = saver.get_tuple("t1")
+        assert got is not None and got.checkpoint == record.checkpoint
+
+
+def test_close_is_idempotent_and_later_calls_fail_clearly(tmp_path: Path) -> None:
+    saver = SqliteSaver(tmp_path / "c.db")
+    saver.close()
+    saver.close()
+    for call in (
+        lambda: saver.put(step("t1", {}, None)),
+        lambda: list(saver.list("t1")),
+        lambda: saver.list_threads(),
+        lambda: saver.prune("t1", keep_last=1),
+        lambda: saver.copy_thread("t1", "t2"),
+    ):
+        with pytest.raises(SaverUnavailableError, match="closed"):
+            call()
+
+
+async def test_closed_saver_fails_through_async_api(tmp_path: Path) -> None:
+    saver = SqliteSaver(tmp_path / "c.db")
+    saver.close()
+    with pytest.raises(SaverUnavailableError):
+        await saver.aget_tuple("t1")
+    with pytest.raises(SaverUnavailableError):
+        await saver.alist_threads()
+
+
+def test_missing_directory_is_unavailable(tmp_path: Path) -> None:
+    path = tmp_path / "no" / "such" / "dir" / "cp.db"
+    with pytest.raises(SaverUnavailableError) as info:
+        SqliteSaver(path)
+    assert str(path) in str(info.value)
+    assert not path.parent.exists()
+
+
+def test_a_file_that_is_not_sqlite_is_unavailable(tmp_path: Path) -> None:
+    path = tmp_path / "notes.db"
+    path.write_bytes(b"this is not a database, just some text " * 100)
+    with pytest.raises(SaverUnavailableError) as info:
+        SqliteSaver(path)
+    assert str(path) in str(info.value)
+    assert path.read_bytes().startswith(b"this is not a database")
+
+
+def test_a_newer_schema_version_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "future.db"
+    SqliteSaver(path).close()
+    execute(path, "UPDATE threadline_schema_version SET version = 99")
+    with pytest.raises(SaverUnavailableError, match="newer threadline") as info:
+        SqliteSaver(path)
+    assert "99" in str(info.value)
+    assert query(path, "SELECT version FROM threadline_schema_version") == [(99,)]
+
+
+def test_injection_attempts_leave_tables_intact(tmp_path: Path) -> None:
+    path = tmp_path / "inj.db"
+    evil = "x'); DROP TABLE checkpoints; --"
+    with SqliteSaver(path) as saver:
+        record = rec(evil, make_cp({evil: evil}), ns=evil, metadata={evil: evil})
+        saver.put(record)
+        cp = record.checkpoint
+        saver.put_writes(evil, evil, cp.id, [TaskWrite(evil, evil, "result", evil)])
+        assert list(saver.list(evil, evil, filter={evil: evil}, before=evil + "~"))
+        saver.copy_thread(evil, evil + "2")
+        saver.prune(evil, keep_last=0)
+        saver.delete_thread(evil)
+    tables = {r[0] for r in query(path, "SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {*TABLES, "threadline_schema_version"} <= tables
+
+
+# -- one transaction, one commit -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("retention", [None, Retention(max_checkpoints=2)])
+def test_one_commit_per_put(tmp_path: Path, retention: Retention | None) -> None:
+    with SqliteSaver(tmp_path / "c.db", retention=retention) as saver:
+        parent: Checkpoint | None = None
+        for i in range(6):
+            record = step(
+                "t1",
+                {"log": [item(j, 100) for j in range(i + 1)], "n": i, "c": "same"},
+                parent,
+                writes=(w(f"task-{i}", value=i), w(f"task-{i}", "interrupt", "?")),
+                next=(PlannedTask("a"),),
+            )
+            with Statements(saver) as trace:
+                saver.put(record)
+            assert trace.starting("COMMIT") == ["COMMIT"]
+            assert trace.starting("BEGIN") == ["BEGIN IMMEDIATE"]
+            assert trace.log[0] == "BEGIN IMMEDIATE"  # the deltas' bases came from the cache
+            parent = record.checkpoint
+        with Statements(saver) as trace:
+            saver.put_writes("t1", "", parent.id, [w("late", "error", "boom")])
+        assert trace.starting("COMMIT") == ["COMMIT"]
+        (info,) = saver.list_threads()
+        assert info.status == "error"
+
+
+def test_loading_takes_a_few_queries(tmp_path: Path) -> None:
+    with SqliteSaver(tmp_path / "c.db") as saver:
+        parent: Checkpoint | None = None
+        for i in range(30):
+            values = {f"k{j}": j * i // 7 for j in range(20)}
+            values["log"] = [item(j, 50) for j in range(i + 1)]
+            record = step("t1", values, parent, writes=(w("t", value=i),))
+            saver.put(record)
+            parent = record.checkpoint
+        with Statements(saver) as trace:
+            got = saver.get_tuple("t1")
+        assert got is not None and got.checkpoint == parent
+        # BEGIN, the row, its blobs, the chains of its deltas, its writes, COMMIT
+        assert len(trace.log) <= 6, trace.log
+        with Statements(saver) as trace:
+            assert len(list(saver.list("t1"))) == 30
+        # One page: the same queries for all rows (the blob query in chunks of pairs).
+        assert len(trace.log) <= 8, trace.log
+
+
+# -- storing only what changed -------------------------------------------------------------------
+
+
+def test_only_changed_values_are_stored(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    big = "b" * 100_000
+    with SqliteSaver(path) as saver:
+        parent: Checkpoint | None = None
+        for i in range(20):
+            values = {"big": big, "n": i, **{f"fixed{j}": j for j in range(8)}}
+            record = step("t1", values, parent)
+            saver.put(record)
+            parent = record.checkpoint
+    rows = query(path, "SELECT key, COUNT(*), SUM(length(data)) FROM blobs GROUP BY key")
+    by_key = {key: (n, size) for key, n, size in rows}
+    assert by_key["n"][0] == 20
+    assert by_key["big"][0] == 1 and by_key["big"][1] < 100_100
+    assert all(by_key[f"fixed{j}"][0] == 1 for j in range(8))
+    assert sum(n for n, _ in by_key.values()) == 20 + 1 + 8
+
+
+def test_a_record_without_hints_stores_each_value_under_its_version(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    with SqliteSaver(path) as saver:
+        first = make_cp({"a": "x" * 1000, "b": 1})
+        saver.put(rec("t1", first))
+        second = make_cp({"a": "x" * 1000, "b": 2}, parent=first)  # "a" keeps its version
+        saver.put(rec("t1", second))  # no hints: every value is encoded; "a" is stored once
+    assert query(path, "SELECT key, COUNT(*) FROM blobs GROUP BY key") == [("a", 1), ("b", 2)]
+
+
+def test_wrong_hints_cost_space_not_correctness(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    with SqliteSaver(path) as saver:
+        first = step("t1", {"a": 1}, None)
+        saver.put(first)
+        # "b" is new, but the hints say nothing changed: its value is stored anyway.
+        cp = make_cp({"a": 1, "b": "new"}, parent=first.checkpoint)
+        saver.put(rec("t1", cp, hints=StorageHints(frozenset())))
+        got = saver.get_tuple("t1")
+        assert got is not None and got.checkpoint == cp
+        # A version that is neither stored nor given a value cannot be saved.
+        bad = dataclasses.replace(
+            make_cp({"a": 1}, parent=cp), versions={"a": cp.versions["a"], "ghost": "v-none"}
+        )
+        with pytest.raises(SerializationError, match="ghost"):
+            saver.put(rec("t1", bad, hints=StorageHints(frozenset())))
+    assert counts(path)["checkpoints"] == 2
+
+
+def test_two_hundred_turns_store_about_the_list_once(tmp_path: Path) -> None:
+    """200 turns appending two ~1 KB messages: storage stays linear in the final list."""
+    path = tmp_path / "chat.db"
+    raw = 0
+    with SqliteSaver(path) as saver:
+        parent: Checkpoint | None = None
+        messages: list[str] = []
+        for turn in range(200):
+            new = [item(2 * turn), item(2 * turn + 1)]
+            raw += sum(len(m) for m in new)
+            messages = [*messages, *new]
+            record = step("chat", {"messages": messages, "turn": turn}, parent)
+            saver.put(record)
+            parent = record.checkpoint
+        got = saver.get_tuple("chat")
+        assert got is not None and got.checkpoint.values["messages"] == messages
+    stored = stored_bytes(path)
+    data = query(path, "SELECT SUM(length(data)) FROM blobs")[0][0]
+    size = file_size(path)
+    print(f"raw {raw}, blob data {data}, stored {stored}, file {size}")
+    assert raw == 400_000
+    assert data <= 2.5 * raw  # each item once in a delta, plus geometrically growing full copies
+    assert stored <= 3 * raw  # everything the database holds: rows, keys, versions, indexes
+    # The file also holds the free space of half-filled 4 KiB pages (a 2 KB delta row leaves
+    # the rest of its page empty); still linear, where rewriting the list would be 100x.
+    assert size <= 4 * raw
+
+
+def stored_bytes(path: Path) -> int:
+    """Bytes of every value in every row of every table (indexes counted as their columns)."""
+    total = 0
+    with closing(sqlite3.connect(path)) as conn:
+        for table in TABLES:
+            columns = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+            sizes = " + ".join(f"COALESCE(length(CAST({c} AS BLOB)), 0)" for c in columns)
+            total += conn.execute(f"SELECT COALESCE(SUM({sizes}), 0) FROM {table}").fetchone()[0]
+        # The primary-key indexes and blobs_by_chain repeat (thread, ns, key, version/start).
+        total += conn.execute(
+            "SELECT COALESCE(SUM(2 * (length(thread_id) + length(checkpoint_ns) + length(key))"
+            " + length(version) + length(start)), 0) FROM blobs"
+        ).fetchone()[0]
+        total += conn.execute(
+            "SELECT COALESCE(SUM(length(thread_id) + length(checkpoint_ns) "
+            "+ length(checkpoint_id)), 0) FROM checkpoints"
+        ).fetchone()[0]
+    return total
+
+
+def file_size(path: Path) -> int:
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    return sum(os.path.getsize(p) for p in (str(path), f"{path}-wal") if os.path.exists(p))
+
+
+def test_deltas_form_chains_that_compact(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    with SqliteSaver(path) as saver:
+        parent: Checkpoint | None = None
+        messages: list[str] = []
+        for i in range(60):
+            messages = [*messages, item(i, 500)]
+            record = step("t1", {"messages": messages}, parent)
+            saver.put(record)
+            parent = record.checkpoint
+    rows = query(
+        path, "SELECT version, start, base, chain_bytes, full_bytes FROM blobs ORDER BY version"
+    )
+    fulls = [r for r in rows if r[2] is None]
+    deltas = [r for r in rows if r[2] is not None]
+    assert 2 <= len(fulls) <= 6 and len(deltas) == 60 - len(fulls)
+    for version, start, base, chain_bytes, full_bytes in deltas:
+        assert chain_bytes <= 2 * full_bytes
+        assert start in {f[0] for f in fulls} and base < version
+
+
+def test_a_fork_shares_the_chain_it_branches_from(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    with SqliteSaver(path) as saver:
+        start = step("t1", {"log": [item(0, 800)]}, None)
+        saver.put(start)
+        a = step("t1", {"log": [item(0, 800), item(1, 800)]}, start.checkpoint)
+        saver.put(a)
+        b = step("t1", {"log": [item(0, 800), item(2, 800)]}, start.checkpoint)
+        saver.put(b, fork=True)
+        for r in (start, a, b):
+            got = saver.get_tuple("t1", "", r.checkpoint.id)
+            assert got is not None and got.checkpoint == r.checkpoint
+    rows = query(path, "SELECT version, start, base FROM blobs ORDER BY version")
+    s = start.checkpoint.id
+    assert rows == [(s, s, None), (a.checkpoint.id, s, s), (b.checkpoint.id, s, s)]
+
+
+def test_a_stale_put_leaves_no_rows_behind(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    with SqliteSaver(path) as saver:
+        first = step("t1", {"log": ["a"], "n": 0}, None, next=(PlannedTask("x"),))
+        saver.put(first)
+        second = step("t1", {"log": ["a", "b"], "n": 1}, first.checkpoint)
+        saver.put(second)
+        before = counts(path)
+        stale = step(
+            "t1",
+            {"log": ["a", "c"], "n": 2, "new": "v"},
+            first.checkpoint,
+            writes=(w("task", value=1),),
+        )
+        with pytest.raises(ConcurrentUpdateError):
+            saver.put(stale)
+        assert counts(path) == before
+        assert query(path, "SELECT checkpoint_id, status FROM threads") == [
+            (second.checkpoint.id, "idle")
+        ]
+
+
+# -- history: prune, retention, copy -------------------------------------------------------------
+
+
+def test_prune_deletes_unused_blobs_and_keeps_chains_in_use(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    with SqliteSaver(path) as saver:
+        parent: Checkpoint | None = None
+        cps = []
+        messages = [item(j, 300) for j in range(10)]  # a big first value: one chain throughout
+        for i in range(10):
+            messages = [*messages, item(10 + i, 300)]
+            record = step("t1", {"messages": messages, "n": i, "c": "const"}, parent)
+            saver.put(record)
+            parent = record.checkpoint
+            cps.append(parent)
+        head_blob = query(
+            path, "SELECT start, base FROM blobs WHERE key = 'messages' AND version = ?", parent.id
+        )[0]
+        assert head_blob[1] is not None and head_blob[0] == cps[0].id  # a chain from cps[0]
+        assert saver.prune("t1", keep_last=2) == 8
+        for cp in cps[-2:]:
+            got = saver.get_tuple("t1", "", cp.id)
+            assert got is not None and got.checkpoint == cp
+    keys = query(path, "SELECT key, version FROM blobs ORDER BY key, version")
+    n_versions = {v for k, v in keys if k == "n"}
+    assert n_versions == {cps[-2].id, cps[-1].id}  # the other values of "n" are gone
+    assert ("c", cps[0].id) in keys  # still used by the kept checkpoints
+    chain = {v for k, v in keys if k == "messages"}
+    assert chain == {cp.id for cp in cps}  # the whole chain the kept deltas are built on
+    assert counts(path)["checkpoints"] == 2
+
+
+def test_retention_prunes_in_the_put_and_collects_blobs(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    with SqliteSaver(path, retention=Retention(max_checkpoints=3)) as saver:
+        parent: Checkpoint | None = None
+        for i in range(20):
+            record = step("t1", {"n": i, "big": "x" * 10_000 if i < 10 else "y" * 10_000}, parent)
+            saver.put(record)
+            parent = record.checkpoint
+    assert counts(path)["checkpoints"] == 3
+    assert query(path, "SELECT key, COUNT(*) FROM blobs GROUP BY key") == [("big", 1), ("n", 3)]
+
+
+def test_retention_by_age_uses_created_at(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    old = (datetime.now(UTC) - timedelta(days=3)).replace(tzinfo=None).isoformat()  # naive: UTC
+    other_zone = (datetime.now(UTC) - timedelta(hours=5)).astimezone(
+        datetime.now().astimezone().tzinfo
+    )
+    with SqliteSaver(path, retention=Retention(max_age=timedelta(days=1))) as saver:
+        a = step("t1", {"n": 0}, None, created_at=old)
+        saver.put(a)
+        b = step("t1", {"n": 1}, a.checkpoint, created_at="not a timestamp")  # never too old
+        saver.put(b)
+        c = step("t1", {"n": 2}, b.checkpoint, created_at=other_zone.isoformat())
+        saver.put(c)
+        assert [r.checkpoint.id for r in saver.list("t1")] == [c.checkpoint.id, b.checkpoint.id]
+
+
+def test_copy_thread_copies_rows_in_one_transaction(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    with SqliteSaver(path) as saver:
+        parent: Checkpoint | None = None
+        for i in range(5):
+            record = step("src", {"log": [item(j, 300) for j in range(i + 1)]}, parent)
+            saver.put(record)
+            parent = record.checkpoint
+        saver.put_writes("src", "", parent.id, [w("t", value=1)])
+        before = counts(path)
+        with Statements(saver) as trace:
+            saver.copy_thread("src", "dst")
+        assert trace.starting("COMMIT") == ["COMMIT"]
+        after = counts(path)
+        assert after == {t: 2 * n for t, n in before.items()}
+        with pytest.raises(ValueError, match="already has checkpoints"):
+            saver.copy_thread("src", "dst")
+        assert counts(path) == after
+
+
+# -- damaged data --------------------------------------------------------------------------------
+
+
+@contextmanager
+def two_threads(path: Path) -> Iterator[tuple[list[Checkpoint], Checkpoint]]:
+    """Thread "t1" with a growing list (a delta chain) and bystander thread "t2"."""
+    with SqliteSaver(path) as saver:
+        parent: Checkpoint | None = None
+        cps = []
+        for i in range(4):
+            log = [item(j, 400) for j in range(4 + i)]  # one full value, then three deltas
+            record = step("t1", {"log": log, "k": "v"}, parent)
+            saver.put(record)
+            parent = record.checkpoint
+            cps.append(parent)
+        other = step("t2", {"log": [item(0, 400)], "k": "v"}, None)
+        saver.put(other)
+    yield cps, other.checkpoint
+
+
+def flip_one_byte(data: bytes) -> bytes:
+    return data[:100] + bytes([data[100] ^ 0x01]) + data[101:]
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [flip_one_byte, lambda data: data[:-7], lambda data: b""],
+    ids=["flipped", "truncated", "emptied"],
+)
+def test_a_damaged_value_fails_clearly_and_alone(tmp_path: Path, damage: Any) -> None:
+    path = tmp_path / "c.db"
+    with two_threads(path) as (cps, other):
+        where = "WHERE thread_id = 't1' AND key = 'log' AND version = ?"
+        damaged = cps[2].id  # a delta in the middle of the chain
+        ((data, base),) = query(path, f"SELECT data, base FROM blobs {where}", damaged)
+        assert base == cps[1].id
+        execute(path, f"UPDATE blobs SET data = ? {where}", damage(data), damaged)
+        with SqliteSaver(path) as saver:
+            for cp in cps[2:]:  # built on the damaged delta
+                with pytest.raises(SerializationError, match="'log'"):
+                    saver.get_tuple("t1", "", cp.id)
+            with pytest.raises(SerializationError, match="'log'"):
+                list(saver.list("t1"))
+            for cp in cps[:2]:  # older checkpoints do not use it
+                got = saver.get_tuple("t1", "", cp.id)
+                assert got is not None and got.checkpoint == cp
+            got = saver.get_tuple("t2")
+            assert got is not None and got.checkpoint == other
+            assert {i.thread_id for i in saver.list_threads()} == {"t1", "t2"}
+
+
+def test_a_damaged_full_value_names_its_key(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    with two_threads(path):
+        execute(path, "UPDATE blobs SET data = zeroblob(length(data)) WHERE key = 'k'")
+        with SqliteSaver(path) as saver:
+            with pytest.raises(SerializationError, match="'k'"):
+                saver.get_tuple("t1")
+            with pytest.raises(SerializationError, match="'k'"):
+                saver.get_tuple("t2")
+
+
+def test_a_missing_value_names_its_key(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    with two_threads(path) as (cps, _):
+        execute(path, "DELETE FROM blobs WHERE thread_id = 't1' AND version = ?", cps[1].id)
+        with SqliteSaver(path) as saver:
+            with pytest.raises(SerializationError, match="'log'"):
+                saver.get_tuple("t1")
+            got = saver.get_tuple("t1", "", cps[0].id)
+            assert got is not None and got.checkpoint == cps[0]
+
+
+def test_a_stale_blob_cache_is_caught_in_the_transaction(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    with SqliteSaver(path) as a, SqliteSaver(path) as b:
+        first = step("t1", {"log": [item(0)]}, None)
+        a.put(first)  # a caches the metadata of the blob its next delta would extend
+        b.delete_thread("t1")  # ...which another saver deletes
+        again = step("t1", {"log": [item(0), item(1)]}, first.checkpoint)
+        a.put(again, fork=True)
+        got = b.get_tuple("t1")
+        assert got is not None and got.checkpoint == again.checkpoint
+    assert query(path, "SELECT base FROM blobs") == [(None,)]  # stored in full, not as a delta
+
+
+# -- migrating a version-1 database --------------------------------------------------------------
+
+V1_SCHEMA = (
+    """
+    CREATE TABLE IF NOT EXISTS threadline_schema_version (
+        version INTEGER NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS checkpoints (
+        thread_id     TEXT    NOT NULL,
+        checkpoint_ns TEXT    NOT NULL DEFAULT '',
+        checkpoint_id TEXT    NOT NULL,
+        parent_id     TEXT,
+        step          INTEGER NOT NULL,
+        created_at    TEXT    NOT NULL,
+        checkpoint    BLOB    NOT NULL,
+        values_blob   BLOB    NOT NULL,
+        metadata      BLOB    NOT NULL,
+        PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS writes (
+        thread_id     TEXT    NOT NULL,
+        checkpoint_ns TEXT    NOT NULL DEFAULT '',
+        checkpoint_id TEXT    NOT NULL,
+        task_id       TEXT    NOT NULL,
+        kind          TEXT    NOT NULL,
+        task_name     TEXT    NOT NULL,
+        seq           INTEGER NOT NULL,
+        value         BLOB    NOT NULL,
+        PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, kind)
+    )
+    """,
+)
+
+V1_UPSERT_CHECKPOINT = """
+    INSERT INTO checkpoints (
+        thread_id, checkpoint_ns, checkpoint_id, parent_id, step, created_at,
+        checkpoint, values_blob, metadata
+    ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
+        parent_id = excluded.parent_id,
+        step = excluded.step,
+        created_at = excluded.created_at,
+        checkpoint = excluded.checkpoint,
+        values_blob = excluded.values_blob,
+        metadata = excluded.metadata
+"""
+
+V1_UPSERT_WRITE = """
+    INSERT INTO writes (
+        thread_id, checkpoint_ns, checkpoint_id, task_id, kind, task_name, seq, value
+    ) VALUES (
+        ?, ?, ?, ?, ?, ?,
+        (SELECT COALESCE(MAX(seq), -1) + 1 FROM writes
+          WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?),
+        ?
+    )
+    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, kind) DO UPDATE SET
+        task_name = excluded.task_name,
+        value = excluded.value
+"""
+
+
+def v1_put(conn: sqlite3.Connection, record: CheckpointRecord) -> None:
+    """What the version-1 ``SqliteSaver.put`` did: the values of a checkpoint in one blob."""
+    cp = record.checkpoint
+    conn.execute(
+        V1_UPSERT_CHECKPOINT,
+        (
+            record.thread_id,
+            record.checkpoint_ns,
+            cp.id,
+            cp.parent_id,
+            cp.step,
+            cp.created_at,
+            serde.dumps(dataclasses.replace(cp, values={})),
+            serde.dumps(cp.values),
+            serde.dumps(dict(record.metadata)),
+        ),
+    )
+    v1_put_writes(conn, record.thread_id, record.checkpoint_ns, cp.id, record.pending_writes)
+
+
+def v1_put_writes(
+    conn: sqlite3.Connection, thread_id: str, ns: str, checkpoint_id: str, writes: Any
+) -> None:
+    for x in writes:
+        conn.execute(
+            V1_UPSERT_WRITE,
+            (
+                thread_id,
+                ns,
+                checkpoint_id,
+                x.task_id,
+                x.kind,
+                x.task_name,
+                thread_id,
+                ns,
+                checkpoint_id,
+                serde.dumps(x.value),
+            ),
+        )
+
+
+@serde.register(name="tests.checkpoint.Ticket")
+@dataclass(frozen=True)
+class Ticket:
+    title: str
+    tags: tuple[str, ...] = ()
+
+
+def v1_cp(values: dict[str, Any], parent: Checkpoint | None, **fields: Any) -> Checkpoint:
+    """A checkpoint as version 1 made them: versions were counters."""
+    return Checkpoint(
+        id=new_checkpoint_id(),
+        parent_id=parent.id if parent else None,
+        step=parent.step + 1 if parent else -1,
+        values=values,
+        versions={k: (parent.step + 2 if parent else 1) for k in values},
+        next=fields.get("next", ()),
+        created_at=fields.get("created_at", datetime.now(UTC).isoformat()),
+        barriers=fields.get("barriers", {}),
+        updated_by=fields.get("updated_by", ()),
+    )
+
+
+@pytest.fixture
+def v1_database(tmp_path: Path) -> tuple[Path, dict[str, list[CheckpointRecord]]]:
+    """A version-1 file: two threads, a subgraph namespace, writes, rich and registered values."""
+    path = tmp_path / "v1.db"
+    made: dict[str, list[CheckpointRecord]] = {"chat": [], "chat/sub": [], "done": []}
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL").fetchone()
+    conn.execute("BEGIN IMMEDIATE")
+    for statement in V1_SCHEMA:
+        conn.execute(statement)
+    conn.execute("INSERT INTO threadline_schema_version (version) VALUES (1)")
+    parent: Checkpoint | None = None
+    for i in range(4):
+        values = {
+            "messages": [f"message {j}" for j in range(i + 1)],
+            "ticket": Ticket("bug", ("p1",)),
+            "when": datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC),
+            "pair": (i, {"nested": {1, 2}}),
+        }
+        next_ = (PlannedTask("review", arg={"n": (i,)}, send=True),) if i == 3 else ()
+        cp = v1_cp(values, parent, next=next_, barriers={"j": ("a",)}, updated_by=("agent",))
+        writes = (TaskWrite("task-r", "review", "interrupt", {"ask": "ok?"}),) if i == 3 else ()
+        record = CheckpointRecord("chat", "", cp, {"step": cp.step, "source": "loop"}, writes)
+        v1_put(conn, record)
+        made["chat"].append(record)
+        parent = cp
+    sub = CheckpointRecord("chat", "review:1", v1_cp({"x": 1}, None), {})
+    v1_put(conn, sub)
+    sub_writes = (TaskWrite("s", "n", "result", 5),)
+    v1_put_writes(conn, "chat", "review:1", sub.checkpoint.id, sub_writes)
+    made["chat/sub"].append(dataclasses.replace(sub, pending_writes=sub_writes))
+    done = CheckpointRecord("done", "", v1_cp({"answer": 42}, None), {"source": "input"})
+    v1_put(conn, done)
+    made["done"].append(done)
+    conn.execute("COMMIT")
+    conn.close()
+    return path, made
+
+
+def test_a_version_1_database_is_migrated_on_open(
+    v1_database: tuple[Path, dict[str, list[CheckpointRecord]]],
+) -> None:
+    path, made = v1_database
+    with SqliteSaver(path) as saver:
+        assert query(path, "SELECT version FROM threadline_schema_version") == [(2,)]
+        for key, ns in (("chat", ""), ("chat/sub", "review:1"), ("done", "")):
+            thread_id = key.split("/")[0]
+            listed = list(saver.list(thread_id, ns))
+            expected = made[key][::-1]
+            assert [r.checkpoint.id for r in listed] == [r.checkpoint.id for r in expected]
+            for got, want in zip(listed, expected, strict=True):
+                cp = want.checkpoint
+                # Every value now lives under the checkpoint's own id (v1 versions were ints).
+                assert got.checkpoint == dataclasses.replace(
+                    cp, versions=dict.fromkeys(cp.values, cp.id)
+                )
+                assert got.metadata == want.metadata
+                assert got.pending_writes == want.pending_writes
+        sub = saver.get_tuple("chat", "review:1")
+        assert sub is not None and sub.pending_writes == (TaskWrite("s", "n", "result", 5),)
+        infos = {i.thread_id: i for i in saver.list_threads()}
+        assert infos["chat"].status == "interrupted"
+        assert infos["chat"].next == ("review",)
+        assert infos["chat"].checkpoint_id == made["chat"][-1].checkpoint.id
+        assert infos["done"].status == "idle"
+
+        # The thread goes on, storing only what changes, on top of the migrated values.
+        head = saver.get_tuple("chat")
+        assert head is not None
+        values = {**head.checkpoint.values, "messages": [*head.checkpoint.values["messages"], "+"]}
+        nxt = step("chat", values, head.checkpoint)
+        assert nxt.hints is not None and nxt.hints.changed == {"messages"}
+        saver.put(nxt)
+        got = saver.get_tuple("chat")
+        assert got is not None and got.checkpoint == nxt.checkpoint
+    tables = {r[0] for r in query(path, "SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert tables == {*TABLES, "threadline_schema_version"}
+    with SqliteSaver(path) as again:  # opening a migrated file again changes nothing
+        assert len(list(again.list("chat"))) == 5
+
+
+def test_migration_does_not_need_the_classes_of_stored_values(tmp_path: Path) -> None:
+    """Values of classes not registered when the file is opened migrate as they are."""
+
+    @serde.register(name="tests.checkpoint.Ghost")
+    @dataclass(frozen=True)
+    class Ghost:
+        boo: str
+
+    path = tmp_path / "v1.db"
+    cp = v1_cp({"ghost": Ghost("b" * 7), "plain": [1, 2]}, None)
+    with closing(sqlite3.connect(path)) as conn, conn:
+        for statement in V1_SCHEMA:
+            conn.execute(statement)
+        conn.execute("INSERT INTO threadline_schema_version (version) VALUES (1)")
+        v1_put(conn, CheckpointRecord("t1", "", cp, {}))
+        # Rename the stored class to one nobody registered (same length: msgpack stays valid).
+        (blob,) = conn.execute("SELECT values_blob FROM checkpoints").fetchone()
+        blob = blob.replace(b"checkpoint.Ghost", b"checkpoint.Ghozt")
+        conn.execute("UPDATE checkpoints SET values_blob = ?", (blob,))
+    with SqliteSaver(path) as saver:
+        with pytest.raises(SerializationError, match="'ghost'"):
+            saver.get_tuple("t1")  # exactly as it would have failed before the migration
+
+        @serde.register(name="tests.checkpoint.Ghozt")
+        @dataclass(frozen=True)
+        class Ghozt:
+            boo: str
+
+        got = saver.get_tuple("t1")
+        assert got is not None
+        assert got.checkpoint.values == {"ghost": Ghozt("bbbbbbb"), "plain": [1, 2]}
+
+
+def test_reading_versions_from_a_stored_body_needs_no_classes() -> None:
+    from threadline.checkpoint.layout import encode_record
+    from threadline.checkpoint.sqlite import _body_versions
+
+    @serde.register(name="tests.checkpoint.Payload")
+    @dataclass(frozen=True)
+    class Payload:
+        n: int
+
+    cp = make_cp({"a": 1, "b": [2]}, next=(PlannedTask("x", arg=Payload(3), send=True),))
+    body = encode_record(rec("t1", cp), lambda key, version: None).row.body
+    assert _body_versions(body) == cp.versions
+    renamed = body.replace(b"checkpoint.Payload", b"checkpoint.Paylo4d")  # unknown class
+    assert _body_versions(renamed) == cp.versions
+    assert _body_versions(b"garbage") is None
+
+
+def test_a_version_1_file_that_cannot_be_migrated_is_left_as_it_was(
+    v1_database: tuple[Path, dict[str, list[CheckpointRecord]]],
+) -> None:
+    path, made = v1_database
+    broken = made["chat"][1].checkpoint.id
+    execute(path, "UPDATE checkpoints SET values_blob = x'0100c1' WHERE checkpoint_id = ?", broken)
+    with pytest.raises(SaverUnavailableError, match=broken) as info:
+        SqliteSaver(path)
+    assert "'chat'" in str(info.value) and "version 1" in str(info.value)
+    assert query(path, "SELECT version FROM threadline_schema_version") == [(1,)]
+    assert query(path, "SELECT COUNT(*) FROM checkpoints") == [(6,)]  # still the v1 table
+    execute(path, "DELETE FROM checkpoints WHERE checkpoint_id = ?", broken)
+    with SqliteSaver(path) as saver:
+        assert len(list(saver.list("chat"))) == 3
+
+
+def test_another_tools_database_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    execute(path, "CREATE TABLE checkpoints (thread_id TEXT, checkpoint BLOB)")
+    with pytest.raises(SaverUnavailableError, match="did not create"):
+        SqliteSaver(path)
+    assert query(path, "SELECT name FROM sqlite_master WHERE type = 'table'") == [("checkpoints",)]

@@ -1,0 +1,261 @@
+"""The saver protocol and the records it stores.
+
+A checkpoint is everything the run loop needs to take its next step: the state values, their
+versions, the tasks planned for the next step, and join barriers still waiting. Task writes
+("pending writes") are recorded against the checkpoint their step started from, so a step that
+failed or was interrupted can be resumed without re-running the tasks that finished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Literal
+
+from threadline import serde
+
+WriteKind = Literal["result", "error", "interrupt", "resume", "breakpoint"]
+ThreadStatus = Literal["idle", "interrupted", "error", "running"]
+
+
+@serde.register(name="threadline.PlannedTask")
+@dataclass(frozen=True, slots=True)
+class PlannedTask:
+    """A task planned for the next step: a node triggered by an edge, or a ``Send``."""
+
+    name: str
+    arg: Any = None
+    send: bool = False
+
+
+@serde.register(name="threadline.Checkpoint")
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """One snapshot of a thread, taken at the end of a superstep (or by an input/update/fork)."""
+
+    id: str
+    parent_id: str | None
+    step: int
+    values: dict[str, Any]
+    versions: dict[str, str]
+    next: tuple[PlannedTask, ...]
+    created_at: str
+    barriers: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    updated_by: tuple[str, ...] = ()
+
+
+@serde.register(name="threadline.TaskWrite")
+@dataclass(frozen=True, slots=True)
+class TaskWrite:
+    """What one task of a step left behind: its result, error, interrupts or resume answers.
+
+    ``(task_id, kind)`` identifies a write; saving it again replaces it (writes are idempotent).
+    """
+
+    task_id: str
+    task_name: str
+    kind: WriteKind
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class StorageHints:
+    """What the engine knows about a checkpoint that lets a saver store less.
+
+    ``changed``: keys whose value is new at this checkpoint (every other key's value is already
+    stored under its version). ``extends``: for a changed list, ``(base_version, base_length)``
+    when the new value is the value stored at ``base_version`` plus new items from
+    ``base_length`` on, so only those items need storing.
+    """
+
+    changed: frozenset[str]
+    extends: Mapping[str, tuple[str, int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRecord:
+    """A checkpoint as a saver returns it: with its metadata and the pending writes against it.
+
+    ``hints`` is set by the engine when saving and is ``None`` when loading; a saver given no
+    hints stores every value in full.
+    """
+
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint: Checkpoint
+    metadata: dict[str, Any]
+    pending_writes: tuple[TaskWrite, ...] = ()
+    hints: StorageHints | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadInfo:
+    """A thread as ``list_threads`` shows it: where it stands and since when."""
+
+    thread_id: str
+    status: ThreadStatus
+    checkpoint_id: str
+    updated_at: str
+    next: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """How much history a saver keeps per thread; it prunes older checkpoints on save.
+
+    ``max_checkpoints`` keeps the newest N of each thread; ``max_age`` drops checkpoints older
+    than that, but never a thread's newest one.
+    """
+
+    max_checkpoints: int | None = None
+    max_age: timedelta | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_checkpoints is not None and self.max_checkpoints < 1:
+            raise ValueError("Retention.max_checkpoints must be at least 1")
+
+
+def thread_status(checkpoint: Checkpoint, writes: Sequence[TaskWrite]) -> ThreadStatus:
+    """Idle when nothing is planned; else interrupted, failed, or still to run (or running)."""
+    if not checkpoint.next:
+        return "idle"
+    finished = {w.task_id for w in writes if w.kind == "result"}
+    kinds = {w.kind for w in writes if w.task_id not in finished}
+    if "error" in kinds:
+        return "error"
+    if kinds & {"interrupt", "breakpoint"}:
+        return "interrupted"
+    return "running"
+
+
+def metadata_matches(metadata: Mapping[str, Any], filter: Mapping[str, Any] | None) -> bool:
+    """True when every ``filter`` key is present in ``metadata`` with an equal value."""
+    if not filter:
+        return True
+    return all(key in metadata and metadata[key] == value for key, value in filter.items())
+
+
+class BaseSaver(ABC):
+    """Where checkpoints live. Sync methods are abstract; async ones default to a worker thread.
+
+    Savers that have a native async driver override the ``a*`` methods.
+    """
+
+    @abstractmethod
+    def get_tuple(
+        self, thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None
+    ) -> CheckpointRecord | None:
+        """The checkpoint with ``checkpoint_id``, or the thread's newest; ``None`` if absent."""
+
+    @abstractmethod
+    def list(
+        self,
+        thread_id: str,
+        checkpoint_ns: str = "",
+        *,
+        filter: Mapping[str, Any] | None = None,
+        before: str | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointRecord]:
+        """Checkpoints of a thread newest first, optionally only those older than ``before``."""
+
+    @abstractmethod
+    def put(self, record: CheckpointRecord, *, fork: bool = False) -> None:
+        """Save a checkpoint together with its pending writes, in one transaction.
+
+        The checkpoint is saved only on top of the parent it was computed from: unless ``fork``
+        is true, its ``parent_id`` must be the newest checkpoint of its thread and namespace
+        (``None`` for an empty one), otherwise ``ConcurrentUpdateError`` is raised and nothing
+        is written. ``fork=True`` starts a new branch from an older checkpoint on purpose.
+        """
+
+    @abstractmethod
+    def put_writes(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        writes: Sequence[TaskWrite],
+    ) -> None:
+        """Record task writes against a saved checkpoint; a write with the same key replaces."""
+
+    @abstractmethod
+    def delete_thread(self, thread_id: str) -> None:
+        """Remove every checkpoint and write of a thread, in every namespace."""
+
+    @abstractmethod
+    def list_threads(
+        self, *, status: ThreadStatus | None = None, limit: int | None = None
+    ) -> list[ThreadInfo]:
+        """Threads (root namespace) with their status, most recently updated first."""
+
+    @abstractmethod
+    def prune(self, thread_id: str, *, keep_last: int) -> int:
+        """Delete all but the newest ``keep_last`` checkpoints of each namespace of a thread.
+
+        Returns how many checkpoints were deleted; values still used by a kept checkpoint stay.
+        """
+
+    @abstractmethod
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint and write of a thread to a new, empty thread id."""
+
+    async def aget_tuple(
+        self, thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None
+    ) -> CheckpointRecord | None:
+        return await asyncio.to_thread(self.get_tuple, thread_id, checkpoint_ns, checkpoint_id)
+
+    async def alist(
+        self,
+        thread_id: str,
+        checkpoint_ns: str = "",
+        *,
+        filter: Mapping[str, Any] | None = None,
+        before: str | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointRecord]:
+        records = await asyncio.to_thread(
+            lambda: list(
+                self.list(thread_id, checkpoint_ns, filter=filter, before=before, limit=limit)
+            )
+        )
+        for record in records:
+            yield record
+
+    async def aput(self, record: CheckpointRecord, *, fork: bool = False) -> None:
+        await asyncio.to_thread(self.put, record, fork=fork)
+
+    async def aput_writes(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        writes: Sequence[TaskWrite],
+    ) -> None:
+        await asyncio.to_thread(self.put_writes, thread_id, checkpoint_ns, checkpoint_id, writes)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await asyncio.to_thread(self.delete_thread, thread_id)
+
+    async def alist_threads(
+        self, *, status: ThreadStatus | None = None, limit: int | None = None
+    ) -> list[ThreadInfo]:
+        return await asyncio.to_thread(self.list_threads, status=status, limit=limit)
+
+    async def aprune(self, thread_id: str, *, keep_last: int) -> int:
+        return await asyncio.to_thread(self.prune, thread_id, keep_last=keep_last)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+
+    def close(self) -> None:  # noqa: B027 - optional hook, deliberately not abstract
+        """Release connections or files; a no-op for savers that hold none."""
+
+    def __enter__(self) -> BaseSaver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,1281 @@
+"""A saver that keeps checkpoints as plain files: one folder per thread, JSON you can ``cat``.
+
+Layout (``FileSaver("checkpoints")`` after one run of thread ``order-42``)::
+
+    checkpoints/
+    ├── FORMAT.json                      format marker and version
+    └── threads/
+        └── t-order-42/                  "t-" + the percent-encoded thread id
+            ├── .lock .gate              flock: shared by writers, exclusive for delete/copy
+            ├── thread.json              id, status, head, updated_at, next (for list_threads)
+            ├── root/                    the root namespace ("" ); others are "ns-<encoded>"
+            │   ├── .lock                flock: one writer per (thread, namespace)
+            │   ├── namespace.json       the real thread id and namespace
+            │   ├── HEAD                 the newest checkpoint id (a hint; see below)
+            │   ├── checkpoints/<id>.json   one row per checkpoint (readable + exact bytes)
+            │   ├── values/<id>.json     preview of the state values, for humans only
+            │   ├── blobs/<key>@<version>.blob   one JSON header line, then the value bytes
+            │   └── writes/<id>/000001-result-<hash>.json   pending writes, in order
+            └── ns-child%3Aabc/ ...
+
+Names: ids are percent-encoded (only ``A-Z a-z 0-9 _ -`` pass through), so ``../x``, ``a/b``,
+``CON``, ``""`` or unicode ids become one harmless path component; an encoding longer than
+120 characters is cut and suffixed with ``~`` and a SHA-256 prefix. The real ids are stored
+inside (``thread.json``, ``namespace.json``, each row), so names never have to be decoded.
+
+What is stored: the bytes ``threadline.checkpoint.layout`` produces, exactly. A row file holds
+the layout's checkpoint ``body`` and ``metadata`` bytes in base64 (with a SHA-256 over both)
+next to a readable rendering (step, next task names, versions, metadata as JSON where it can be
+shown); loading uses only the stored bytes. A blob file starts with a JSON line holding its
+``BlobRow`` fields, size and SHA-256, then the value's msgpack bytes. A write file holds task
+id, name, kind, a readable preview and the value bytes in base64 with their SHA-256. Truncated
+or altered files raise ``SerializationError`` naming the file (and the key, for values); other
+checkpoints and threads stay readable.
+
+``values/<id>.json`` is a best-effort JSON rendering of a checkpoint's state (long strings and
+collections cut short) written for people reading the folder; it is never read back, and
+``FileSaver(..., previews=False)`` skips it.
+
+Crash safety: every file is written to a ``.tmp-*`` file in its own folder, flushed, fsynced,
+renamed into place with ``os.replace`` and its folder fsynced. ``put`` writes the blobs, then
+the pending writes, the preview and ``HEAD``, and the row file **last**: a checkpoint exists
+once its row file does, so a crash mid-put leaves the previous checkpoint the newest. ``HEAD`` is
+written before the row, so a ``HEAD`` naming a missing row means a crash: readers then scan
+``checkpoints/`` instead, and the next writer there sweeps up stray temp files and the orphaned
+files of the unfinished checkpoint.
+
+Concurrency (Linux, ``fcntl.flock``): writers of a (thread, namespace) hold its ``.lock``
+exclusively around check-and-write, so compare-and-set ``put`` works across processes; they
+also hold the thread's ``.lock`` shared, which ``delete_thread`` and ``copy_thread`` (target)
+take exclusively (a ``.gate`` lock keeps a stream of writers from starving them). Readers take
+no lock: every file they read appears atomically. No file is modified in place (files are
+written whole and renamed; blobs and rows, once there, are never rewritten), so
+``copy_thread`` hard-links them. ``delete_thread`` renames the thread folder away (one atomic
+step) and then removes it.
+
+Not atomic under a crash: a ``put_writes`` batch (each write is; a crash can keep a prefix of a
+batch, as if the crash came a little earlier in the step); ``thread.json`` after
+``put_writes`` (its status can lag until the next write; a stale head is detected and
+recomputed by ``list_threads``); ``copy_thread`` (namespace by namespace, the root one last, so
+an interrupted copy never shows in ``list_threads``; delete the target and copy again). Blobs
+of a put that crashed stay on disk until the namespace is next pruned (``prune`` or retention).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import enum
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import re
+import secrets
+import shutil
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from datetime import UTC, date, datetime
+from datetime import time as dtime
+from typing import Any
+from urllib.parse import unquote
+
+from threadline.checkpoint.base import (
+    BaseSaver,
+    Checkpoint,
+    CheckpointRecord,
+    Retention,
+    TaskWrite,
+    ThreadInfo,
+    ThreadStatus,
+    metadata_matches,
+    thread_status,
+)
+from threadline.checkpoint.layout import (
+    BlobRow,
+    CheckpointRow,
+    WriteRow,
+    assemble_values,
+    decode_metadata,
+    decode_write,
+    encode_record,
+    encode_writes,
+    referenced_blobs,
+    wanted_blobs,
+)
+from threadline.checkpoint.memory import (
+    _check_keep_last,
+    age_cutoff,
+    check_put,
+    created_ts,
+    full_blobs,
+    now_iso,
+)
+from threadline.errors import SaverUnavailableError, SerializationError
+
+__all__ = ["FORMAT_VERSION", "FileSaver"]
+
+FORMAT_VERSION = 1
+_FORMAT_NAME = "threadline.files"
+
+_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+_PLAIN = re.compile(r"[A-Za-z0-9_-]+")
+_NAME_LIMIT = 120  # characters of an encoded id in a file name (file names max out at 255)
+_TMP = ".tmp-"
+_TRASH = ".trash-"
+_ROOT_NS_DIR = "root"
+
+
+# ------------------------------------------------------------------------------------ naming
+def _encode_name(text: str, limit: int = _NAME_LIMIT) -> str:
+    """``text`` as one safe path component: percent-encoded UTF-8, hashed when too long."""
+    if _PLAIN.fullmatch(text) and len(text) <= limit:
+        return text  # the common case (UUIDs, plain names): nothing to escape
+    raw = text.encode("utf-8", "surrogatepass")
+    out = "".join(chr(b) if chr(b) in _SAFE else f"%{b:02X}" for b in raw)
+    if len(out) > limit:
+        digest = hashlib.sha256(raw).hexdigest()[:32]
+        out = f"{out[: limit - 33]}~{digest}"
+    return out
+
+
+def _decode_name(name: str) -> str | None:
+    """The text behind an encoded name, or ``None`` for a hashed (too long) one."""
+    if "~" in name:
+        return None
+    return unquote(name, errors="surrogatepass")
+
+
+def _version_name(version: Any) -> str:
+    # Versions are strings (checkpoint ids); anything else is named by its JSON, marked "=".
+    if isinstance(version, str):
+        return _encode_name(version, 100)
+    return "=" + _encode_name(json.dumps(version, sort_keys=True, default=repr), 99)
+
+
+def _write_key(task_id: str, kind: str) -> str:
+    return hashlib.sha256(json.dumps([task_id, kind]).encode("utf-8", "surrogatepass")).hexdigest()[
+        :20
+    ]
+
+
+# ------------------------------------------------------------------------------------ files
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_file(path: str, data: bytes, *, sync_dir: bool = True) -> None:
+    """Write ``data`` to ``path`` atomically and durably (temp file, fsync, rename, fsync dir)."""
+    folder = os.path.dirname(path)
+    tmp = os.path.join(folder, f"{_TMP}{os.getpid()}-{secrets.token_hex(6)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(tmp)
+        raise
+    if sync_dir:
+        _fsync_dir(folder)
+
+
+def _make_dirs(path: str) -> None:
+    """Create ``path`` and missing parents, fsyncing each parent that gained an entry."""
+    missing: list[str] = []
+    p = path
+    while not os.path.isdir(p):
+        missing.append(p)
+        p = os.path.dirname(p)
+    for d in reversed(missing):
+        with suppress(FileExistsError):
+            os.mkdir(d)
+        _fsync_dir(os.path.dirname(d))
+
+
+def _json_bytes(obj: Any) -> bytes:
+    text = json.dumps(obj, ensure_ascii=False, indent=2)
+    try:
+        return (text + "\n").encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: fall back to \u escapes
+        return (json.dumps(obj, ensure_ascii=True, indent=2) + "\n").encode("ascii")
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _unb64(text: Any) -> bytes:
+    if not isinstance(text, str):
+        raise ValueError("expected base64 text")
+    return base64.b64decode(text, validate=True)
+
+
+def _is_visible(name: str) -> bool:
+    return not name.startswith(".")
+
+
+# ------------------------------------------------------------------------------------ rendering
+_MAX_STR = 2000
+_MAX_ITEMS = 100
+_MAX_DEPTH = 16
+_MAX_NODES = 5000  # values rendered per state key (or metadata, or write)
+_MAX_PREVIEW = 64 * 1024  # characters of JSON per state key in values.json
+
+
+def _render(obj: Any, budget: list[int] | None = None, depth: int = 0) -> Any:
+    """Best-effort JSON rendering of a value, for people; never read back.
+
+    Strings and collections are cut short, and at most ``_MAX_NODES`` values are rendered.
+    """
+    if budget is None:
+        budget = [_MAX_NODES]
+    budget[0] -= 1
+    if obj is None or isinstance(obj, bool | int):
+        return obj
+    if isinstance(obj, float):
+        return obj if obj == obj and obj not in (float("inf"), float("-inf")) else repr(obj)
+    if isinstance(obj, str):
+        return obj if len(obj) <= _MAX_STR else f"{obj[:_MAX_STR]}… ({len(obj)} characters)"
+    if isinstance(obj, bytes | bytearray | memoryview):
+        return f"<{len(obj)} bytes>"
+    if depth >= _MAX_DEPTH or budget[0] < 0:
+        return "…"
+    if isinstance(obj, enum.Enum):
+        return f"{type(obj).__name__}.{obj.name}"
+    if isinstance(obj, datetime | date | dtime):
+        return obj.isoformat()
+    if isinstance(obj, Mapping):
+        out: dict[str, Any] = {}
+        for i, (k, v) in enumerate(obj.items()):
+            if i >= _MAX_ITEMS or budget[0] < 0:
+                out["…"] = f"{len(obj) - i} more entries"
+                break
+            out[k if isinstance(k, str) else repr(k)] = _render(v, budget, depth + 1)
+        return out
+    if isinstance(obj, list | tuple | set | frozenset):
+        items = list(obj)
+        if isinstance(obj, set | frozenset):
+            items.sort(key=repr)
+        rendered = []
+        for i, x in enumerate(items):
+            if i >= _MAX_ITEMS or budget[0] < 0:
+                rendered.append(f"… {len(items) - i} more items")
+                break
+            rendered.append(_render(x, budget, depth + 1))
+        return rendered
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        fields = {
+            f.name: _render(getattr(obj, f.name, None), budget, depth + 1)
+            for f in dataclasses.fields(obj)
+        }
+        return {"$type": type(obj).__qualname__, **fields}
+    dump = getattr(obj, "model_dump", None)
+    if callable(dump):
+        with suppress(Exception):
+            return {"$type": type(obj).__qualname__, **_render(dump(), budget, depth + 1)}
+    try:
+        text = repr(obj)
+    except Exception:
+        text = f"<{type(obj).__qualname__}>"
+    return {"$repr": _render(text, budget)}
+
+
+def _safe_render(obj: Any) -> Any:
+    try:
+        return _render(obj)
+    except Exception as exc:  # a preview must never stop a save
+        return {"$error": f"cannot render: {type(exc).__name__}"}
+
+
+def _preview(values: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        rendered = _safe_render(value)
+        text = json.dumps(rendered, ensure_ascii=False)
+        if len(text) > _MAX_PREVIEW:
+            rendered = {"$truncated": f"{len(text)} characters", "head": text[:_MAX_STR]}
+        out[key] = rendered
+    return out
+
+
+# ------------------------------------------------------------------------------------ the saver
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Row:
+    """A row file as loaded: the stored bytes and the fields kept in the clear."""
+
+    checkpoint_id: str
+    body: bytes
+    metadata: bytes
+    created_at: str
+
+
+class FileSaver(BaseSaver):
+    """Checkpoints as plain files under ``directory`` (created if missing); see the module doc.
+
+    Several savers, threads and processes may share one directory. ``retention`` prunes each
+    (thread, namespace) on save. ``close()`` is a no-op (nothing stays open), so the saver works
+    as a context manager and can be used again afterwards.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        retention: Retention | None = None,
+        previews: bool = True,
+    ) -> None:
+        self.directory = os.path.abspath(os.fspath(directory))
+        self.retention = retention
+        self.previews = previews
+        self._threads = os.path.join(self.directory, "threads")
+        self._swept: set[str] = set()
+        self._swept_lock = threading.Lock()  # guards the two caches below
+        self._created: dict[str, tuple[int, float | None]] = {}  # row path -> (inode, created)
+        try:
+            _make_dirs(self._threads)
+            self._check_format()
+        except SaverUnavailableError:
+            raise
+        except OSError as exc:
+            raise SaverUnavailableError(
+                f"cannot open checkpoint directory {self.directory!r}: {exc}"
+            ) from exc
+        self._empty_trash()
+
+    def __repr__(self) -> str:
+        return f"FileSaver({self.directory!r})"
+
+    def __enter__(self) -> FileSaver:
+        return self
+
+    def close(self) -> None:
+        """Nothing to release: every call opens and closes its own files."""
+
+    def _check_format(self) -> None:
+        path = os.path.join(self.directory, "FORMAT.json")
+        try:
+            with open(path, "rb") as f:
+                found = json.loads(f.read())
+        except FileNotFoundError:
+            marker = {"format": _FORMAT_NAME, "version": FORMAT_VERSION}
+            tmp = os.path.join(self.directory, f"{_TMP}{os.getpid()}-{secrets.token_hex(6)}")
+            with open(tmp, "wb") as f:
+                f.write(_json_bytes(marker))
+                f.flush()
+                os.fsync(f.fileno())
+            try:
+                os.link(tmp, path)  # never replaces a marker another process just wrote
+            except FileExistsError:
+                pass
+            finally:
+                os.unlink(tmp)
+            _fsync_dir(self.directory)
+            return
+        except ValueError as exc:
+            raise SaverUnavailableError(
+                f"checkpoint directory {self.directory!r}: FORMAT.json is unreadable ({exc})"
+            ) from exc
+        if not isinstance(found, dict) or found.get("format") != _FORMAT_NAME:
+            raise SaverUnavailableError(
+                f"{self.directory!r} is not a threadline checkpoint directory (FORMAT.json)"
+            )
+        version = found.get("version")
+        if not isinstance(version, int) or version > FORMAT_VERSION:
+            raise SaverUnavailableError(
+                f"checkpoint directory {self.directory!r} has format version {version!r}, newer "
+                f"than this threadline understands ({FORMAT_VERSION}); upgrade threadline"
+            )
+
+    def _empty_trash(self) -> None:
+        """Finish deletions a crash interrupted, and drop stale temp files at the top."""
+        for entry in os.scandir(self.directory):
+            if entry.name.startswith(_TRASH):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            elif entry.name.startswith(_TMP):
+                with suppress(OSError):
+                    if time.time() - entry.stat().st_mtime > 3600:
+                        os.unlink(entry.path)
+
+    # -- paths ---------------------------------------------------------------------------------
+
+    def _thread_dir(self, thread_id: str) -> str:
+        return os.path.join(self._threads, "t-" + _encode_name(thread_id))
+
+    @staticmethod
+    def _ns_dir(thread_dir: str, checkpoint_ns: str) -> str:
+        name = _ROOT_NS_DIR if checkpoint_ns == "" else "ns-" + _encode_name(checkpoint_ns)
+        return os.path.join(thread_dir, name)
+
+    def _dirs(self, thread_id: str, checkpoint_ns: str) -> tuple[str, str]:
+        thread_dir = self._thread_dir(thread_id)
+        return thread_dir, self._ns_dir(thread_dir, checkpoint_ns)
+
+    @staticmethod
+    def _row_path(ns_dir: str, checkpoint_id: str) -> str:
+        return os.path.join(ns_dir, "checkpoints", _encode_name(checkpoint_id) + ".json")
+
+    @staticmethod
+    def _preview_path(ns_dir: str, checkpoint_id: str) -> str:
+        return os.path.join(ns_dir, "values", _encode_name(checkpoint_id) + ".json")
+
+    @staticmethod
+    def _writes_dir(ns_dir: str, checkpoint_id: str) -> str:
+        return os.path.join(ns_dir, "writes", _encode_name(checkpoint_id))
+
+    @staticmethod
+    def _blob_path(ns_dir: str, key: str, version: Any) -> str:
+        name = f"{_encode_name(key, 100)}@{_version_name(version)}.blob"
+        return os.path.join(ns_dir, "blobs", name)
+
+    # -- locks ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def _acquire(path: str, *, shared: bool, create: bool) -> int | None:
+        """flock ``path``; ``None`` if it does not exist and ``create`` is false.
+
+        A lock file can be removed (with its folder) by ``delete_thread`` while we wait for it,
+        so after locking we check that the path still names the file we locked, and retry if
+        not.
+        """
+        flags = os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT if create else 0)
+        while True:
+            if create:
+                _make_dirs(os.path.dirname(path))
+            try:
+                fd = os.open(path, flags, 0o666)
+            except FileNotFoundError:
+                if create:
+                    continue  # the folder vanished between mkdir and open: retry
+                return None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+                held = os.fstat(fd)
+                try:
+                    now = os.stat(path)
+                except FileNotFoundError:
+                    now = None
+                if now is not None and (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
+                    return fd
+            except BaseException:
+                os.close(fd)
+                raise
+            os.close(fd)
+
+    def _lock_thread(self, thread_dir: str, *, shared: bool, create: bool) -> int | None:
+        """flock a thread's ``.lock``; ``None`` if the thread does not exist and not ``create``.
+
+        flock grants shared locks while others hold theirs, so a steady stream of writers could
+        starve ``delete_thread`` forever. Everyone therefore passes ``.gate`` (exclusive, held
+        only while waiting for ``.lock``): once a deleter holds the gate, new writers queue
+        behind it, and it waits only for the writers already in.
+        """
+        if not create and not os.path.isdir(thread_dir):
+            return None
+        gate = self._acquire(os.path.join(thread_dir, ".gate"), shared=False, create=True)
+        assert gate is not None
+        try:
+            return self._acquire(os.path.join(thread_dir, ".lock"), shared=shared, create=True)
+        finally:
+            os.close(gate)
+
+    @contextmanager
+    def _writing(
+        self, thread_id: str, checkpoint_ns: str, *, thread_locked: bool = False
+    ) -> Iterator[str]:
+        """Hold the thread lock (shared) and the namespace lock; yields the namespace folder.
+
+        ``thread_locked``: the caller holds the thread lock already (re-taking it could
+        deadlock against a waiting ``delete_thread``).
+        """
+        thread_dir, ns_dir = self._dirs(thread_id, checkpoint_ns)
+        thread_fd = None
+        if not thread_locked:
+            thread_fd = self._lock_thread(thread_dir, shared=True, create=True)
+            assert thread_fd is not None
+        try:
+            ns_fd = self._acquire(os.path.join(ns_dir, ".lock"), shared=False, create=True)
+            assert ns_fd is not None
+            try:
+                self._init_ns(ns_dir, thread_id, checkpoint_ns)
+                yield ns_dir
+            finally:
+                os.close(ns_fd)
+        finally:
+            if thread_fd is not None:
+                os.close(thread_fd)
+
+    @contextmanager
+    def _exclusive(self, thread_id: str, *, create: bool) -> Iterator[str | None]:
+        """Hold the thread lock exclusively; yields the thread folder (``None`` if absent)."""
+        thread_dir = self._thread_dir(thread_id)
+        fd = self._lock_thread(thread_dir, shared=False, create=create)
+        if fd is None:
+            yield None
+            return
+        try:
+            yield thread_dir
+        finally:
+            os.close(fd)
+
+    def _init_ns(self, ns_dir: str, thread_id: str, checkpoint_ns: str) -> None:
+        """Create a namespace's folders on first use, and sweep up after crashes once."""
+        if not os.path.exists(os.path.join(ns_dir, "namespace.json")):
+            for sub in ("checkpoints", "values", "blobs", "writes"):
+                _make_dirs(os.path.join(ns_dir, sub))
+            info = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
+            _write_file(os.path.join(ns_dir, "namespace.json"), _json_bytes(info))
+        with self._swept_lock:
+            first = ns_dir not in self._swept
+            self._swept.add(ns_dir)
+        if first:
+            self._sweep(ns_dir)
+
+    def _sweep(self, ns_dir: str) -> None:
+        """Remove stray temp files and files of checkpoints whose row never landed.
+
+        Runs under the namespace lock, when no other writer can have files in flight there.
+        """
+        rows = {n[: -len(".json")] for n in _names(os.path.join(ns_dir, "checkpoints"))}
+        for sub in ("", "checkpoints", "values", "blobs", "writes"):
+            folder = os.path.join(ns_dir, sub)
+            for name in _all_names(folder):
+                if name.startswith(_TMP):
+                    _remove(os.path.join(folder, name))
+        for name in _names(os.path.join(ns_dir, "values")):
+            if name[: -len(".json")] not in rows:
+                _remove(os.path.join(ns_dir, "values", name))
+        for name in _names(os.path.join(ns_dir, "writes")):
+            path = os.path.join(ns_dir, "writes", name)
+            if name not in rows:
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                for tmp in _all_names(path):
+                    if tmp.startswith(_TMP):
+                        _remove(os.path.join(path, tmp))
+        if os.path.basename(ns_dir) == _ROOT_NS_DIR:
+            # thread.json is written under this lock; copies stage folders under the thread
+            # lock held exclusively, and we hold it shared: whatever is here is stale.
+            thread_dir = os.path.dirname(ns_dir)
+            for name in _all_names(thread_dir):
+                path = os.path.join(thread_dir, name)
+                if name.startswith(_TMP) and os.path.isdir(path):
+                    shutil.rmtree(path, ignore_errors=True)  # a copy's staging folder
+                elif name.startswith(_TMP):
+                    _remove(path)
+
+    # -- heads ---------------------------------------------------------------------------------
+
+    def _row_ids(self, ns_dir: str) -> dict[str, str]:
+        """checkpoint id -> row file path, for every checkpoint of a namespace."""
+        folder = os.path.join(ns_dir, "checkpoints")
+        out: dict[str, str] = {}
+        for name in _names(folder):
+            if not name.endswith(".json"):
+                continue
+            path = os.path.join(folder, name)
+            cid = _decode_name(name[: -len(".json")])
+            if cid is None:  # a hashed name: the id is inside
+                try:
+                    with open(path, "rb") as f:
+                        cid = json.loads(f.read())["checkpoint_id"]
+                except FileNotFoundError:
+                    continue
+                except (ValueError, KeyError, TypeError) as exc:
+                    raise SerializationError(
+                        f"checkpoint file {path!r} is corrupted ({exc}); move it away to "
+                        "read the rest of the thread"
+                    ) from exc
+            out[cid] = path
+        return out
+
+    @staticmethod
+    def _head_file(ns_dir: str) -> str | None:
+        """What ``HEAD`` says (a hint: after a crash it can name a row that never landed)."""
+        try:
+            with open(os.path.join(ns_dir, "HEAD"), "rb") as f:
+                cid = json.loads(f.read())["checkpoint_id"]
+            return cid if isinstance(cid, str) else None
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def _head(self, ns_dir: str) -> str | None:
+        """The newest checkpoint id of a namespace: ``HEAD`` if its row exists, else a scan."""
+        cid = self._head_file(ns_dir)
+        if cid is not None and os.path.exists(self._row_path(ns_dir, cid)):
+            return cid
+        ids = self._row_ids(ns_dir)
+        return max(ids) if ids else None
+
+    # -- reading files -------------------------------------------------------------------------
+
+    def _read_row(self, thread_id: str, path: str, checkpoint_id: str) -> _Row | None:
+        try:
+            with open(path, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            return None
+        try:
+            doc = json.loads(raw)
+            stored = doc["stored"]
+            body = _unb64(stored["body"])
+            metadata = _unb64(stored["metadata"])
+            if hashlib.sha256(body + metadata).hexdigest() != stored["sha256"]:
+                raise ValueError("checksum mismatch")
+            if doc["checkpoint_id"] != checkpoint_id:
+                raise ValueError(f"it holds checkpoint {doc['checkpoint_id']!r}")
+            created_at = doc.get("created_at")
+        except (ValueError, KeyError, TypeError, binascii.Error) as exc:
+            raise SerializationError(
+                f"checkpoint {checkpoint_id} of thread {thread_id!r} is corrupted: "
+                f"{path!r} cannot be read ({exc})"
+            ) from exc
+        return _Row(
+            checkpoint_id, body, metadata, created_at if isinstance(created_at, str) else ""
+        )
+
+    def _read_blob(
+        self, ns_dir: str, key: str, version: Any, *, data: bool = True
+    ) -> BlobRow | None:
+        path = self._blob_path(ns_dir, key, version)
+        try:
+            with open(path, "rb") as f:
+                header_line = f.readline()
+                payload = f.read() if data else b""
+        except FileNotFoundError:
+            return None
+        try:
+            header = json.loads(header_line)
+            if header["key"] != key or header["version"] != version:
+                raise ValueError(f"it holds key {header['key']!r} version {header['version']!r}")
+            if data:
+                if len(payload) != header["size"]:
+                    raise ValueError(f"{len(payload)} bytes instead of {header['size']}")
+                if hashlib.sha256(payload).hexdigest() != header["sha256"]:
+                    raise ValueError("checksum mismatch")
+            return BlobRow(
+                key=key,
+                version=version,
+                start=header["start"],
+                base=header["base"],
+                chain_bytes=int(header["chain_bytes"]),
+                full_bytes=int(header["full_bytes"]),
+                data=payload,
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise SerializationError(
+                f"the stored value of key {key!r} (version {version}) is corrupted: "
+                f"{path!r} cannot be read ({exc})"
+            ) from exc
+
+    def _values(self, ns_dir: str, versions: Mapping[str, Any]) -> dict[str, Any]:
+        rows: dict[tuple[str, str], BlobRow] = {}
+        chains: dict[tuple[str, str], list[BlobRow]] = {}
+        for key, version in versions.items():
+            row = self._read_blob(ns_dir, key, version)
+            if row is None:
+                continue  # assemble_values names the missing key
+            rows[(key, version)] = row
+            if row.base is not None:
+                chain: list[BlobRow] = []
+                seen = {row.version}
+                base = row.base
+                while base is not None and base not in seen and len(seen) < 1_000_000:
+                    seen.add(base)
+                    part = self._read_blob(ns_dir, key, base)
+                    if part is None:
+                        break  # assemble_values reports the broken chain
+                    chain.append(part)
+                    base = part.base
+                chains[(key, row.start)] = chain
+        return assemble_values(versions, rows, chains)
+
+    def _write_meta(self, ns_dir: str, checkpoint_id: str) -> list[tuple[str, dict[str, Any]]]:
+        """``(path, parsed JSON)`` of a checkpoint's write files, in saved order."""
+        folder = self._writes_dir(ns_dir, checkpoint_id)
+        entries: list[tuple[int, str]] = []
+        for name in _names(folder):
+            seq, _, _ = name.partition("-")
+            entries.append((int(seq) if seq.isdigit() else 0, name))
+        out: list[tuple[str, dict[str, Any]]] = []
+        for _, name in sorted(entries):
+            path = os.path.join(folder, name)
+            try:
+                with open(path, "rb") as f:
+                    raw = f.read()
+            except FileNotFoundError:
+                continue
+            try:
+                doc = json.loads(raw)
+                if not isinstance(doc, dict):
+                    raise ValueError("not a JSON object")
+                for field in ("task_id", "task_name", "kind", "data", "sha256"):
+                    if not isinstance(doc.get(field), str):
+                        raise ValueError(f"{field!r} is missing")
+            except ValueError as exc:
+                raise SerializationError(
+                    f"a pending write of checkpoint {checkpoint_id} is corrupted: "
+                    f"{path!r} cannot be read ({exc})"
+                ) from exc
+            out.append((path, doc))
+        return out
+
+    def _writes(self, ns_dir: str, checkpoint_id: str) -> tuple[TaskWrite, ...]:
+        writes: list[TaskWrite] = []
+        for path, doc in self._write_meta(ns_dir, checkpoint_id):
+            try:
+                data = _unb64(doc["data"])
+                if hashlib.sha256(data).hexdigest() != doc["sha256"]:
+                    raise ValueError("checksum mismatch")
+            except (ValueError, binascii.Error) as exc:
+                raise SerializationError(
+                    f"the {doc['kind']!r} write of task {doc['task_name']!r} is corrupted: "
+                    f"{path!r} cannot be read ({exc})"
+                ) from exc
+            row = WriteRow(doc["task_id"], doc["kind"], doc["task_name"], data)
+            writes.append(decode_write(row))
+        return tuple(writes)
+
+    def _load(
+        self, thread_id: str, checkpoint_ns: str, ns_dir: str, row: _Row
+    ) -> CheckpointRecord | None:
+        try:
+            cp, _ = wanted_blobs(row.body)
+            values = self._values(ns_dir, cp.versions)
+            metadata = decode_metadata(row.metadata)
+            writes = self._writes(ns_dir, row.checkpoint_id)
+        except SerializationError as exc:
+            if not os.path.exists(self._row_path(ns_dir, row.checkpoint_id)):
+                return None  # pruned or deleted while we read it
+            raise SerializationError(
+                f"thread {thread_id!r}, checkpoint {row.checkpoint_id}: {exc}",
+                path=exc.path,
+                type_name=exc.type_name,
+            ) from exc
+        return CheckpointRecord(
+            thread_id=thread_id,
+            checkpoint_ns=checkpoint_ns,
+            checkpoint=dataclasses.replace(cp, values=values),
+            metadata=metadata,
+            pending_writes=writes,
+        )
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def get_tuple(
+        self, thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None
+    ) -> CheckpointRecord | None:
+        _, ns_dir = self._dirs(thread_id, checkpoint_ns)
+        for _attempt in range(5):
+            cid = checkpoint_id if checkpoint_id is not None else self._head(ns_dir)
+            if cid is None:
+                return None
+            row = self._read_row(thread_id, self._row_path(ns_dir, cid), cid)
+            record = self._load(thread_id, checkpoint_ns, ns_dir, row) if row else None
+            if record is not None or checkpoint_id is not None:
+                return record
+            # the newest checkpoint vanished under us (deleted or pruned): look again
+        return None
+
+    def list(
+        self,
+        thread_id: str,
+        checkpoint_ns: str = "",
+        *,
+        filter: Mapping[str, Any] | None = None,
+        before: str | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointRecord]:
+        if limit is not None and limit <= 0:
+            return
+        _, ns_dir = self._dirs(thread_id, checkpoint_ns)
+        paths = self._row_ids(ns_dir)
+        found = 0
+        for cid in sorted(paths, reverse=True):
+            if before is not None and cid >= before:
+                continue
+            row = self._read_row(thread_id, paths[cid], cid)
+            if row is None:
+                continue
+            if filter and not metadata_matches(decode_metadata(row.metadata), filter):
+                continue
+            record = self._load(thread_id, checkpoint_ns, ns_dir, row)
+            if record is None:
+                continue
+            yield record
+            found += 1
+            if limit is not None and found >= limit:
+                return
+
+    def list_threads(
+        self, *, status: ThreadStatus | None = None, limit: int | None = None
+    ) -> list[ThreadInfo]:
+        infos: list[ThreadInfo] = []
+        for name in _names(self._threads):
+            if not name.startswith("t-"):
+                continue
+            info = self._thread_info(os.path.join(self._threads, name))
+            if info is not None and (status is None or info.status == status):
+                infos.append(info)
+        infos.sort(key=lambda i: (i.updated_at, i.thread_id), reverse=True)
+        return infos if limit is None else infos[: max(limit, 0)]
+
+    def _thread_info(self, thread_dir: str) -> ThreadInfo | None:
+        ns_dir = os.path.join(thread_dir, _ROOT_NS_DIR)
+        head = self._head(ns_dir)
+        if head is None:
+            return None
+        try:
+            with open(os.path.join(thread_dir, "thread.json"), "rb") as f:
+                doc = json.loads(f.read())
+            if doc["head"] == head:
+                return ThreadInfo(
+                    thread_id=doc["thread_id"],
+                    status=doc["status"],
+                    checkpoint_id=head,
+                    updated_at=doc["updated_at"],
+                    next=tuple(doc["next"]),
+                )
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        # thread.json is missing or behind (a crash between the row and it): recompute.
+        try:
+            with open(os.path.join(ns_dir, "namespace.json"), "rb") as f:
+                thread_id = json.loads(f.read())["thread_id"]
+            row_path = self._row_path(ns_dir, head)
+            updated_at = datetime.fromtimestamp(os.stat(row_path).st_mtime, UTC).isoformat()
+            return self._compute_info(thread_id, ns_dir, head, updated_at)
+        except (OSError, ValueError, KeyError, TypeError, SerializationError):
+            return None
+
+    def _compute_info(
+        self,
+        thread_id: str,
+        ns_dir: str,
+        head: str,
+        updated_at: str,
+        checkpoint: Checkpoint | None = None,
+    ) -> ThreadInfo | None:
+        if checkpoint is None:
+            row = self._read_row(thread_id, self._row_path(ns_dir, head), head)
+            if row is None:
+                return None
+            checkpoint, _ = wanted_blobs(row.body)
+        writes = [
+            TaskWrite(doc["task_id"], doc["task_name"], doc["kind"], None)
+            for _, doc in self._write_meta(ns_dir, head)
+        ]
+        return ThreadInfo(
+            thread_id=thread_id,
+            status=thread_status(checkpoint, writes),
+            checkpoint_id=head,
+            updated_at=updated_at,
+            next=tuple(t.name for t in checkpoint.next),
+        )
+
+    def _refresh_thread_json(
+        self, thread_id: str, ns_dir: str, checkpoint: Checkpoint | None = None
+    ) -> None:
+        """Rewrite ``thread.json`` from the root namespace's head (under the root ns lock)."""
+        thread_dir = os.path.dirname(ns_dir)
+        path = os.path.join(thread_dir, "thread.json")
+        head = self._head(ns_dir)
+        if checkpoint is not None and checkpoint.id != head:
+            checkpoint = None
+        info = self._compute_info(thread_id, ns_dir, head, now_iso(), checkpoint) if head else None
+        if info is None:
+            _remove(path)
+            return
+        doc = {
+            "thread_id": info.thread_id,
+            "status": info.status,
+            "head": info.checkpoint_id,
+            "updated_at": info.updated_at,
+            "next": list(info.next),
+        }
+        _write_file(path, _json_bytes(doc))
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def put(self, record: CheckpointRecord, *, fork: bool = False) -> None:
+        cp = record.checkpoint
+        thread_id, ns = record.thread_id, record.checkpoint_ns
+        with self._writing(thread_id, ns) as ns_dir:
+            head_hint = self._head_file(ns_dir)
+            head = self._head(ns_dir)
+            if head_hint != head:
+                self._sweep(ns_dir)  # HEAD names a missing row: a put crashed here
+            check_put(record, head, fork=fork)  # the id sorts after the head: it is new
+            row, blobs = self._encode(ns_dir, record)  # fails before anything is written
+            writes = encode_writes(record.pending_writes)
+
+            # 1. values (blobs are immutable: one already stored under its version stays)
+            blobs = tuple(
+                b for b in blobs if not os.path.exists(self._blob_path(ns_dir, b.key, b.version))
+            )
+            if blobs:
+                for blob in blobs:
+                    header = {
+                        "key": blob.key,
+                        "version": blob.version,
+                        "start": blob.start,
+                        "base": blob.base,
+                        "chain_bytes": blob.chain_bytes,
+                        "full_bytes": blob.full_bytes,
+                        "size": len(blob.data),
+                        "sha256": hashlib.sha256(blob.data).hexdigest(),
+                    }
+                    line = json.dumps(header, ensure_ascii=True).encode("ascii") + b"\n"
+                    path = self._blob_path(ns_dir, blob.key, blob.version)
+                    _write_file(path, line + blob.data, sync_dir=False)
+                _fsync_dir(os.path.join(ns_dir, "blobs"))
+            # 2. pending writes (a put of this id that crashed may have left some: drop them)
+            shutil.rmtree(self._writes_dir(ns_dir, cp.id), ignore_errors=True)
+            self._store_writes(ns_dir, cp.id, writes, record.pending_writes)
+            # 3. the preview, for people
+            if self.previews:
+                preview = {
+                    "about": "a preview of the state values for people; never read back",
+                    "checkpoint_id": cp.id,
+                    "step": cp.step,
+                    "values": _preview(cp.values),
+                }
+                _write_file(self._preview_path(ns_dir, cp.id), _json_bytes(preview))
+            # 4. HEAD, then the row: the checkpoint exists from this rename on
+            head_doc = _json_bytes({"checkpoint_id": cp.id})
+            _write_file(os.path.join(ns_dir, "HEAD"), head_doc, sync_dir=False)
+            _write_file(self._row_path(ns_dir, cp.id), self._row_json(record, row))
+            _fsync_dir(ns_dir)
+            # 5. after the fact: retention, and the thread summary
+            if self.retention is not None:
+                self._apply_retention(thread_id, ns_dir)
+            if ns == "":
+                self._refresh_thread_json(thread_id, ns_dir, cp)
+
+    def _encode(
+        self, ns_dir: str, record: CheckpointRecord
+    ) -> tuple[CheckpointRow, tuple[BlobRow, ...]]:
+        """The row and the blobs to write: changed values, and any the hints wrongly skip."""
+
+        def base_of(key: str, version: str) -> BlobRow | None:
+            return self._read_blob(ns_dir, key, version, data=False)
+
+        encoded = encode_record(record, base_of)
+        cp = record.checkpoint
+        written = {(b.key, b.version) for b in encoded.blobs}
+        missing = [
+            key
+            for key, version in cp.versions.items()
+            if (key, version) not in written
+            and not os.path.exists(self._blob_path(ns_dir, key, version))
+        ]
+        blobs = encoded.blobs + (full_blobs(record, missing) if missing else ())
+        return encoded.row, blobs
+
+    @staticmethod
+    def _row_json(record: CheckpointRecord, row: CheckpointRow) -> bytes:
+        cp = record.checkpoint
+        source = record.metadata.get("source")
+        doc = {
+            "checkpoint_id": cp.id,
+            "parent_id": cp.parent_id,
+            "step": cp.step,
+            "created_at": cp.created_at,
+            "source": source if isinstance(source, str) else _safe_render(source),
+            "next": [t.name for t in cp.next],
+            "versions": _safe_render(cp.versions),
+            "updated_by": list(cp.updated_by),
+            "barriers": _safe_render(cp.barriers),
+            "metadata": _safe_render(record.metadata),
+            "stored": {
+                "about": "the exact bytes loaded back (threadline.checkpoint.layout), base64",
+                "body": _b64(row.body),
+                "metadata": _b64(row.metadata),
+                "sha256": hashlib.sha256(row.body + row.metadata).hexdigest(),
+            },
+        }
+        return _json_bytes(doc)
+
+    def put_writes(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        writes: Sequence[TaskWrite],
+    ) -> None:
+        encoded = encode_writes(writes)  # fails before anything is stored
+        if not encoded:
+            return
+        with self._writing(thread_id, checkpoint_ns) as ns_dir:
+            self._store_writes(ns_dir, checkpoint_id, encoded, writes)
+            if checkpoint_ns == "" and self._head(ns_dir) == checkpoint_id:
+                self._refresh_thread_json(thread_id, ns_dir)
+
+    def _store_writes(
+        self,
+        ns_dir: str,
+        checkpoint_id: str,
+        rows: Sequence[WriteRow],
+        writes: Sequence[TaskWrite],
+    ) -> None:
+        if not rows:
+            return
+        folder = self._writes_dir(ns_dir, checkpoint_id)
+        _make_dirs(folder)
+        by_key: dict[str, str] = {}
+        last = 0
+        for name in _names(folder):
+            seq, _, rest = name.partition("-")
+            if seq.isdigit():
+                last = max(last, int(seq))
+                by_key[rest.rsplit("-", 1)[-1].removesuffix(".json")] = name
+        for row, write in zip(rows, writes, strict=True):
+            key = _write_key(row.task_id, row.kind)
+            name = by_key.get(key)
+            if name is None:  # a new write goes last; a replaced one keeps its place
+                last += 1
+                name = by_key[key] = f"{last:06d}-{_encode_name(row.kind, 24)}-{key}.json"
+            doc = {
+                "task_id": row.task_id,
+                "task_name": row.task_name,
+                "kind": row.kind,
+                "value": _safe_render(write.value),
+                "data": _b64(row.data),
+                "sha256": hashlib.sha256(row.data).hexdigest(),
+            }
+            _write_file(os.path.join(folder, name), _json_bytes(doc), sync_dir=False)
+        _fsync_dir(folder)
+
+    # -- deleting ------------------------------------------------------------------------------
+
+    def delete_thread(self, thread_id: str) -> None:
+        with self._exclusive(thread_id, create=False) as thread_dir:
+            if thread_dir is None:
+                return
+            trash = os.path.join(self.directory, f"{_TRASH}{secrets.token_hex(8)}")
+            os.rename(thread_dir, trash)  # the thread disappears at once, as a whole
+            _fsync_dir(self._threads)
+        shutil.rmtree(trash, ignore_errors=True)
+
+    def prune(self, thread_id: str, *, keep_last: int) -> int:
+        _check_keep_last(keep_last)
+        deleted = 0
+        for _, ns in self._namespaces(self._thread_dir(thread_id)):
+            with self._writing(thread_id, ns) as ns_dir:
+                ids = sorted(self._row_ids(ns_dir), reverse=True)
+                deleted += self._drop(thread_id, ns_dir, ids[keep_last:], ids[:keep_last])
+                self._sweep(ns_dir)
+                if ns == "":
+                    self._refresh_thread_json(thread_id, ns_dir)
+        return deleted
+
+    def _namespaces(self, thread_dir: str) -> list[tuple[str, str]]:
+        """``(folder, namespace)`` of every namespace of a thread."""
+        out: list[tuple[str, str]] = []
+        for name in _names(thread_dir):
+            path = os.path.join(thread_dir, name)
+            if name != _ROOT_NS_DIR and not name.startswith("ns-"):
+                continue
+            try:
+                with open(os.path.join(path, "namespace.json"), "rb") as f:
+                    out.append((path, json.loads(f.read())["checkpoint_ns"]))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # never initialised: holds nothing
+        return out
+
+    def _apply_retention(self, thread_id: str, ns_dir: str) -> None:
+        retention = self.retention
+        assert retention is not None
+        ids = sorted(self._row_ids(ns_dir), reverse=True)
+        drop: set[str] = set()
+        if retention.max_checkpoints is not None:
+            drop.update(ids[retention.max_checkpoints :])
+        cutoff = age_cutoff(retention)
+        if cutoff is not None:
+            for cid in ids[1:]:  # never the newest
+                if cid not in drop:
+                    created = self._created_ts(thread_id, ns_dir, cid)
+                    if created is not None and created < cutoff:
+                        drop.add(cid)
+        if drop:
+            self._drop(thread_id, ns_dir, sorted(drop), [c for c in ids if c not in drop])
+
+    def _created_ts(self, thread_id: str, ns_dir: str, checkpoint_id: str) -> float | None:
+        """A checkpoint's ``created_at`` as Unix seconds, cached (rows never change)."""
+        path = self._row_path(ns_dir, checkpoint_id)
+        try:
+            inode = os.stat(path).st_ino
+        except FileNotFoundError:
+            return None
+        with self._swept_lock:
+            cached = self._created.get(path)
+        if cached is not None and cached[0] == inode:
+            return cached[1]
+        row = self._read_row(thread_id, path, checkpoint_id)
+        created = created_ts(row.created_at) if row is not None else None
+        with self._swept_lock:
+            if len(self._created) > 100_000:
+                self._created.clear()
+            self._created[path] = (inode, created)
+        return created
+
+    def _drop(self, thread_id: str, ns_dir: str, drop: Sequence[str], keep: Sequence[str]) -> int:
+        """Delete checkpoints (rows first) and the values only they used; under the ns lock."""
+        if not drop:
+            return 0
+        for cid in drop:
+            _remove(self._row_path(ns_dir, cid))
+        _fsync_dir(os.path.join(ns_dir, "checkpoints"))
+        for cid in drop:
+            shutil.rmtree(self._writes_dir(ns_dir, cid), ignore_errors=True)
+            _remove(self._preview_path(ns_dir, cid))
+        if not keep:
+            _remove(os.path.join(ns_dir, "HEAD"))
+        # Values: keep every blob a kept checkpoint needs, chains included.
+        kept: list[Checkpoint] = []
+        for cid in keep:
+            row = self._read_row(thread_id, self._row_path(ns_dir, cid), cid)
+            if row is None:
+                continue
+            try:
+                kept.append(wanted_blobs(row.body)[0])
+            except SerializationError:
+                return len(drop)  # cannot tell what it needs: keep every value
+        blobs_dir = os.path.join(ns_dir, "blobs")
+        headers: dict[tuple[str, str], BlobRow] = {}
+        names: dict[tuple[str, str], str] = {}
+        for name in _names(blobs_dir):
+            try:
+                with open(os.path.join(blobs_dir, name), "rb") as f:
+                    header = json.loads(f.readline())
+                ref = (header["key"], header["version"])
+                headers[ref] = BlobRow(ref[0], ref[1], header["start"], header["base"], 0, 0, b"")
+                names[ref] = name
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # unreadable: leave it be
+        needed = referenced_blobs(kept, headers)
+        for ref, name in names.items():
+            if ref not in needed:
+                _remove(os.path.join(blobs_dir, name))
+        return len(drop)
+
+    # -- copying -------------------------------------------------------------------------------
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy a thread (every namespace, checkpoint and write) to an empty thread id.
+
+        Files are hard-linked where the file system allows (they are never modified in place).
+        Raises ``ValueError`` if the target already has checkpoints (including when it is the
+        source); copying a thread that has none does nothing.
+        """
+        source_dir = self._thread_dir(source_thread_id)
+        target_dir = self._thread_dir(target_thread_id)
+        if source_dir == target_dir:  # one lock cannot be held shared and exclusive at once
+            if any(self._row_ids(ns_dir) for ns_dir, _ in self._namespaces(source_dir)):
+                raise ValueError(
+                    f"cannot copy thread {source_thread_id!r} onto itself: the target already "
+                    "has checkpoints"
+                )
+            return
+        # Lock both threads in a fixed order, so two opposite copies cannot deadlock.
+        fds: list[int] = []
+        have_source = True
+        try:
+            for path in sorted([source_dir, target_dir]):
+                source = path == source_dir
+                fd = self._lock_thread(path, shared=source, create=not source)
+                if fd is None:
+                    have_source = False  # no such thread: nothing to copy
+                else:
+                    fds.append(fd)
+            for ns_dir, _ in self._namespaces(target_dir):
+                if self._row_ids(ns_dir):
+                    raise ValueError(
+                        f"cannot copy thread {source_thread_id!r} to {target_thread_id!r}: "
+                        "the target already has checkpoints; delete it first or pick another id"
+                    )
+            sources = self._namespaces(source_dir) if have_source else []
+            if not any(self._row_ids(ns_dir) for ns_dir, _ in sources):
+                return
+            for name in _all_names(target_dir):  # leftovers that hold no checkpoint
+                path = os.path.join(target_dir, name)
+                if name == _ROOT_NS_DIR or name.startswith(("ns-", _TMP)):
+                    shutil.rmtree(path, ignore_errors=True)
+            # The root namespace last: the copy shows in list_threads once it is complete.
+            sources.sort(key=lambda source: source[1] == "")
+            for ns_dir, ns in sources:
+                self._copy_ns(source_thread_id, ns_dir, ns, target_thread_id, target_dir)
+            _fsync_dir(target_dir)
+            root = os.path.join(target_dir, _ROOT_NS_DIR)
+            if os.path.isdir(root):
+                self._refresh_thread_json(target_thread_id, root)
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    def _copy_ns(
+        self, source_id: str, ns_dir: str, ns: str, target_id: str, target_dir: str
+    ) -> None:
+        # A consistent view of the source namespace (its thread lock is held already).
+        with self._writing(source_id, ns, thread_locked=True):
+            stage = os.path.join(target_dir, f"{_TMP}ns-{secrets.token_hex(6)}")
+            os.mkdir(stage)
+            for sub in ("checkpoints", "values", "blobs", "writes"):
+                os.mkdir(os.path.join(stage, sub))
+            for sub in ("checkpoints", "values", "blobs"):
+                for name in _names(os.path.join(ns_dir, sub)):
+                    _link(os.path.join(ns_dir, sub, name), os.path.join(stage, sub, name))
+                _fsync_dir(os.path.join(stage, sub))
+            for cid_dir in _names(os.path.join(ns_dir, "writes")):
+                os.mkdir(os.path.join(stage, "writes", cid_dir))
+                for name in _names(os.path.join(ns_dir, "writes", cid_dir)):
+                    _link(
+                        os.path.join(ns_dir, "writes", cid_dir, name),
+                        os.path.join(stage, "writes", cid_dir, name),
+                    )
+                _fsync_dir(os.path.join(stage, "writes", cid_dir))
+            _fsync_dir(os.path.join(stage, "writes"))
+            head = self._head(ns_dir)
+            if head is not None:
+                _write_file(os.path.join(stage, "HEAD"), _json_bytes({"checkpoint_id": head}))
+            info = {"thread_id": target_id, "checkpoint_ns": ns}
+            _write_file(os.path.join(stage, "namespace.json"), _json_bytes(info))
+            os.rename(stage, self._ns_dir(target_dir, ns))
+
+
+# ------------------------------------------------------------------------------------ helpers
+def _names(folder: str) -> list[str]:
+    """Visible entries of a folder (no dot files: locks, temp files); empty if it is missing."""
+    return [n for n in _all_names(folder) if _is_visible(n)]
+
+
+def _all_names(folder: str) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def _remove(path: str) -> None:
+    with suppress(FileNotFoundError):
+        os.unlink(path)
+
+
+def _link(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOTSUP):
+            raise
+        shutil.copyfile(source, target)

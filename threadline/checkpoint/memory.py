@@ -1,0 +1,425 @@
+"""An in-process saver for tests, notebooks and short-lived runs.
+
+It keeps *encoded* bytes, not live objects: mutating a state value after a save cannot rewrite
+history, and a value that cannot be serialized fails here exactly as it would on disk. Values
+are stored with the shared layout (``threadline.checkpoint.layout``), one full blob per
+``(key, version)``: a value that did not change is neither encoded nor stored again, but list
+deltas are not used (every changed value is stored whole), which keeps this saver simple.
+
+The module also holds the small rules every saver applies the same way (the compare-and-set
+check, thread status, the clock behind ``updated_at``, retention's notion of age); the SQLite
+saver imports them from here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from threadline.checkpoint.base import (
+    BaseSaver,
+    Checkpoint,
+    CheckpointRecord,
+    PlannedTask,
+    Retention,
+    StorageHints,
+    TaskWrite,
+    ThreadInfo,
+    ThreadStatus,
+    metadata_matches,
+    thread_status,
+)
+from threadline.checkpoint.layout import (
+    BlobRow,
+    CheckpointRow,
+    WriteRow,
+    assemble_values,
+    decode_metadata,
+    decode_write,
+    encode_record,
+    encode_writes,
+    wanted_blobs,
+)
+from threadline.errors import ConcurrentUpdateError, SerializationError
+
+__all__ = ["InMemorySaver", "MemorySaver"]
+
+
+# --------------------------------------------------------------------------------------------
+# Rules shared by the savers
+# --------------------------------------------------------------------------------------------
+
+
+def check_put(record: CheckpointRecord, head: str | None, *, fork: bool) -> None:
+    """Raise ``ConcurrentUpdateError`` unless ``record`` may be saved on top of ``head``.
+
+    ``head`` is the newest checkpoint id of the record's thread and namespace (``None`` if it
+    has none). Without ``fork`` the checkpoint's parent must be that head. In both cases its id
+    must sort after the head: checkpoints are never replaced, and a checkpoint that would not
+    become the newest (an id made by a clock that is behind) would be silently hidden.
+    """
+    cp = record.checkpoint
+    where = f"thread {record.thread_id!r} (namespace {record.checkpoint_ns!r})"
+    if not fork and cp.parent_id != head:
+        raise ConcurrentUpdateError(
+            f"{where} has moved on: checkpoint {cp.id} was computed from parent "
+            f"{cp.parent_id!r}, but the newest checkpoint is {head!r}; nothing was written. "
+            "Load the thread again and retry, or save with fork=True to branch on purpose."
+        )
+    if head is not None and cp.id <= head:
+        raise ConcurrentUpdateError(
+            f"{where}: checkpoint {cp.id} does not sort after the newest checkpoint {head}; "
+            "nothing was written (it is saved already, and checkpoints are never replaced, or "
+            "its id was made by a clock that is behind)"
+        )
+
+
+def status_of(next_names: Sequence[str], writes: Iterable[tuple[str, str]]) -> ThreadStatus:
+    """``thread_status`` from what a thread row keeps: planned task names, ``(task_id, kind)``."""
+    planned = tuple(PlannedTask(name) for name in next_names)
+    cp = Checkpoint("", None, 0, {}, {}, planned, "")
+    return thread_status(cp, [TaskWrite(tid, "", kind, None) for tid, kind in writes])  # type: ignore[arg-type]
+
+
+_clock_lock = threading.Lock()
+_last_now = datetime.min.replace(tzinfo=UTC)
+
+
+def now_iso() -> str:
+    """The time as ``updated_at`` shows it: UTC, microseconds, increasing within a process."""
+    global _last_now
+    now = datetime.now(UTC)
+    with _clock_lock:
+        if now <= _last_now:
+            now = _last_now + timedelta(microseconds=1)
+        _last_now = now
+    return now.isoformat(timespec="microseconds")
+
+
+def created_ts(created_at: str) -> float | None:
+    """``created_at`` as Unix seconds (naive means UTC); ``None`` if it is not ISO 8601."""
+    try:
+        when = datetime.fromisoformat(created_at)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp()
+
+
+def age_cutoff(retention: Retention | None) -> float | None:
+    """Unix time before which retention's ``max_age`` drops checkpoints (``None``: no limit)."""
+    if retention is None or retention.max_age is None:
+        return None
+    return datetime.now(UTC).timestamp() - retention.max_age.total_seconds()
+
+
+def full_blobs(record: CheckpointRecord, keys: Iterable[str]) -> tuple[BlobRow, ...]:
+    """Full blobs of ``keys``' values, for values whose hinted blob turned out not to exist.
+
+    Raises ``SerializationError`` when the checkpoint names a version it has no value for.
+    """
+    cp = record.checkpoint
+    keys = sorted(set(keys))
+    for key in keys:
+        if key not in cp.values:
+            raise SerializationError(
+                f"checkpoint {cp.id} names version {cp.versions.get(key)!r} of key {key!r}, "
+                "which is not stored, and carries no value for it; nothing was written"
+            )
+    sub = dataclasses.replace(record, pending_writes=(), hints=StorageHints(frozenset(keys)))
+    return encode_record(sub, lambda key, version: None).blobs
+
+
+def _no_base(key: str, version: str) -> BlobRow | None:
+    return None
+
+
+def _check_keep_last(keep_last: int) -> None:
+    if keep_last < 0:
+        raise ValueError(f"keep_last must be 0 or more, not {keep_last}")
+
+
+# --------------------------------------------------------------------------------------------
+# The saver
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    row: CheckpointRow
+    versions: dict[str, str]  # a private copy: which blobs hold the values
+    next: tuple[str, ...]  # names of the planned tasks (for list_threads)
+    created: float | None  # created_at as Unix seconds (for retention by age)
+
+
+_Key = tuple[str, str]  # (thread_id, checkpoint_ns)
+_WriteKey = tuple[str, str]  # (task_id, kind)
+_Snapshot = tuple[_Stored, dict[tuple[str, str], BlobRow], tuple[WriteRow, ...]]
+
+
+class InMemorySaver(BaseSaver):
+    """Keeps checkpoints in this process's memory (lost on exit). Safe to share between threads.
+
+    ``retention`` prunes a thread's older checkpoints each time one is saved.
+    ``copy_thread`` raises ``ValueError`` if the target thread already has checkpoints.
+    """
+
+    def __init__(self, *, retention: Retention | None = None) -> None:
+        self.retention = retention
+        self._lock = threading.RLock()
+        # (thread, ns) -> checkpoint id -> stored row
+        self._checkpoints: dict[_Key, dict[str, _Stored]] = {}
+        self._heads: dict[_Key, str] = {}
+        # (thread, ns) -> (key, version) -> full blob
+        self._blobs: dict[_Key, dict[tuple[str, str], BlobRow]] = {}
+        # (thread, ns, checkpoint id) -> (task id, kind) -> write; dicts keep insertion order,
+        # and replacing a key keeps its original position.
+        self._writes: dict[tuple[str, str, str], dict[_WriteKey, WriteRow]] = {}
+        # thread -> updated_at, for threads with a root-namespace checkpoint
+        self._updated: dict[str, str] = {}
+
+    def __repr__(self) -> str:
+        return f"InMemorySaver(threads={len(self._updated)}, retention={self.retention!r})"
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def get_tuple(
+        self, thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None
+    ) -> CheckpointRecord | None:
+        key = (thread_id, checkpoint_ns)
+        with self._lock:
+            if checkpoint_id is None:
+                checkpoint_id = self._heads.get(key)
+                if checkpoint_id is None:
+                    return None
+            stored = self._checkpoints.get(key, {}).get(checkpoint_id)
+            if stored is None:
+                return None
+            snapshot = self._snapshot(key, checkpoint_id, stored)
+        return _decode(thread_id, checkpoint_ns, snapshot)
+
+    def list(
+        self,
+        thread_id: str,
+        checkpoint_ns: str = "",
+        *,
+        filter: Mapping[str, Any] | None = None,
+        before: str | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointRecord]:
+        key = (thread_id, checkpoint_ns)
+        with self._lock:
+            by_id = self._checkpoints.get(key, {})
+            ids = sorted((cid for cid in by_id if before is None or cid < before), reverse=True)
+            snapshots = [self._snapshot(key, cid, by_id[cid]) for cid in ids]
+        return _iter(thread_id, checkpoint_ns, snapshots, filter, limit)
+
+    def _snapshot(self, key: _Key, checkpoint_id: str, stored: _Stored) -> _Snapshot:
+        blobs = self._blobs.get(key, {})
+        rows = {kv: blobs[kv] for kv in stored.versions.items() if kv in blobs}
+        writes = tuple(self._writes.get((*key, checkpoint_id), {}).values())
+        return stored, rows, writes
+
+    def list_threads(
+        self, *, status: ThreadStatus | None = None, limit: int | None = None
+    ) -> list[ThreadInfo]:
+        if limit is not None and limit <= 0:
+            return []
+        with self._lock:
+            infos = []
+            for thread_id, updated_at in self._updated.items():
+                head = self._heads[(thread_id, "")]
+                stored = self._checkpoints[(thread_id, "")][head]
+                writes = self._writes.get((thread_id, "", head), {})
+                infos.append(
+                    ThreadInfo(
+                        thread_id=thread_id,
+                        status=status_of(stored.next, writes),
+                        checkpoint_id=head,
+                        updated_at=updated_at,
+                        next=stored.next,
+                    )
+                )
+        infos.sort(key=lambda i: (i.updated_at, i.thread_id), reverse=True)
+        if status is not None:
+            infos = [i for i in infos if i.status == status]
+        return infos[:limit] if limit is not None else infos
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def put(self, record: CheckpointRecord, *, fork: bool = False) -> None:
+        encoded = encode_record(record, _no_base)  # fails before anything is stored
+        cp = record.checkpoint
+        key = (record.thread_id, record.checkpoint_ns)
+        stored = _Stored(
+            encoded.row,
+            dict(cp.versions),
+            tuple(task.name for task in cp.next),
+            created_ts(cp.created_at),
+        )
+        with self._lock:
+            check_put(record, self._heads.get(key), fork=fork)
+            have = self._blobs.get(key, {})
+            new = {(b.key, b.version): b for b in encoded.blobs if (b.key, b.version) not in have}
+            missing = [
+                k for k, v in cp.versions.items() if (k, v) not in have and (k, v) not in new
+            ]
+            if missing:  # hints said "unchanged", but the value is not stored: store it now
+                new.update({(b.key, b.version): b for b in full_blobs(record, missing)})
+            # Nothing can fail from here on.
+            self._blobs.setdefault(key, {}).update(new)
+            self._checkpoints.setdefault(key, {})[cp.id] = stored
+            self._heads[key] = cp.id
+            self._store_writes((*key, cp.id), encoded.writes)
+            if record.checkpoint_ns == "":
+                self._updated[record.thread_id] = now_iso()
+            if self.retention is not None:
+                self._retain(key)
+
+    def put_writes(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        writes: Sequence[TaskWrite],
+    ) -> None:
+        encoded = encode_writes(writes)
+        if not encoded:
+            return
+        with self._lock:
+            self._store_writes((thread_id, checkpoint_ns, checkpoint_id), encoded)
+            if checkpoint_ns == "" and self._heads.get((thread_id, "")) == checkpoint_id:
+                self._updated[thread_id] = now_iso()
+
+    def _store_writes(self, key: tuple[str, str, str], writes: Sequence[WriteRow]) -> None:
+        if not writes:
+            return
+        bucket = self._writes.setdefault(key, {})
+        for w in writes:
+            bucket[(w.task_id, w.kind)] = w
+
+    def delete_thread(self, thread_id: str) -> None:
+        with self._lock:
+            for store in (self._checkpoints, self._heads, self._blobs):
+                for key in [k for k in store if k[0] == thread_id]:
+                    del store[key]
+            for wkey in [k for k in self._writes if k[0] == thread_id]:
+                del self._writes[wkey]
+            self._updated.pop(thread_id, None)
+
+    # -- history ------------------------------------------------------------------------------
+
+    def prune(self, thread_id: str, *, keep_last: int) -> int:
+        _check_keep_last(keep_last)
+        deleted = 0
+        with self._lock:
+            for key in [k for k in self._checkpoints if k[0] == thread_id]:
+                ids = sorted(self._checkpoints[key], reverse=True)
+                deleted += self._drop(key, ids[keep_last:])
+        return deleted
+
+    def _retain(self, key: _Key) -> None:
+        retention = self.retention
+        assert retention is not None
+        by_id = self._checkpoints[key]
+        ids = sorted(by_id, reverse=True)
+        drop = set(ids[retention.max_checkpoints :]) if retention.max_checkpoints else set()
+        cutoff = age_cutoff(retention)
+        if cutoff is not None:
+            drop.update(
+                cid
+                for cid in ids[1:]
+                if (created := by_id[cid].created) is not None and created < cutoff
+            )
+        self._drop(key, drop)
+
+    def _drop(self, key: _Key, ids: Iterable[str]) -> int:
+        """Delete checkpoints of one namespace, their writes, and blobs no longer used."""
+        by_id = self._checkpoints[key]
+        count = 0
+        for cid in ids:
+            del by_id[cid]
+            self._writes.pop((*key, cid), None)
+            count += 1
+        if not count:
+            return 0
+        if not by_id:
+            del self._checkpoints[key]
+            self._heads.pop(key, None)
+            self._blobs.pop(key, None)
+            if key[1] == "":
+                self._updated.pop(key[0], None)
+            return count
+        used = {kv for stored in by_id.values() for kv in stored.versions.items()}
+        blobs = self._blobs.get(key, {})
+        for kv in [kv for kv in blobs if kv not in used]:
+            del blobs[kv]
+        return count
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint, value and write of a thread to an empty thread id.
+
+        Raises ``ValueError`` if the target already has checkpoints (including when it is the
+        source); copying a thread that has none does nothing.
+        """
+        with self._lock:
+            sources = [k for k in self._checkpoints if k[0] == source_thread_id]
+            if any(k[0] == target_thread_id for k in self._checkpoints):
+                raise ValueError(
+                    f"cannot copy thread {source_thread_id!r} to {target_thread_id!r}: the "
+                    "target already has checkpoints; delete it first or pick another id"
+                )
+            if not sources:
+                return
+            for wkey in [k for k in self._writes if k[0] == target_thread_id]:
+                del self._writes[wkey]  # writes left against checkpoints that do not exist
+            for _, ns in sources:
+                src, dst = (source_thread_id, ns), (target_thread_id, ns)
+                self._checkpoints[dst] = dict(self._checkpoints[src])
+                self._heads[dst] = self._heads[src]
+                self._blobs[dst] = dict(self._blobs.get(src, {}))
+            for (thread_id, ns, cid), bucket in list(self._writes.items()):
+                if thread_id == source_thread_id:
+                    self._writes[(target_thread_id, ns, cid)] = dict(bucket)
+            if (target_thread_id, "") in self._heads:
+                self._updated[target_thread_id] = now_iso()
+
+
+def _iter(
+    thread_id: str,
+    checkpoint_ns: str,
+    snapshots: Sequence[_Snapshot],
+    filter: Mapping[str, Any] | None,
+    limit: int | None,
+) -> Iterator[CheckpointRecord]:
+    if limit is not None and limit <= 0:
+        return
+    count = 0
+    for snapshot in snapshots:
+        if filter and not metadata_matches(decode_metadata(snapshot[0].row.metadata), filter):
+            continue
+        yield _decode(thread_id, checkpoint_ns, snapshot)
+        count += 1
+        if limit is not None and count >= limit:
+            return
+
+
+def _decode(thread_id: str, checkpoint_ns: str, snapshot: _Snapshot) -> CheckpointRecord:
+    stored, rows, writes = snapshot
+    cp, _ = wanted_blobs(stored.row.body)
+    values = assemble_values(cp.versions, rows, {})
+    return CheckpointRecord(
+        thread_id=thread_id,
+        checkpoint_ns=checkpoint_ns,
+        checkpoint=dataclasses.replace(cp, values=values),
+        metadata=decode_metadata(stored.row.metadata),
+        pending_writes=tuple(decode_write(w) for w in writes),
+    )
+
+
+MemorySaver = InMemorySaver
