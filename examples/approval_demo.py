@@ -13,13 +13,18 @@ from __future__ import annotations
 import argparse
 import json
 import operator
+import os
 from pathlib import Path
 from typing import Annotated, TypedDict
 
 from threadline import END, START, Command, StateGraph, interrupt
 from threadline.checkpoint import SqliteSaver
 
-DB = Path(__file__).resolve().parent.parent / ".demo" / "approval.db"
+# THREADLINE_DEMO_DB lets the test suite run the demo on a file of its own.
+DB = Path(
+    os.environ.get("THREADLINE_DEMO_DB")
+    or Path(__file__).resolve().parent.parent / ".demo" / "approval.db"
+)
 CONFIG = {"configurable": {"thread_id": "ticket-1042"}}
 
 
@@ -77,7 +82,7 @@ def build(saver: SqliteSaver):
 
 
 def start() -> None:
-    DB.parent.mkdir(exist_ok=True)
+    DB.parent.mkdir(parents=True, exist_ok=True)
     DB.unlink(missing_ok=True)
     with SqliteSaver(DB) as saver:
         app = build(saver)
