@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from tests.services import require_postgres
 from threadline.checkpoint import from_url
+
+ROUNDS = 10  # each round is a fresh race between two processes
 
 APP = textwrap.dedent(
     """
-    import operator, os, sys, time
+    import json, operator, os, sys, time
     from typing import Annotated, TypedDict
     from threadline import END, START, Command, StateGraph, interrupt
     from threadline.checkpoint import from_url
@@ -37,8 +43,8 @@ APP = textwrap.dedent(
         return g.compile(checkpointer=saver)
 
     if __name__ == "__main__":
-        url, thread, workdir, me = sys.argv[1:5]
-        graph = build(from_url(url))
+        url, options, thread, workdir, me = sys.argv[1:6]
+        graph = build(from_url(url, **json.loads(options)))
         open(os.path.join(workdir, f"ready-{me}"), "w").close()
         while not os.path.exists(os.path.join(workdir, "go")):
             time.sleep(0.001)
@@ -51,19 +57,30 @@ APP = textwrap.dedent(
 )
 
 
-def saver_urls(tmp_path: Path) -> dict[str, str]:
-    from tests.services import postgres_url
+@contextmanager
+def saver_url(backend: str, tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    """The URL and saver options of a fresh store; a PostgreSQL schema is dropped afterwards."""
+    if backend == "sqlite":
+        yield f"sqlite:///{tmp_path / 'race.db'}", {}
+        return
+    url = require_postgres()
+    import psycopg  # present whenever require_postgres() passed
 
-    return {"sqlite": f"sqlite:///{tmp_path / 'race.db'}", "postgres": postgres_url()}
+    schema = f"threadline_race_{uuid.uuid4().hex[:12]}"
+    try:
+        yield url, {"schema": schema}
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_two_processes_resuming_one_thread_one_wins(backend, tmp_path):
-    if backend == "postgres":
-        from tests.services import require_postgres
+    with saver_url(backend, tmp_path) as (url, options):
+        race_rounds(url, options, tmp_path)
 
-        require_postgres()
-    url = saver_urls(tmp_path)[backend]
+
+def race_rounds(url: str, options: dict[str, str], tmp_path: Path) -> None:
     script = tmp_path / "app.py"
     script.write_text(APP)
     sys.path.insert(0, str(tmp_path))
@@ -71,13 +88,13 @@ def test_two_processes_resuming_one_thread_one_wins(backend, tmp_path):
         import app  # type: ignore[import-not-found]
     finally:
         sys.path.remove(str(tmp_path))
-    saver = from_url(url)
-    for round_ in range(5):
+    saver = from_url(url, **options)
+    for round_ in range(ROUNDS):
         thread = f"race-{uuid.uuid4()}"
         graph = app.build(saver)
         graph.invoke({"log": []}, {"configurable": {"thread_id": thread}})
         before = len(list(saver.list(thread)))
-        results = race(script, url, thread, tmp_path / f"round-{round_}")
+        results = race(script, [url, json.dumps(options), thread], tmp_path / f"round-{round_}")
         assert sorted(results) == ["lost", "won"], results
         history = list(saver.list(thread))
         parents = [r.checkpoint.parent_id for r in history]
@@ -89,11 +106,11 @@ def test_two_processes_resuming_one_thread_one_wins(backend, tmp_path):
     saver.close()
 
 
-def race(script: Path, url: str, thread: str, workdir: Path) -> list[str]:
+def race(script: Path, args: list[str], workdir: Path) -> list[str]:
     workdir.mkdir()
     procs = [
         subprocess.Popen(
-            [sys.executable, str(script), url, thread, str(workdir), name],
+            [sys.executable, str(script), *args, str(workdir), name],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
