@@ -1,31 +1,23 @@
-"""Shared fixtures: one factory per saver, so engine tests run on every backend that exists."""
+"""Shared fixtures: engine tests that take ``saver`` run once per checkpoint backend."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from threadline.checkpoint import BaseSaver, InMemorySaver, SqliteSaver
+from threadline.checkpoint import BaseSaver
+
+# The savers' factories live with the conformance suite (tests/checkpoint/factories.py), which
+# imports its sibling modules by name; put that folder on the path however pytest was started.
+sys.path.insert(0, str(Path(__file__).parent / "checkpoint"))
+from factories import SAVER_FACTORIES
 
 
-def _memory(_: Path) -> BaseSaver:
-    return InMemorySaver()
-
-
-def _sqlite(tmp: Path) -> BaseSaver:
-    return SqliteSaver(tmp / "threads.db")
-
-
-ENGINE_SAVERS: dict[str, Callable[[Path], BaseSaver]] = {"memory": _memory, "sqlite": _sqlite}
-
-
-@pytest.fixture(params=sorted(ENGINE_SAVERS))
+@pytest.fixture(params=sorted(SAVER_FACTORIES))
 def saver(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BaseSaver]:
-    """Each engine test that asks for ``saver`` runs once per backend."""
-    instance = ENGINE_SAVERS[request.param](tmp_path)
-    yield instance
-    close = getattr(instance, "close", None)
-    if close is not None:
-        close()
+    """A fresh, empty saver of each backend in turn (its file, schema or keys removed after)."""
+    with SAVER_FACTORIES[request.param](tmp_path) as instance:
+        yield instance
