@@ -1,4 +1,11 @@
-"""Savers: where a thread's checkpoints and pending writes are kept."""
+"""Savers: where a thread's checkpoints and pending writes are kept.
+
+``PostgresSaver`` and ``RedisSaver`` are imported on first use, so this package never needs
+psycopg or redis-py unless those savers are used.
+"""
+
+import importlib
+from typing import Any
 
 from threadline.checkpoint.base import (
     BaseSaver,
@@ -12,6 +19,7 @@ from threadline.checkpoint.base import (
     ThreadStatus,
     thread_status,
 )
+from threadline.checkpoint.files import FileSaver
 from threadline.checkpoint.ids import new_checkpoint_id
 from threadline.checkpoint.memory import InMemorySaver, MemorySaver
 from threadline.checkpoint.sqlite import SqliteSaver
@@ -21,9 +29,12 @@ __all__ = [
     "BaseSaver",
     "Checkpoint",
     "CheckpointRecord",
+    "FileSaver",
     "InMemorySaver",
     "MemorySaver",
     "PlannedTask",
+    "PostgresSaver",
+    "RedisSaver",
     "Retention",
     "SqliteSaver",
     "StorageHints",
@@ -34,3 +45,15 @@ __all__ = [
     "new_checkpoint_id",
     "thread_status",
 ]
+
+_LAZY = {
+    "PostgresSaver": "threadline.checkpoint.postgres",
+    "RedisSaver": "threadline.checkpoint.redis",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import a saver whose driver is an optional dependency only when it is asked for."""
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
