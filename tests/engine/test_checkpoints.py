@@ -209,3 +209,17 @@ def test_exit_durability_failed_run_is_resumable(saver):
     assert len(history) == 1 and history[0].next == ("flaky",)
     fail[0] = False
     assert graph.invoke(None, cfg(), durability="exit") == {"foo": "ok", "bar": ["first"]}
+
+
+ODD_THREAD_IDS = ["'; DROP TABLE checkpoints; --", "../../x", "a/b c", "Ωμέγα-🧵", "x" * 500]
+
+
+@pytest.mark.parametrize("thread", ODD_THREAD_IDS, ids=range(len(ODD_THREAD_IDS)))
+def test_odd_thread_ids_run_and_stay_apart(saver, thread):
+    graph, _ = chain(saver)
+    graph.invoke({"foo": "plain"}, cfg("plain"))
+    assert graph.invoke({"foo": ""}, cfg(thread)) == {"foo": "b", "bar": ["a", "b"]}
+    assert graph.get_state(cfg(thread)).config["configurable"]["thread_id"] == thread
+    assert len(list(graph.get_state_history(cfg(thread)))) == 4
+    assert graph.get_state(cfg("plain")).values == {"foo": "b", "bar": ["a", "b"]}
+    assert len(list(graph.get_state_history(cfg("plain")))) == 4
