@@ -94,7 +94,7 @@ def encode_record(record: CheckpointRecord, base_of: BaseLookup) -> EncodedCheck
         for key in sorted(keys)
         if key in cp.values
     )
-    body = _dumps(dataclasses.replace(cp, values={}), f"checkpoint {cp.id}")
+    body = _dumps(_without_values(cp), f"checkpoint {cp.id}")
     row = CheckpointRow(
         checkpoint_id=cp.id,
         parent_id=cp.parent_id,
@@ -104,6 +104,21 @@ def encode_record(record: CheckpointRecord, base_of: BaseLookup) -> EncodedCheck
         metadata=_dumps(dict(record.metadata), f"the metadata of checkpoint {cp.id}"),
     )
     return EncodedCheckpoint(row, blobs, encode_writes(record.pending_writes))
+
+
+def _without_values(cp: Checkpoint) -> Checkpoint:
+    """The checkpoint as its row stores it: values live in blobs (built directly: hot path)."""
+    return Checkpoint(
+        cp.id,
+        cp.parent_id,
+        cp.step,
+        {},
+        cp.versions,
+        cp.next,
+        cp.created_at,
+        cp.barriers,
+        cp.updated_by,
+    )
 
 
 def _blob(

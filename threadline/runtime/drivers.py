@@ -104,7 +104,8 @@ def _execute_sync(
     if events is None and ("updates" not in modes or len(tasks) == 1):
         # Nothing to stream while tasks run: the last task runs in this thread, saving a hop.
         futures = [_submit(run_task_sync, t, env) for t in tasks[:-1]]
-        outcomes = [f.result() for f in [*futures, _ran(run_task_sync(tasks[-1], env))]]
+        last = run_task_sync(tasks[-1], env)
+        outcomes = [*(f.result() for f in futures), last]
         for outcome in outcomes:
             yield from _update_chunks(outcome, modes)
         return outcomes
@@ -130,12 +131,6 @@ def _execute_sync(
 
 def _submit(fn: Any, *args: Any) -> Future[Outcome]:
     return _POOL.submit(contextvars.copy_context().run, fn, *args)
-
-
-def _ran(outcome: Outcome) -> Future[Outcome]:
-    done: Future[Outcome] = Future()
-    done.set_result(outcome)
-    return done
 
 
 async def drive_async(loop: RunLoop, input: Any) -> AsyncIterator[Emit | Done]:

@@ -234,23 +234,30 @@ class RunLoop:
                     )
                 if not self.writes and _hits(self.s.interrupt_before, runnable):
                     return (yield from self._breakpoint(runnable))
-                outcomes = yield from self._execute(runnable, cp)
+                if "debug" in self.s.stream_modes:
+                    for task in runnable:
+                        event = _debug("task", cp.step + 1, id=task.id, name=task.name)
+                        yield from self._emit("debug", event)
+                outcomes = yield self._execute(runnable, cp)
                 steps_run += 1
-                stopped = yield from self._record(outcomes)
-                if stopped is not None:
-                    return stopped
+                if "debug" in self.s.stream_modes:
+                    for o in outcomes:
+                        yield from self._emit("debug", _task_result_event(cp.step + 1, o))
+                if self._keep(outcomes):
+                    return (yield from self._stop(outcomes))
             yield from self._advance(tasks)
             if _hits(self.s.interrupt_after, runnable):
                 yield from self._flush()
                 yield from self._emit("updates", {INTERRUPT_KEY: ()})
                 return self._output()
 
-    def _execute(
-        self, runnable: list[Task], cp: Checkpoint
-    ) -> Generator[Effect, Any, list[Outcome]]:
+    def _execute(self, runnable: list[Task], cp: Checkpoint) -> Execute:
+        """The effect that runs ``runnable``, each task given the resume answers meant for it."""
+        parent_answers = self.s.parent_answers
         for task in runnable:
             resume = self.writes.get((task.id, "resume"))
-            task.answers = {**self.s.parent_answers, **(resume.value if resume else {})}
+            if resume is not None or parent_answers:
+                task.answers = {**parent_answers, **(resume.value if resume else {})}
         env = StepEnv(
             self.spec,
             cp.values,
@@ -260,40 +267,33 @@ class RunLoop:
             self.s.writer,
             self.s.durability,
         )
-        if "debug" in self.s.stream_modes:
-            for task in runnable:
-                yield from self._emit(
-                    "debug", _debug("task", cp.step + 1, id=task.id, name=task.name)
-                )
-        return (yield Execute(runnable, env))
+        return Execute(runnable, env)
 
-    def _record(self, outcomes: list[Outcome]) -> Generator[Effect, Any, dict[str, Any] | None]:
-        """Keep every task's result; on error or interrupt save them all, then stop."""
-        failed: list[Outcome] = []
-        interrupted = False
-        parent: Command | None = None
+    def _keep(self, outcomes: list[Outcome]) -> bool:
+        """Keep every task's outcome as a write; True when the step cannot complete."""
+        complete = True
         for o in outcomes:
             t = o.task
             if o.result is not None:
-                self._add_writes([TaskWrite(t.id, t.name, "result", o.result)])
-            elif o.parent_command is not None:
-                parent = parent or o.parent_command
-            elif o.error is not None:
-                failed.append(o)
+                self._add_write(TaskWrite(t.id, t.name, "result", o.result))
+                continue
+            complete = False
+            if o.error is not None:
                 error = {"type": type(o.error).__name__, "message": str(o.error)}
-                self._add_writes([TaskWrite(t.id, t.name, "error", error)])
-            else:
-                interrupted = True
-                self._add_writes([TaskWrite(t.id, t.name, "interrupt", o.interrupts)])
-            if "debug" in self.s.stream_modes:
-                yield from self._emit("debug", _task_result_event(self._cp().step + 1, o))
-        if not failed and not interrupted and parent is None:
-            return None
+                self._add_write(TaskWrite(t.id, t.name, "error", error))
+            elif o.parent_command is None:
+                self._add_write(TaskWrite(t.id, t.name, "interrupt", o.interrupts))
+        return not complete
+
+    def _stop(self, outcomes: list[Outcome]) -> Generator[Effect, Any, dict[str, Any]]:
+        """A task failed, was interrupted or routed to the parent: save the step's writes, stop."""
         yield from self._flush()
+        parent = next((o.parent_command for o in outcomes if o.parent_command is not None), None)
         if parent is not None:
             raise ParentCommand(parent)
-        if failed:
-            raise failed[0].error  # type: ignore[misc]
+        failed = next((o.error for o in outcomes if o.error is not None), None)
+        if failed is not None:
+            raise failed
         interrupts = tuple(i for _, i in self._pending_interrupts())
         yield from self._emit("updates", {INTERRUPT_KEY: interrupts})
         if interrupts:
@@ -329,7 +329,8 @@ class RunLoop:
         updated_by = tuple(dict.fromkeys(n for n, _ in results if n != START))
         new = self._checkpoint(values, versions, next_, barriers, updated_by, cp.step + 1, new_id)
         yield from self._commit(new, "loop", [])
-        yield from self._emit_values()
+        if "values" in self.s.stream_modes:
+            yield Emit("values", dict(new.values))
 
     def _breakpoint(self, runnable: list[Task]) -> Generator[Effect, Any, dict[str, Any]]:
         names = tuple(dict.fromkeys(t.name for t in runnable))
@@ -411,8 +412,11 @@ class RunLoop:
 
     def _add_writes(self, writes: Iterable[TaskWrite]) -> None:
         for w in writes:
-            self.writes[(w.task_id, w.kind)] = w
-            self.unsaved_writes.append(w)
+            self._add_write(w)
+
+    def _add_write(self, w: TaskWrite) -> None:
+        self.writes[(w.task_id, w.kind)] = w
+        self.unsaved_writes.append(w)
 
     def _record_answers(
         self, answers: dict[str, Any], pending: list[tuple[TaskWrite, Interrupt]]

@@ -45,9 +45,9 @@ def plan_next(
     timing); ``Send`` tasks follow in the order they were sent. Join barriers collect arrivals
     across steps and fire when every source has finished.
     """
+    finished = list(finished)
     pulls: set[str] = set()
     sends: list[PlannedTask] = []
-    waiting = {key: set(arrived) for key, arrived in barriers.items()}
     for node, routes in finished:
         for route in routes:
             if isinstance(route, Send):
@@ -56,6 +56,21 @@ def plan_next(
             else:
                 _check_target(spec, node, route)
                 pulls.add(route)
+    waiting = _arrivals(spec, barriers, finished, pulls) if spec.joins or barriers else {}
+    pulls.discard("__end__")
+    planned = tuple(PlannedTask(name) for name in sorted(pulls)) + tuple(sends)
+    return planned, waiting
+
+
+def _arrivals(
+    spec: GraphSpec,
+    barriers: Mapping[str, tuple[str, ...]],
+    finished: list[tuple[str, tuple[str | Send, ...]]],
+    pulls: set[str],
+) -> dict[str, tuple[str, ...]]:
+    """Record which join sources have finished; a complete join adds its target to ``pulls``."""
+    waiting = {key: set(arrived) for key, arrived in barriers.items()}
+    for node, _ in finished:
         for join in spec.joins_by_source.get(node, ()):
             waiting.setdefault(join.id, set()).add(node)
     for join in spec.joins:
@@ -63,9 +78,7 @@ def plan_next(
         if arrived is not None and arrived >= join.sources:
             del waiting[join.id]
             pulls.add(join.target)
-    pulls.discard("__end__")
-    planned = tuple(PlannedTask(name) for name in sorted(pulls)) + tuple(sends)
-    return planned, {key: tuple(sorted(v)) for key, v in waiting.items()}
+    return {key: tuple(sorted(v)) for key, v in waiting.items()}
 
 
 def _check_target(spec: GraphSpec, source: str, target: str) -> None:

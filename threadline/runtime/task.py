@@ -11,7 +11,7 @@ import contextvars
 import functools
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -212,8 +212,12 @@ def _output_parts(task: Task, env: StepEnv, output: Any) -> tuple[Update, tuple[
 
 def _finish_sync(task: Task, env: StepEnv, output: Any) -> Outcome:
     updates, gotos = _output_parts(task, env, output)
-    routes = list(gotos) + list(env.spec.edges.get(task.name, ()))
-    for branch in env.spec.branches.get(task.name, ()):
+    edges = env.spec.edges.get(task.name, ())
+    branches = env.spec.branches.get(task.name)
+    if not gotos and not branches:  # the common case: plain edges only
+        return Outcome(task, result=TaskResult(updates, _drop_end(edges)))
+    routes = [*gotos, *edges]
+    for branch in branches or ():
         if branch.is_async:
             raise InvalidUpdateError(
                 f"the branch from {task.name!r} is async; run the graph with ainvoke/astream"
@@ -240,5 +244,5 @@ def _branch_args(branch: Branch, task: Task, env: StepEnv, updates: Update) -> t
     return (state, env.config) if branch.style.config else (state,)
 
 
-def _drop_end(routes: list[str | Send]) -> tuple[str | Send, ...]:
+def _drop_end(routes: Sequence[str | Send]) -> tuple[str | Send, ...]:
     return tuple(r for r in routes if r != END)
