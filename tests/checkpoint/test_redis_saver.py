@@ -37,7 +37,6 @@ import redis.connection
 from redis.crc import key_slot
 from services import redis_url, require_redis
 
-from threadline.checkpoint import redis as redis_module
 from threadline.checkpoint.base import (
     Checkpoint,
     CheckpointRecord,
@@ -48,8 +47,10 @@ from threadline.checkpoint.base import (
     thread_status,
 )
 from threadline.checkpoint.ids import new_checkpoint_id
-from threadline.checkpoint.layout import COMPACT_RATIO
-from threadline.checkpoint.redis import _SCRIPTS, SCHEMA_VERSION, RedisSaver, mask_url
+from threadline.checkpoint.layout import COMPACT_RATIO, BlobRow, encode_record
+from threadline.checkpoint.redis import SCHEMA_VERSION, RedisSaver, mask_url
+from threadline.checkpoint.redis import requests as redis_requests
+from threadline.checkpoint.redis.scripts import SCRIPTS
 from threadline.errors import ConcurrentUpdateError, SaverUnavailableError, SerializationError
 from threadline.runtime.loop import storage_hints
 
@@ -234,6 +235,23 @@ def blob_keys(client: redis.Redis, saver: RedisSaver, thread_id: str) -> list[st
     return [k for k in keys_of(client, saver, thread_id) if ":b:" in k]
 
 
+def blob_data(client: redis.Redis, key: str) -> bytes:
+    """A stored blob's data, without its header line."""
+    stored = client.get(key)
+    assert stored is not None, key
+    return stored.partition(b"\n")[2]
+
+
+def base_ref(client: redis.Redis, key: str) -> bytes | None:
+    """The suffix of the blob a delta extends (None for a full blob), read from its header."""
+    stored = client.get(key)
+    assert stored is not None, key
+    kind, *_, base = stored.partition(b"\n")[0].split(b"|")
+    if kind == b"f":
+        return None
+    return key.split("}", 1)[1].rsplit(":", 1)[0].encode() + b":" + base
+
+
 # -- one round trip ---------------------------------------------------------------------------
 
 
@@ -283,7 +301,7 @@ def test_cold_cache_costs_one_lookup_then_one_round_trip(saver: RedisSaver, wire
         nxt = step(cps[-1], {**cps[-1].values, "messages": [*cps[-1].values["messages"], "new"]})
         wire.reset()
         fresh.put(record("t", nxt, cps[-1]))
-        assert wire.requests == [["HMGET"], ["EVALSHA"]]  # the delta's base, then the put
+        assert wire.requests == [["GETRANGE"], ["EVALSHA"]]  # the delta's base, then the put
         after = step(nxt, {**nxt.values, "messages": [*nxt.values["messages"], "newer"]})
         wire.reset()
         fresh.put(record("t", after, nxt))
@@ -361,7 +379,7 @@ def test_a_put_whose_reply_was_lost_is_not_a_conflict(
 ) -> None:
     """redis-py's own retries are off; the saver sends a put again flagged as resent, and the
     script recognises its own checkpoint (same id, same bytes) as saved."""
-    real_send = redis_module._send
+    real_send = redis_requests.send
     lost: list[str] = []
 
     def lose_first_put_reply(client: Any, request: Any) -> Any:
@@ -371,7 +389,7 @@ def test_a_put_whose_reply_was_lost_is_not_a_conflict(
             raise redis.ConnectionError("connection reset (reply lost)")
         return reply
 
-    monkeypatch.setattr(redis_module, "_send", lose_first_put_reply)
+    monkeypatch.setattr(redis_requests, "send", lose_first_put_reply)
     a = step(None, {"x": 1})
     saver.put(record("t", a, writes=(TaskWrite("w", "n", "result", 1),)))
     assert lost == [a.id]
@@ -457,7 +475,7 @@ def test_ttl_on_every_key_of_a_thread_and_refreshed(client: redis.Redis) -> None
         saver.put_writes("t", "", cps[-1].id, [TaskWrite("w", "n", "interrupt", 1)])
         keys = keys_of(client, saver, "t")
         kinds = {k.split("}:", 1)[1].split(":", 1)[0] for k in keys}
-        assert kinds == {"keys", "meta", "ns", "idx", "cp", "w", "wo", "b"}
+        assert kinds == {"keys", "meta", "ns", "idx", "c", "w", "b"}
         for key in keys:
             assert 95_000 < client.pttl(key) <= 100_000, key
         for key in keys:
@@ -488,12 +506,12 @@ def test_expired_threads_disappear_and_leave_the_thread_list() -> None:
 
 CORE_COMMANDS = {
     "EVALSHA", "HMGET", "HGET", "HGETALL", "ZRANGE", "ZREVRANGE", "ZREVRANGEBYLEX", "SMEMBERS",
-    "EXISTS", "SET", "GET", "SCRIPT", "HELLO", "CLIENT", "PING", "SELECT", "AUTH",
+    "EXISTS", "SET", "GET", "GETRANGE", "SCRIPT", "HELLO", "CLIENT", "PING", "SELECT", "AUTH",
 }  # fmt: skip
 
 
 def test_only_core_commands_no_modules(saver: RedisSaver, wire: Wire) -> None:
-    for source in _SCRIPTS.values():  # commands inside the scripts
+    for source in SCRIPTS.values():  # commands inside the scripts
         assert "FT." not in source.upper() and "JSON." not in source.upper()
     cps = conversation(saver, "t", 6)
     saver.put_writes("t", "", cps[-1].id, [TaskWrite("w", "n", "error", "x")])
@@ -546,9 +564,9 @@ def test_a_corrupted_blob_is_a_clear_error_and_harms_no_other_thread(
     cps = conversation(saver, "bad", 2)
     good = conversation(saver, "good", 2)
     (key,) = [k for k in blob_keys(client, saver, "bad") if ":b::big:" in k]
-    data = client.hget(key, "data")
-    assert data is not None
-    client.hset(key, "data", data[: len(data) // 2])  # truncated
+    stored = client.get(key)
+    assert stored is not None
+    client.set(key, stored[: len(stored) // 2])  # truncated
     with pytest.raises(SerializationError) as info:
         saver.get_tuple("bad")
     message = str(info.value)
@@ -562,13 +580,12 @@ def test_a_corrupted_blob_is_a_clear_error_and_harms_no_other_thread(
 
 def test_a_damaged_row_names_its_redis_key(saver: RedisSaver, client: redis.Redis) -> None:
     (cp,) = conversation(saver, "bad", 1)
-    row = f"{saver.prefix}:{{t:bad}}:cp::{cp.id}"
-    client.hdel(row, "metadata")
+    row = f"{saver.prefix}:{{t:bad}}:c::{cp.id}"
+    client.set(row, b"no header")
     with pytest.raises(SerializationError, match="malformed") as info:
         saver.get_tuple("bad")
     assert row in str(info.value)
-    client.hset(row, "metadata", b"\x01\x00garbage")
-    client.hset(row, "body", b"\x01")
+    client.set(row, b"2026-01-01 9 \n\x01\x00garbage\x01")  # metadata and body undecodable
     with pytest.raises(SerializationError, match="'bad'"):
         saver.get_tuple("bad")
 
@@ -663,6 +680,122 @@ def test_a_newer_layout_is_refused(client: redis.Redis) -> None:
     unlink_prefix(prefix)
 
 
+# -- data written by the previous layout ----------------------------------------------------------
+
+
+def put_v1(client: redis.Redis, prefix: str, rec: CheckpointRecord, stored: dict) -> None:
+    """Write ``rec`` as layout version 1 did (threadline 0.1): row, writes and write order in
+    three keys, blobs as hashes of their fields. ``stored`` collects blob rows for deltas."""
+    tag = f"{prefix}:{{t:{_quoted(rec.thread_id)}}}"
+    qns, cp = _quoted(rec.checkpoint_ns), rec.checkpoint
+    enc = encode_record(rec, lambda key, version: stored.get((key, str(version))))
+    ref = {k: f":b:{qns}:{_quoted(k)}:{_quoted(str(v))}" for k, v in cp.versions.items()}
+    row = {
+        "checkpoint_id": cp.id,
+        "step": cp.step,
+        "created_at": cp.created_at,
+        "body": enc.row.body,
+        "metadata": enc.row.metadata,
+        "blobs": "\n".join(ref.values()),
+    }
+    if cp.parent_id is not None:
+        row["parent_id"] = cp.parent_id
+    suffixes = [f":cp:{qns}:{cp.id}", f":idx:{qns}", ":ns"]
+    client.hset(tag + suffixes[0], mapping=row)
+    client.zadd(tag + suffixes[1], {cp.id: 0})
+    client.sadd(tag + ":ns", rec.checkpoint_ns)
+    for b in enc.blobs:
+        fields = {
+            "key": b.key,
+            "version": b.version,
+            "start": b.start,
+            "data": b.data,
+            "chain_bytes": b.chain_bytes,
+            "full_bytes": b.full_bytes,
+        }
+        if b.base is not None:
+            fields |= {"base": b.base, "base_ref": f":b:{qns}:{_quoted(b.key)}:{_quoted(b.base)}"}
+        suffix = f":b:{qns}:{_quoted(b.key)}:{_quoted(b.version)}"
+        client.hset(tag + suffix, mapping=fields)
+        suffixes.append(suffix)
+        stored[(b.key, b.version)] = dataclasses.replace(b, data=b"")
+    for w in enc.writes:
+        wid = f"{w.kind}:{w.task_id}"
+        client.hset(
+            tag + f":w:{qns}:{cp.id}", mapping={"d:" + wid: w.data, "n:" + wid: w.task_name}
+        )
+        client.rpush(tag + f":wo:{qns}:{cp.id}", wid)
+        suffixes += [f":w:{qns}:{cp.id}", f":wo:{qns}:{cp.id}"]
+    if rec.checkpoint_ns == "":
+        client.hset(
+            tag + ":meta",
+            mapping={
+                "thread_id": rec.thread_id,
+                "checkpoint_id": cp.id,
+                "status": "idle",
+                "has_next": "0",
+                "next": b"\x01\x00\x90",
+                "updated_at": cp.created_at,
+            },
+        )
+        suffixes.append(":meta")
+        client.zadd(f"{prefix}:threads", {rec.thread_id: 1})
+    client.sadd(tag + ":keys", *suffixes)
+    client.set(f"{prefix}:schema_version", 1)
+
+
+def test_data_of_layout_1_is_migrated_and_reads_back(client: redis.Redis) -> None:
+    prefix = f"{SESSION_PREFIX}:v1"
+    stored: dict[tuple[str, str], BlobRow] = {}
+    cps: list[Checkpoint] = []
+    parent: Checkpoint | None = None
+    for i in range(8):  # a growing list (deltas) and a value set once
+        messages = [*(parent.values["messages"] if parent else []), f"message {i}"]
+        cp = step(parent, {"messages": messages, "big": "b" * 500})
+        writes: tuple[TaskWrite, ...] = ()
+        if i == 7:  # odd task names, and an order that is not the task ids'
+            writes = (
+                TaskWrite("t1", "a node", "interrupt", {"ask": i}),
+                TaskWrite("t0", "n\n2", "result", i),
+            )
+        put_v1(
+            client, prefix, record("a:b{c}", cp, parent, metadata={"i": i}, writes=writes), stored
+        )
+        cps.append(cp)
+        parent = cp
+    child = step(None, {"x": 1})
+    put_v1(client, prefix, record("a:b{c}", child, ns="child:1"), {})
+    client.pexpire(f"{prefix}:{{t:{_quoted('a:b{c}')}}}:keys", 50_000)
+    try:
+        with RedisSaver(REDIS_URL, prefix=prefix) as saver:
+            assert client.get(f"{prefix}:schema_version") == str(SCHEMA_VERSION).encode()
+            got = saver.get_tuple("a:b{c}")
+            assert got is not None and got.checkpoint == cps[-1]
+            assert [(w.task_id, w.task_name, w.value) for w in got.pending_writes] == [
+                ("t1", "a node", {"ask": 7}), ("t0", "n\n2", 7)]  # fmt: skip
+            assert [r.checkpoint for r in saver.list("a:b{c}")] == cps[::-1]
+            assert [r.metadata["i"] for r in saver.list("a:b{c}", filter={"i": 3})] == [3]
+            assert saver.get_tuple("a:b{c}", "child:1") is not None
+            assert [t.thread_id for t in saver.list_threads()] == ["a:b{c}"]
+            kinds = {k.split("}:", 1)[1].split(":", 1)[0] for k in keys_of(client, saver)
+                     if "}:" in k}  # fmt: skip
+            assert kinds == {"keys", "meta", "ns", "idx", "c", "w", "b"}
+            assert all(0 < client.pttl(k) <= 50_000 for k in keys_of(client, saver) if "}:" in k)
+            last = cps[-1]  # the chain goes on from a migrated blob, as a delta
+            nxt = step(last, {**last.values, "messages": [*last.values["messages"], "more"]})
+            with RedisSaver(REDIS_URL, prefix=prefix) as fresh:  # no migration the second time
+                fresh.put(record("a:b{c}", nxt, last))
+            tag = f"{prefix}:{{t:{_quoted('a:b{c}')}}}"
+            new_blob = f"{tag}:b::messages:{nxt.versions['messages']}"
+            assert (
+                base_ref(client, new_blob) == f":b::messages:{last.versions['messages']}".encode()
+            )
+            again = saver.get_tuple("a:b{c}")
+            assert again is not None and again.checkpoint == nxt
+    finally:
+        unlink_prefix(prefix)
+
+
 def test_prefix_with_braces_is_refused() -> None:
     with pytest.raises(ValueError, match="braces"):
         RedisSaver(REDIS_URL, prefix="a{b}")
@@ -675,7 +808,7 @@ def test_growing_list_is_stored_as_deltas(saver: RedisSaver, client: redis.Redis
     cps = conversation(saver, "t", 60)
     final = cps[-1].values["messages"]
     list_bytes = sum(
-        client.hstrlen(k, "data") for k in blob_keys(client, saver, "t") if ":b::messages:" in k
+        len(blob_data(client, k)) for k in blob_keys(client, saver, "t") if ":b::messages:" in k
     )
     one_copy = len("".join(final))
     assert list_bytes < (COMPACT_RATIO + 1.5) * one_copy  # not 60 copies of a growing list
@@ -683,6 +816,45 @@ def test_growing_list_is_stored_as_deltas(saver: RedisSaver, client: redis.Redis
     for i in (0, 1, 17, 59):
         got = saver.get_tuple("t", "", cps[i].id)
         assert got is not None and got.checkpoint == cps[i]
+
+
+def test_one_key_per_checkpoint_and_per_value(saver: RedisSaver, client: redis.Redis) -> None:
+    """Keys cost Redis memory of their own: a checkpoint is one string, its writes (if any) one
+    hash, an unchanged value is not stored again."""
+    cps = conversation(saver, "t", 10)
+    saver.put_writes("t", "", cps[3].id, [TaskWrite("a", "n", "result", 1)])
+    saver.put_writes("t", "", cps[3].id, [TaskWrite("b", "n", "error", "x")])
+    keys = keys_of(client, saver, "t")
+    checkpoints = [k for k in keys if ":c::" in k]
+    assert len(checkpoints) == 10
+    assert all(client.type(k) == b"string" for k in checkpoints)
+    assert [k for k in keys if ":w::" in k] == [f"{saver.prefix}:{{t:t}}:w::{cps[3].id}"]
+    assert len([k for k in keys if ":b::big:" in k]) == 1
+    assert len([k for k in keys if ":b::count:" in k]) == 10
+
+
+def test_long_versions_chain_and_prune_like_short_ones(
+    saver: RedisSaver, client: redis.Redis
+) -> None:
+    """A blob header longer than the bytes first read for it is read whole."""
+    cps: list[Checkpoint] = []
+    parent: Checkpoint | None = None
+    for i in range(6):
+        cp = step(parent, {"messages": [*(parent.values["messages"] if parent else []), i]})
+        cp = dataclasses.replace(cp, versions={"messages": "v" * 600 + str(i)})
+        saver.put(record("t", cp, parent))
+        cps.append(cp)
+        parent = cp
+    with RedisSaver(REDIS_URL, prefix=saver.prefix) as fresh:  # knows no blob yet
+        nxt = dataclasses.replace(
+            step(cps[-1], {"messages": [*cps[-1].values["messages"], 6]}),
+            versions={"messages": "v" * 600 + "6"},
+        )
+        fresh.put(record("t", nxt, cps[-1]))
+        assert fresh.prune("t", keep_last=2) == 5
+    new_blob = f"{saver.prefix}:{{t:t}}:b::messages:{'v' * 600}6"
+    assert base_ref(client, new_blob) == f":b::messages:{'v' * 600}5".encode()
+    assert [r.checkpoint for r in saver.list("t")] == [nxt, cps[-1]]
 
 
 def test_prune_keeps_what_kept_checkpoints_need(saver: RedisSaver, client: redis.Redis) -> None:
@@ -697,8 +869,8 @@ def test_prune_keeps_what_kept_checkpoints_need(saver: RedisSaver, client: redis
     # No orphans: every key left is a kept checkpoint's or a blob it needs.
     keys = keys_of(client, saver, "t")
     dropped = {c.id for c in cps[:-3]}
-    assert not [k for k in keys if k.rsplit(":", 1)[1] in dropped and ":cp:" in k]
-    assert not [k for k in keys if k.rsplit(":", 1)[1] in dropped and ":w" in k]
+    assert not [k for k in keys if k.rsplit(":", 1)[1] in dropped and ":c:" in k]
+    assert not [k for k in keys if k.rsplit(":", 1)[1] in dropped and ":w:" in k]
     tag = f"{saver.prefix}:{{t:t}}"
     reachable = set()
     for kept_cp in [*cps[-3:], *child[-3:]]:
@@ -707,9 +879,9 @@ def test_prune_keeps_what_kept_checkpoints_need(saver: RedisSaver, client: redis
             ref: bytes | None = f":b:{ns}:{key}:{version}".encode()
             while ref:
                 reachable.add(tag + ref.decode())
-                ref = client.hget(tag + ref.decode(), "base_ref")
+                ref = base_ref(client, tag + ref.decode())
     assert set(blob_keys(client, saver, "t")) == reachable  # every blob left is needed
-    assert len([k for k in keys if ":cp:" in k]) == 3 + 3
+    assert len([k for k in keys if ":c:" in k]) == 3 + 3
     assert len([k for k in keys if ":b::big:" in k]) == 1
     registry = {s.decode() for s in client.smembers(f"{saver.prefix}:{{t:t}}:keys")}
     assert {tag + s for s in registry} == set(keys) - {tag + ":keys"}
@@ -736,7 +908,7 @@ def test_retention_keeps_the_newest_n_on_save(client: redis.Redis) -> None:
     with redis_saver(retention=Retention(max_checkpoints=4)) as saver:
         cps = conversation(saver, "t", 25)
         assert [r.checkpoint for r in saver.list("t")] == cps[:-5:-1]
-        assert len([k for k in keys_of(client, saver, "t") if ":cp:" in k]) == 4
+        assert len([k for k in keys_of(client, saver, "t") if ":c:" in k]) == 4
 
 
 async def test_retention_by_age_never_drops_the_newest() -> None:

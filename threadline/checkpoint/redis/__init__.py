@@ -1,0 +1,32 @@
+"""A saver backed by plain Redis (no modules): checkpoints shared by many processes and machines.
+
+The package, by layer:
+
+- ``keys.py`` — the key layout (one hash per checkpoint, one string per value blob) and the
+  version marker;
+- ``scripts.py`` — the Lua scripts: every write is one atomic round trip, and ``put`` is a
+  compare-and-set on the (thread, namespace) head;
+- ``operations.py`` — what each saver method does, as generators yielding requests, written
+  once for sync and async;
+- ``requests.py`` — those requests, and sending them over a sync or an async client;
+- ``saver.py`` — ``RedisSaver``: connections, retries after a lost connection, the public API;
+- ``migration.py`` — rewriting data of an older layout when a saver starts;
+- ``cache.py`` — blob metadata kept for delta encoding.
+
+``ttl`` (seconds) applies to every key of a thread and is refreshed on every write to it; the
+refresh touches each of the thread's keys, so its cost grows with the thread's history (bound
+it with ``retention``). Expired threads leave their id in ``P:threads``; ``list_threads`` skips
+and removes them.
+
+redis-py's automatic retries are turned off: after a broken connection the saver sends a request
+again itself (up to three times), and a ``put`` goes again flagged as resent, so that finding its
+own checkpoint already saved (same id, same bytes) counts as success, not as a conflict.
+
+Redis Cluster is not supported: ``put`` also updates the global ``P:threads``, and
+``copy_thread`` spans two threads' slots.
+"""
+
+from threadline.checkpoint.redis.keys import SCHEMA_VERSION
+from threadline.checkpoint.redis.saver import RedisSaver, mask_url
+
+__all__ = ["SCHEMA_VERSION", "RedisSaver", "mask_url"]

@@ -1,0 +1,167 @@
+"""The key layout (version 2) and how values are packed into it.
+
+``P`` is the prefix; ``T`` = ``P:{t:<thread>}``, whose hash tag puts every key of one thread in
+one slot. Thread ids, namespaces, state keys and versions are percent-encoded in key names
+(``q``), so a component never holds ``:``, ``{``, ``}``, ``|``, spaces or newlines; the real
+ids are kept in the data::
+
+    P:schema_version             string: the layout version of everything under P
+    P:threads                    zset: thread id -> last update (µs), for list_threads
+    T:meta                       hash: root-namespace head, status, next task names, updated_at
+    T:keys                       set: the suffix (after T) of every other key of the thread
+    T:ns                         set: the thread's namespaces
+    T:idx:<ns>                   zset: checkpoint ids, all scored 0, so ordered by id
+    T:c:<ns>:<id>                string: one checkpoint (``pack_checkpoint``)
+    T:w:<ns>:<id>                hash: its pending writes, if any (``<kind>:<task>`` fields)
+    T:b:<ns>:<key>:<version>     string: one value blob (``pack_blob``)
+
+Redis spends some 60-100 bytes on every key, and a hash holding a value longer than 64 bytes
+becomes a real hash table with an allocation per field name and value, so a checkpoint is one
+string and so is a blob; only pending writes, which are added one call at a time, are a hash.
+Nothing is stored twice: a checkpoint's id, parent and step live only in its body.
+
+Version 1 kept a checkpoint's row, writes and write order in two hashes and a list (``cp``,
+``w``, ``wo``), repeated the body's id, parent and step as fields, and stored a blob as a hash
+of its fields; ``migration.py`` rewrites such data in place.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import quote, unquote
+
+from threadline.checkpoint.layout import BlobRow, CheckpointRow, WriteRow
+
+#: The version of the key layout; a store written by a newer layout is refused.
+SCHEMA_VERSION = 2
+
+HEADER_READ = 512  # bytes read to get a blob's header (all of it, if the header is longer)
+
+
+@functools.lru_cache(maxsize=4096)
+def q(text: str) -> str:
+    """A component of a key name: percent-encoded, so never ``:``, ``{``, ``}`` or ``|``."""
+    return quote(text, safe="")
+
+
+class Keys:
+    """Key names of one thread; see the module docstring."""
+
+    __slots__ = ("prefix", "registry", "tag", "threads")
+
+    def __init__(self, prefix: str, thread_id: str) -> None:
+        self.prefix = prefix
+        self.tag = f"{prefix}:{{t:{q(thread_id)}}}"
+        self.registry = self.tag + ":keys"
+        self.threads = f"{prefix}:threads"
+
+    def idx(self, qns: str) -> str:
+        return f"{self.tag}:idx:{qns}"
+
+    def checkpoint(self, qns: str, checkpoint_id: str) -> str:
+        return f"{self.tag}:c:{qns}:{checkpoint_id}"
+
+    def writes(self, qns: str, checkpoint_id: str) -> str:
+        return f"{self.tag}:w:{qns}:{checkpoint_id}"
+
+    @property
+    def meta(self) -> str:
+        return self.tag + ":meta"
+
+    @property
+    def namespaces(self) -> str:
+        return self.tag + ":ns"
+
+
+def blob_suffix(qns: str, key: str, version: Any) -> str:
+    return f":b:{qns}:{q(key)}:{q(str(version))}"
+
+
+def blob_prefix(qns: str) -> str:
+    """What the suffix of every blob of namespace ``qns`` starts with."""
+    return f":b:{qns}:"
+
+
+# -------------------------------------------------------------------------------- blobs
+# A blob is "<kind>|<start>|<chain_bytes>|<full_bytes>|<base>\n<data>": kind ``f`` (full) or
+# ``d`` (delta), versions quoted. The scripts read only ``<base>``, to follow a delta's chain.
+
+
+def pack_blob(blob: BlobRow) -> bytes:
+    """The stored form of ``blob``: its header line, then its data."""
+    kind, base = ("f", "") if blob.base is None else ("d", q(str(blob.base)))
+    header = f"{kind}|{q(str(blob.start))}|{blob.chain_bytes}|{blob.full_bytes}|{base}\n"
+    return header.encode() + blob.data
+
+
+def unpack_blob(suffix: str, stored: bytes, *, with_data: bool = True) -> BlobRow:
+    """The blob stored under ``suffix`` (``:b:<ns>:<key>:<version>``); ValueError if damaged."""
+    header, sep, data = stored.partition(b"\n")
+    kind, start, chain_bytes, full_bytes, base = header.decode().split("|")
+    if not sep or kind not in ("f", "d"):
+        raise ValueError("the blob's header is damaged")
+    _, _, _, key, version = suffix.split(":")
+    return BlobRow(
+        key=unquote(key),
+        version=unquote(version),
+        start=unquote(start),
+        base=unquote(base) if kind == "d" else None,
+        chain_bytes=int(chain_bytes),
+        full_bytes=int(full_bytes),
+        data=data if with_data else b"",
+    )
+
+
+# --------------------------------------------------------------------------- checkpoints
+# A checkpoint is "<created_at> <metadata length> <blob suffix>...\n<metadata><body>",
+# created_at quoted. The scripts read the blob suffixes (``read``) and created_at (retention).
+
+
+def pack_checkpoint(row: CheckpointRow, blob_suffixes: Sequence[str]) -> bytes:
+    """The stored form of a checkpoint row naming the blobs its values live in."""
+    header = " ".join([q(row.created_at), str(len(row.metadata)), *blob_suffixes])
+    return header.encode() + b"\n" + row.metadata + row.body
+
+
+def unpack_checkpoint(stored: bytes) -> tuple[str, bytes, bytes]:
+    """``(created_at, metadata, body)`` of a stored checkpoint; ValueError if damaged."""
+    header, sep, rest = stored.partition(b"\n")
+    created_at, size, *_ = header.decode().split(" ")
+    if not sep or int(size) > len(rest):
+        raise ValueError("the checkpoint's header is damaged")
+    return unquote(created_at), rest[: int(size)], rest[int(size) :]
+
+
+def created_at_of(token: bytes) -> str:
+    """The creation time from the first word of a checkpoint's header, as scripts return it."""
+    return unquote(token.decode())
+
+
+# --------------------------------------------------------------------------------- writes
+# A checkpoint's writes are the fields ``<kind>:<task>`` of its ``w`` hash, each holding
+# "<seq>|<quoted task name>\n<data>"; field ``n`` counts the writes added, giving ``seq``.
+
+
+def write_args(writes: Sequence[WriteRow]) -> list[Any]:
+    """Script arguments for ``writes``: field name, then the value without its sequence number."""
+    args: list[Any] = []
+    for w in writes:
+        args += [f"{w.kind}:{w.task_id}", f"{q(w.task_name)}\n".encode() + w.data]
+    return args
+
+
+def write_rows(fields: Mapping[bytes, bytes]) -> list[WriteRow]:
+    """The pending writes in a ``w`` hash's ``fields``, in the order they were saved."""
+    found: list[tuple[int, WriteRow]] = []
+    for name, value in fields.items():
+        if name == b"n":
+            continue
+        kind, _, task_id = name.decode().partition(":")
+        head, sep, data = value.partition(b"\n")
+        seq, bar, task_name = head.decode().partition("|")
+        if not sep or not bar:
+            raise ValueError(f"write field {name.decode()!r} is damaged")
+        found.append((int(seq), WriteRow(task_id, kind, unquote(task_name), data)))
+    return [row for _, row in sorted(found, key=lambda pair: pair[0])]

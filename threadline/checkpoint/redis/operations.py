@@ -1,0 +1,567 @@
+"""What each saver method does, as sans-IO generators over ``requests.py``'s requests.
+
+Every operation is written once and driven by ``RedisSaver``'s sync or async runner. A put is
+one script call (``scripts.PUT``); encoding a delta may first cost one lookup of its base's
+metadata when this process has not seen that base (``BlobCache``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from threadline import serde
+from threadline.checkpoint.base import (
+    CheckpointRecord,
+    Retention,
+    StorageHints,
+    TaskWrite,
+    ThreadInfo,
+    ThreadStatus,
+    metadata_matches,
+)
+from threadline.checkpoint.layout import (
+    BlobRow,
+    EncodedCheckpoint,
+    assemble_values,
+    chains_needed,
+    decode_metadata,
+    decode_write,
+    encode_record,
+    encode_writes,
+    referenced_blobs,
+    wanted_blobs,
+)
+from threadline.checkpoint.redis.cache import BlobCache
+from threadline.checkpoint.redis.keys import (
+    HEADER_READ,
+    Keys,
+    blob_prefix,
+    blob_suffix,
+    created_at_of,
+    pack_blob,
+    pack_checkpoint,
+    q,
+    unpack_blob,
+    unpack_checkpoint,
+    write_args,
+    write_rows,
+)
+from threadline.checkpoint.redis.requests import Call, Emit, Eval, Op, Pipe, pairs, text
+from threadline.errors import ConcurrentUpdateError, SaverUnavailableError, SerializationError
+
+PAGE = 64  # checkpoints (or threads) read per round trip when listing
+_PRUNE_ATTEMPTS = 5
+_PUT_ATTEMPTS = 4
+
+
+@dataclass
+class Operations:
+    """The saver's operations for keys under ``prefix``; ``ttl_ms`` 0 means no TTL."""
+
+    prefix: str
+    ttl_ms: int = 0
+    retention: Retention | None = None
+    cache: BlobCache = field(default_factory=BlobCache)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def get(
+        self, thread_id: str, ns: str, checkpoint_id: str | None
+    ) -> Op[CheckpointRecord | None]:
+        keys = Keys(self.prefix, thread_id)
+        reply = yield _read(keys, q(ns), checkpoint_id)
+        return self._decode(keys, thread_id, ns, reply) if reply else None
+
+    def list(
+        self,
+        thread_id: str,
+        ns: str,
+        filter: Mapping[str, Any] | None,
+        before: str | None,
+        limit: int | None,
+    ) -> Op[None]:
+        """Emits the checkpoints newest first, a page of ids per round trip."""
+        if limit is not None and limit <= 0:
+            return
+        keys, qns = Keys(self.prefix, thread_id), q(ns)
+        page = min(limit, PAGE) if limit is not None and not filter else PAGE
+        cursor, produced = before, 0
+        while True:
+            high = "+" if cursor is None else "(" + cursor
+            ids = [
+                text(i) for i in (yield Call("zrevrangebylex", (keys.idx(qns), high, "-", 0, page)))
+            ]
+            wanted = ids
+            if filter and ids:
+                rows = yield Pipe([Call("get", (keys.checkpoint(qns, i),)) for i in ids])
+                wanted = [
+                    i
+                    for i, row in zip(ids, rows, strict=True)
+                    if row is not None
+                    and metadata_matches(_metadata(keys, thread_id, ns, i, row), filter)
+                ]
+            if wanted:
+                replies = yield Pipe([_read(keys, qns, i) for i in wanted])
+                for reply in replies:
+                    if not reply:
+                        continue  # pruned or deleted since the page was read
+                    yield Emit(self._decode(keys, thread_id, ns, reply))
+                    produced += 1
+                    if limit is not None and produced >= limit:
+                        return
+            if len(ids) < page:
+                return
+            cursor = ids[-1]
+
+    def _decode(
+        self, keys: Keys, thread_id: str, ns: str, reply: Sequence[Any]
+    ) -> CheckpointRecord:
+        """The record from a ``read`` reply; a damaged key is named in the error."""
+        raw_id, row, writes_flat, blobs_flat = reply
+        checkpoint_id = text(raw_id)
+        fetched: list[BlobRow] = []
+        current = keys.checkpoint(q(ns), checkpoint_id)
+        try:
+            _, metadata_bytes, body = unpack_checkpoint(row)
+            cp, wanted = wanted_blobs(body)
+            for i in range(0, len(blobs_flat) - 1, 2):
+                suffix = text(blobs_flat[i])
+                current = keys.tag + suffix
+                fetched.append(unpack_blob(suffix, blobs_flat[i + 1]))
+            current = keys.checkpoint(q(ns), checkpoint_id)
+            values = _values(cp.versions, wanted, fetched)
+            metadata = decode_metadata(metadata_bytes)
+            current = keys.writes(q(ns), checkpoint_id)
+            writes = tuple(decode_write(w) for w in write_rows(pairs(writes_flat)))
+        except SerializationError as exc:
+            raise _in_checkpoint(exc, thread_id, ns, checkpoint_id, keys.tag) from exc
+        except (KeyError, ValueError) as exc:
+            raise _malformed(current, thread_id, ns, checkpoint_id, exc) from exc
+        for blob in fetched:
+            self.cache.put(thread_id, ns, blob)
+        return CheckpointRecord(
+            thread_id=thread_id,
+            checkpoint_ns=ns,
+            checkpoint=dataclasses.replace(cp, values=values),
+            metadata=metadata,
+            pending_writes=writes,
+        )
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def put(self, record: CheckpointRecord, fork: bool) -> Op[None]:
+        """One ``PUT`` script call; sent again in full when a delta's base turned out missing."""
+        thread_id, ns, cp = record.thread_id, record.checkpoint_ns, record.checkpoint
+        keys, qns = Keys(self.prefix, thread_id), q(ns)
+        key_of = {blob_suffix(qns, k, v): k for k, v in cp.versions.items()}
+        in_full: set[str] = set()  # keys the hints called unchanged, but whose blob is missing
+        for _ in range(_PUT_ATTEMPTS):
+            encoded = yield from self._encode(record)
+            blobs = list(encoded.blobs)
+            if in_full - {b.key for b in blobs}:
+                blobs += _full_blobs(record, in_full - {b.key for b in blobs})
+            args = self._put_args(record, fork, encoded, blobs, key_of)
+            resend = [*args[:18], "1", *args[19:]]
+            reply = yield Eval("put", [keys.registry, keys.threads], args, resend=resend)
+            outcome = text(reply[0])
+            if outcome == "conflict":
+                raise _conflict(record, text(reply[1]) or None, moved=text(reply[2]) == "1")
+            if outcome == "nobase":  # a delta's base vanished (pruned or deleted elsewhere)
+                self.cache.drop(thread_id, ns)
+                continue
+            if outcome == "missing":
+                in_full |= _missing_keys(record, {key_of[text(s)] for s in reply[1]})
+                continue
+            existed = {text(s) for s in reply[3]}
+            for b in blobs:
+                if blob_suffix(qns, b.key, b.version) in existed:
+                    self.cache.drop_one(thread_id, ns, b.key, str(b.version))
+                else:
+                    self.cache.put(thread_id, ns, _stringly(b))
+            yield from self._retain(keys, thread_id, ns, int(reply[1]), reply[2])
+            return
+        raise SaverUnavailableError(
+            f"checkpoint {cp.id!r} of thread {thread_id!r} (namespace {ns!r}) was not saved: "
+            "the values it extends keep disappearing (is another process pruning the thread?)"
+        )
+
+    def _put_args(
+        self,
+        record: CheckpointRecord,
+        fork: bool,
+        encoded: EncodedCheckpoint,
+        blobs: Sequence[BlobRow],
+        key_of: Mapping[str, str],
+    ) -> list[Any]:
+        """The ``PUT`` script's arguments (documented with the script)."""
+        thread_id, ns, cp = record.thread_id, record.checkpoint_ns, record.checkpoint
+        keys, qns = Keys(self.prefix, thread_id), q(ns)
+        score, updated_at = now()
+        bases = sorted({blob_suffix(qns, b.key, b.base) for b in blobs if b.base is not None})
+        args: list[Any] = [
+            keys.tag, ns, qns, cp.id, cp.parent_id or "", "0" if cp.parent_id is None else "1",
+            "1" if fork else "0", thread_id, self.ttl_ms, score, updated_at,
+            "1" if cp.next else "0", serde.dumps([t.name for t in cp.next]),
+            pack_checkpoint(encoded.row, list(key_of)), " ".join(key_of),
+            len(blobs), len(bases), len(encoded.writes), "0",
+        ]  # fmt: skip
+        for b in blobs:
+            args += [blob_suffix(qns, b.key, b.version), pack_blob(b)]
+        return args + bases + write_args(encoded.writes)
+
+    def _encode(self, record: CheckpointRecord) -> Op[EncodedCheckpoint]:
+        """Encode, fetching the metadata of delta bases this process has not seen yet."""
+        thread_id, ns = record.thread_id, record.checkpoint_ns
+        misses: list[tuple[str, str]] = []
+
+        def base_of(key: str, version: str) -> BlobRow | None:
+            row = self.cache.get(thread_id, ns, key, str(version))
+            if row is None:
+                misses.append((key, str(version)))
+            return row
+
+        encoded = encode_record(record, base_of)  # raises SerializationError before any I/O
+        if not misses:
+            return encoded
+        keys, qns = Keys(self.prefix, thread_id), q(ns)
+        bases = yield from _blob_heads(keys, [blob_suffix(qns, k, v) for k, v in misses])
+        for base in bases:
+            if base is not None:  # else no such base (or a damaged one): stored in full
+                self.cache.put(thread_id, ns, base)
+        return encode_record(record, lambda k, v: self.cache.get(thread_id, ns, k, str(v)))
+
+    def put_writes(
+        self, thread_id: str, ns: str, checkpoint_id: str, writes: Sequence[TaskWrite]
+    ) -> Op[None]:
+        encoded = encode_writes(writes)  # raises SerializationError before any I/O
+        if not encoded:
+            return
+        keys = Keys(self.prefix, thread_id)
+        score, updated_at = now()
+        args: list[Any] = [
+            keys.tag, ns, q(ns), checkpoint_id, thread_id, self.ttl_ms, score, updated_at,
+            len(encoded), *write_args(encoded),
+        ]  # fmt: skip
+        yield Eval("put_writes", [keys.registry, keys.threads], args)
+
+    def delete(self, thread_id: str) -> Op[None]:
+        keys = Keys(self.prefix, thread_id)
+        yield Eval("delete", [keys.registry, keys.threads], [keys.tag, thread_id])
+        self.cache.drop(thread_id)
+
+    def copy(self, source: str, target: str) -> Op[None]:
+        src, dst = Keys(self.prefix, source), Keys(self.prefix, target)
+        score, updated_at = now()
+        reply = yield Eval(
+            "copy",
+            [src.registry, dst.registry, dst.threads],
+            [src.tag, dst.tag, target, self.ttl_ms, score, updated_at],
+            once=True,  # sent again after it worked, it would find the target taken
+        )
+        if text(reply) == "exists":
+            raise ValueError(
+                f"cannot copy thread {source!r} to {target!r}: the target already has "
+                "checkpoints; delete it first or pick another id"
+            )
+
+    # -- threads and retention -------------------------------------------------------------
+
+    def list_threads(self, status: ThreadStatus | None, limit: int | None) -> Op[list[ThreadInfo]]:
+        found: list[ThreadInfo] = []
+        if limit is not None and limit <= 0:
+            return found
+        threads_key = f"{self.prefix}:threads"
+        gone: list[str] = []
+        start = 0
+        while True:
+            members = [
+                text(m) for m in (yield Call("zrevrange", (threads_key, start, start + PAGE - 1)))
+            ]
+            if not members:
+                break
+            metas = yield Pipe([Call("hgetall", (Keys(self.prefix, m).meta,)) for m in members])
+            for member, raw in zip(members, metas, strict=True):
+                info = _thread_info(member, raw)
+                if info is None:
+                    gone.append(member)
+                    continue
+                if status is not None and info.status != status:
+                    continue
+                found.append(info)
+                if limit is not None and len(found) >= limit:
+                    break
+            if (limit is not None and len(found) >= limit) or len(members) < PAGE:
+                break
+            start += PAGE
+        if gone:  # expired threads: forget them, unless written again meanwhile
+            args = [a for t in gone for a in (Keys(self.prefix, t).meta, t)]
+            yield Eval("forget", [threads_key], args)
+        return found
+
+    def prune(self, thread_id: str, keep_last: int) -> Op[int]:
+        if keep_last < 0:
+            raise ValueError(f"keep_last must be 0 or more, not {keep_last}")
+        keys = Keys(self.prefix, thread_id)
+        namespaces = yield Call("smembers", (keys.namespaces,))
+        removed = 0
+        for ns in sorted(text(n) for n in namespaces):
+            removed += yield from self._prune_ns(keys, thread_id, ns, keep_last, None)
+        return removed
+
+    def _retain(
+        self, keys: Keys, thread_id: str, ns: str, count: int, oldest: bytes | None
+    ) -> Op[None]:
+        """Apply ``retention`` after a put, only when the put's summary says it is due."""
+        policy = self.retention
+        if policy is None or count <= 1:
+            return
+        cutoff = datetime.now(UTC) - policy.max_age if policy.max_age is not None else None
+        too_many = policy.max_checkpoints is not None and count > policy.max_checkpoints
+        oldest_at = parse_time(created_at_of(oldest)) if oldest is not None else None
+        too_old = cutoff is not None and oldest_at is not None and oldest_at < cutoff
+        if too_many or too_old:
+            yield from self._prune_ns(keys, thread_id, ns, policy.max_checkpoints, cutoff)
+
+    def _prune_ns(
+        self,
+        keys: Keys,
+        thread_id: str,
+        ns: str,
+        keep_last: int | None,
+        cutoff: datetime | None,
+    ) -> Op[int]:
+        """Drop all but the newest ``keep_last`` (and those created before ``cutoff``, but never
+        the newest), with every blob no kept checkpoint needs. Retries if the head moves."""
+        qns = q(ns)
+        for _ in range(_PRUNE_ATTEMPTS):
+            ids = [text(i) for i in (yield Call("zrange", (keys.idx(qns), 0, -1)))]
+            if not ids:
+                return 0
+            n_keep = len(ids) if keep_last is None else min(keep_last, len(ids))
+            drop, keep = ids[: len(ids) - n_keep], ids[len(ids) - n_keep :]
+            rows = yield Pipe([Call("get", (keys.checkpoint(qns, i),)) for i in keep])
+            kept = []
+            for i, row in zip(keep, rows, strict=True):
+                if row is None:
+                    continue
+                try:
+                    created_at, _, body = unpack_checkpoint(row)
+                    cp, _ = wanted_blobs(body)
+                except SerializationError as exc:
+                    raise _in_checkpoint(exc, thread_id, ns, i, keys.tag) from exc
+                except ValueError as exc:
+                    raise _malformed(keys.checkpoint(qns, i), thread_id, ns, i, exc) from exc
+                when = parse_time(created_at)
+                if cutoff is not None and i != ids[-1] and when is not None and when < cutoff:
+                    drop.append(i)
+                    continue
+                kept.append(
+                    dataclasses.replace(cp, versions={k: str(v) for k, v in cp.versions.items()})
+                )
+            if not drop:
+                return 0
+            suffix_of = yield from self._stored_blobs(keys, qns)
+            needed = referenced_blobs(kept, {kv: row for kv, (_, row) in suffix_of.items()})
+            doomed = [kv for kv in suffix_of if kv not in needed]
+            removed = yield Eval(
+                "prune",
+                [keys.registry, keys.threads],
+                [keys.tag, qns, ids[-1], len(drop), len(doomed), ns, thread_id,
+                 *drop, *(suffix_of[kv][0] for kv in doomed)],
+            )  # fmt: skip
+            if int(removed) < 0:
+                continue  # a checkpoint was saved meanwhile: decide again
+            for kv in doomed:
+                self.cache.drop_one(thread_id, ns, *kv)
+            return int(removed)
+        return 0
+
+    def _stored_blobs(self, keys: Keys, qns: str) -> Op[dict[tuple[str, str], tuple[str, BlobRow]]]:
+        """Every blob of the namespace: (key, version) -> (suffix, metadata without data)."""
+        members = yield Call("smembers", (keys.registry,))
+        suffixes = sorted(s for s in map(text, members) if s.startswith(blob_prefix(qns)))
+        rows = yield from _blob_heads(keys, suffixes)
+        return {
+            (row.key, row.version): (s, row)
+            for s, row in zip(suffixes, rows, strict=True)
+            if row is not None  # gone meanwhile, or damaged: nothing can chain to it
+        }
+
+
+# ------------------------------------------------------------------------------- helpers
+
+
+def _blob_heads(keys: Keys, suffixes: Sequence[str]) -> Op[list[BlobRow | None]]:
+    """The metadata of the blobs ``suffixes`` (None: missing or damaged), read without their
+    data: the first bytes of each, then all of any whose header is longer than that."""
+    if not suffixes:
+        return []
+    heads = yield Pipe([Call("getrange", (keys.tag + s, 0, HEADER_READ - 1)) for s in suffixes])
+    long = [i for i, head in enumerate(heads) if len(head) == HEADER_READ and b"\n" not in head]
+    if long:
+        whole = yield Pipe([Call("get", (keys.tag + suffixes[i],)) for i in long])
+        for i, value in zip(long, whole, strict=True):
+            heads[i] = value or b""
+    rows: list[BlobRow | None] = []
+    for suffix, head in zip(suffixes, heads, strict=True):
+        try:
+            rows.append(unpack_blob(suffix, head, with_data=False))
+        except ValueError:
+            rows.append(None)
+    return rows
+
+
+def _read(keys: Keys, qns: str, checkpoint_id: str | None) -> Eval:
+    return Eval(
+        "read",
+        [keys.idx(qns)],
+        [keys.tag, qns, checkpoint_id or "", "0" if checkpoint_id is None else "1"],
+    )
+
+
+def _values(
+    versions: Mapping[str, Any], wanted: Sequence[tuple[str, str]], fetched: Sequence[BlobRow]
+) -> dict[str, Any]:
+    """The checkpoint's values from the blobs the ``read`` script fetched (chains included)."""
+    by_version = {(r.key, r.version): r for r in fetched}
+    rows = {
+        (key, version): by_version[(key, str(version))]
+        for key, version in wanted
+        if (key, str(version)) in by_version
+    }
+    chains = {
+        (key, start): [r for r in fetched if r.key == key and r.start == start]
+        for key, start in chains_needed(rows.values())
+    }
+    return assemble_values(versions, rows, chains)
+
+
+def _metadata(
+    keys: Keys, thread_id: str, ns: str, checkpoint_id: str, row: bytes
+) -> dict[str, Any]:
+    """The metadata of a stored checkpoint, for ``list(filter=...)``."""
+    try:
+        return decode_metadata(unpack_checkpoint(row)[1])
+    except SerializationError as exc:
+        raise _in_checkpoint(exc, thread_id, ns, checkpoint_id, "") from exc
+    except ValueError as exc:
+        key = keys.checkpoint(q(ns), checkpoint_id)
+        raise _malformed(key, thread_id, ns, checkpoint_id, exc) from exc
+
+
+def _malformed(
+    key: str, thread_id: str, ns: str, checkpoint_id: str, exc: Exception
+) -> SerializationError:
+    return SerializationError(
+        f"thread {thread_id!r}, namespace {ns!r}, checkpoint {checkpoint_id!r}: "
+        f"Redis key {key!r} is malformed ({type(exc).__name__}: {exc}); "
+        "it was not written by this threadline or was damaged"
+    )
+
+
+def _missing_keys(record: CheckpointRecord, missing: set[str]) -> set[str]:
+    """``missing`` (keys whose named blob is not stored), if the record can store them in full."""
+    cp = record.checkpoint
+    absent = sorted(missing - cp.values.keys())
+    if absent:
+        raise SerializationError(
+            f"checkpoint {cp.id} of thread {record.thread_id!r} (namespace "
+            f"{record.checkpoint_ns!r}) names version {cp.versions[absent[0]]!r} of key "
+            f"{absent[0]!r}, which is not stored, and carries no value for it; nothing was written"
+        )
+    return missing
+
+
+def _stringly(blob: BlobRow) -> BlobRow:
+    """The blob's metadata as it reads back from Redis: versions as strings, no data."""
+    return BlobRow(
+        blob.key,
+        str(blob.version),
+        str(blob.start),
+        str(blob.base) if blob.base is not None else None,
+        blob.chain_bytes,
+        blob.full_bytes,
+        b"",
+    )
+
+
+def _describe(checkpoint_id: str | None) -> str:
+    return "no checkpoint (an empty thread)" if checkpoint_id is None else repr(checkpoint_id)
+
+
+def _conflict(record: CheckpointRecord, head: str | None, *, moved: bool) -> ConcurrentUpdateError:
+    cp = record.checkpoint
+    where = f"thread {record.thread_id!r} (namespace {record.checkpoint_ns!r})"
+    if moved:
+        return ConcurrentUpdateError(
+            f"{where} has moved on: checkpoint {cp.id} was computed from parent "
+            f"{_describe(cp.parent_id)}, but the newest checkpoint is {_describe(head)}; "
+            "another run saved first and nothing was written. Load the thread again and retry, "
+            "or save with fork=True to branch on purpose."
+        )
+    return ConcurrentUpdateError(
+        f"{where}: checkpoint {cp.id} does not sort after the newest checkpoint {head}; nothing "
+        "was written (it is saved already, and checkpoints are never replaced, or its id was "
+        "made by a clock that is behind)"
+    )
+
+
+def _full_blobs(record: CheckpointRecord, keys: set[str]) -> list[BlobRow]:
+    """Full blobs of ``keys``' values (their hinted blobs turned out not to exist)."""
+    hints = StorageHints(frozenset(keys))
+    sub = dataclasses.replace(record, pending_writes=(), hints=hints)
+    return list(encode_record(sub, lambda key, version: None).blobs)
+
+
+def _in_checkpoint(
+    exc: SerializationError, thread_id: str, ns: str, checkpoint_id: str, tag: str
+) -> SerializationError:
+    where = f"thread {thread_id!r}, namespace {ns!r}, checkpoint {checkpoint_id!r}"
+    if tag:
+        where += f" (Redis keys {tag}:*)"
+    return SerializationError(f"{where}: {exc}", path=exc.path, type_name=exc.type_name)
+
+
+def _thread_info(thread_id: str, raw: Mapping[bytes, bytes] | None) -> ThreadInfo | None:
+    if not raw or b"checkpoint_id" not in raw:
+        return None
+    try:
+        names = serde.loads(raw[b"next"]) if raw.get(b"next") else []
+    except SerializationError:
+        names = []
+    return ThreadInfo(
+        thread_id=text(raw.get(b"thread_id", thread_id.encode())),
+        status=text(raw.get(b"status", b"idle")),  # type: ignore[arg-type]
+        checkpoint_id=text(raw[b"checkpoint_id"]),
+        updated_at=text(raw.get(b"updated_at", b"")),
+        next=tuple(names),
+    )
+
+
+_clock_lock = threading.Lock()
+_last_now = datetime.min.replace(tzinfo=UTC)
+
+
+def now() -> tuple[int, str]:
+    """(microseconds since the epoch, ISO timestamp) of now, increasing within a process."""
+    global _last_now
+    when = datetime.now(UTC)
+    with _clock_lock:
+        if when <= _last_now:
+            when = _last_now + timedelta(microseconds=1)
+        _last_now = when
+    delta = when - datetime(1970, 1, 1, tzinfo=UTC)
+    return delta // timedelta(microseconds=1), when.isoformat(timespec="microseconds")
+
+
+def parse_time(value: str) -> datetime | None:
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)

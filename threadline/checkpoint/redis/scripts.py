@@ -1,0 +1,290 @@
+"""The Lua scripts: each runs atomically on the server, so every write is one round trip.
+
+``put`` checks that the parent is still the newest checkpoint of its (thread, namespace) and
+that the new id sorts after it — compare-and-set — and then writes the checkpoint, its new blobs
+(immutable: an existing blob is never rewritten), its pending writes, the index, the thread's
+status and the TTLs; or it writes nothing and reports why. ``read`` returns a checkpoint with
+its writes and every blob its values need, following each delta to its chain's full blob.
+Key names and value formats are in ``keys.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+# Helpers shared by the scripts that write. ``refresh`` re-arms the TTL of every key of a
+# thread; ``status_of`` is ``base.thread_status`` over the fields of a writes hash
+# (``<kind>:<task>``); ``store_writes`` adds writes, keeping the sequence number of one that is
+# replaced.
+_COMMON = r"""
+local function refresh(tag, reg, ttl)
+  if ttl > 0 then
+    for _, s in ipairs(redis.call('SMEMBERS', reg)) do
+      redis.call('PEXPIRE', tag .. s, ttl)
+    end
+    redis.call('PEXPIRE', reg, ttl)
+  end
+end
+
+local function status_of(wkey, has_next)
+  if has_next ~= '1' then return 'idle' end
+  local finished, entries = {}, {}
+  for _, f in ipairs(redis.call('HKEYS', wkey)) do
+    local i = string.find(f, ':', 1, true)
+    if i then
+      local kind, task = string.sub(f, 1, i - 1), string.sub(f, i + 1)
+      if kind == 'result' then finished[task] = true end
+      entries[#entries + 1] = {kind, task}
+    end
+  end
+  local err, intr = false, false
+  for _, e in ipairs(entries) do
+    if not finished[e[2]] then
+      if e[1] == 'error' then err = true
+      elseif e[1] == 'interrupt' or e[1] == 'breakpoint' then intr = true end
+    end
+  end
+  if err then return 'error' elseif intr then return 'interrupted' end
+  return 'running'
+end
+
+local function store_writes(tag, reg, wsuffix, first, n)
+  if n == 0 then return end
+  local wkey = tag .. wsuffix
+  for i = 0, n - 1 do
+    local field, value = ARGV[first + i * 2], ARGV[first + i * 2 + 1]
+    local old = redis.call('HGET', wkey, field)
+    local seq = old and string.match(old, '^(%d+)|') or redis.call('HINCRBY', wkey, 'n', 1)
+    redis.call('HSET', wkey, field, seq .. '|' .. value)
+  end
+  redis.call('SADD', reg, wsuffix)
+end
+"""
+
+# KEYS: registry, global threads zset.
+# ARGV: 1 tag, 2 ns, 3 qns, 4 id, 5 parent, 6 has_parent, 7 fork, 8 thread_id, 9 ttl_ms,
+# 10 score, 11 updated_at, 12 has_next, 13 next, 14 packed checkpoint, 15 blob suffixes
+# (space-separated), 16 n_blobs, 17 n_bases, 18 n_writes, 19 resent; then 2 per blob (suffix,
+# packed blob), one per delta base that must exist (suffix), 2 per write (field, value).
+# Replies {'ok', count, oldest created_at, blobs that existed}, {'conflict', head, moved},
+# {'nobase', suffix} or {'missing', {suffixes}}; only 'ok' has written anything.
+PUT = (
+    _COMMON
+    + r"""
+local tag, ns, qns, cid = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local reg, threads = KEYS[1], KEYS[2]
+local idx_s, cp_s, w_s = ':idx:' .. qns, ':c:' .. qns .. ':' .. cid, ':w:' .. qns .. ':' .. cid
+local idx, cp = tag .. idx_s, tag .. cp_s
+
+local function summary(existed)
+  local oldest = redis.call('ZRANGE', idx, 0, 0)[1]
+  local row = redis.call('GET', tag .. ':c:' .. qns .. ':' .. oldest) or ''
+  return {'ok', redis.call('ZCARD', idx), string.match(row, '^[^ \n]*'), existed}
+end
+
+local head = redis.call('ZREVRANGE', idx, 0, 0)[1]
+local moved = false
+if ARGV[7] ~= '1' then
+  if ARGV[6] == '1' then moved = head ~= ARGV[5] else moved = head ~= nil end
+end
+-- the new checkpoint must become the newest: checkpoints are never replaced (ZRANGEBYLEX
+-- compares bytes, as ids sort; Lua's own comparison would follow the server's locale)
+local behind = head ~= nil and #redis.call('ZRANGEBYLEX', idx, '[' .. cid, '+', 'LIMIT', 0, 1) > 0
+if moved or behind then
+  if ARGV[19] == '1' and head == cid and redis.call('GET', cp) == ARGV[14] then
+    return summary({})  -- this very put, sent again after its reply was lost: it is saved
+  end
+  return {'conflict', head or '', moved and '1' or '0'}
+end
+
+local nb, nbase, nw = tonumber(ARGV[16]), tonumber(ARGV[17]), tonumber(ARGV[18])
+local first_base = 20 + nb * 2
+for i = 0, nbase - 1 do
+  local s = ARGV[first_base + i]
+  if redis.call('EXISTS', tag .. s) == 0 then return {'nobase', s} end
+end
+-- every value the checkpoint names must be stored already or come with it
+local new, missing = {}, {}
+for i = 0, nb - 1 do new[ARGV[20 + i * 2]] = true end
+for s in string.gmatch(ARGV[15], '[^ ]+') do
+  if not new[s] and redis.call('EXISTS', tag .. s) == 0 then missing[#missing + 1] = s end
+end
+if #missing > 0 then return {'missing', missing} end
+
+redis.call('SET', cp, ARGV[14])
+redis.call('ZADD', idx, 0, cid)
+redis.call('SADD', tag .. ':ns', ns)
+redis.call('SADD', reg, ':ns', idx_s, cp_s)
+
+local existed = {}
+for i = 0, nb - 1 do
+  local s = ARGV[20 + i * 2]
+  if redis.call('SET', tag .. s, ARGV[21 + i * 2], 'NX') then
+    redis.call('SADD', reg, s)
+  else
+    existed[#existed + 1] = s
+  end
+end
+
+store_writes(tag, reg, w_s, first_base + nbase, nw)
+
+if ns == '' then
+  redis.call('HSET', tag .. ':meta', 'thread_id', ARGV[8], 'checkpoint_id', cid,
+             'status', status_of(tag .. w_s, ARGV[12]), 'has_next', ARGV[12], 'next', ARGV[13],
+             'updated_at', ARGV[11])
+  redis.call('SADD', reg, ':meta')
+  redis.call('ZADD', threads, tonumber(ARGV[10]), ARGV[8])
+end
+refresh(tag, reg, tonumber(ARGV[9]))
+return summary(existed)
+"""
+)
+
+# KEYS: registry, global threads zset.
+# ARGV: 1 tag, 2 ns, 3 qns, 4 id, 5 thread_id, 6 ttl_ms, 7 score, 8 updated_at, 9 n_writes,
+# then 2 per write (field, value).
+PUT_WRITES = (
+    _COMMON
+    + r"""
+local tag, ns, qns, cid = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local reg = KEYS[1]
+local w_s = ':w:' .. qns .. ':' .. cid
+store_writes(tag, reg, w_s, 10, tonumber(ARGV[9]))
+local meta = tag .. ':meta'
+if ns == '' and redis.call('HGET', meta, 'checkpoint_id') == cid then
+  local has_next = redis.call('HGET', meta, 'has_next')
+  redis.call('HSET', meta, 'status', status_of(tag .. w_s, has_next), 'updated_at', ARGV[8])
+  redis.call('ZADD', KEYS[2], tonumber(ARGV[7]), ARGV[5])
+end
+refresh(tag, reg, tonumber(ARGV[6]))
+return 'ok'
+"""
+)
+
+# One checkpoint with its writes and every blob its values need, deltas followed to their
+# chain's full blob. KEYS: the namespace index. ARGV: 1 tag, 2 qns, 3 id, 4 has_id.
+# Replies {id, packed checkpoint, writes hash fields, {suffix, stored blob, ...}} or false.
+READ = r"""
+local tag, qns = ARGV[1], ARGV[2]
+local cid = ARGV[3]
+if ARGV[4] ~= '1' then
+  cid = redis.call('ZREVRANGE', KEYS[1], 0, 0)[1]
+  if cid == nil then return false end
+end
+local row = redis.call('GET', tag .. ':c:' .. qns .. ':' .. cid)
+if not row then return false end
+local writes = redis.call('HGETALL', tag .. ':w:' .. qns .. ':' .. cid)
+local out, seen, word = {}, {}, 0
+for s in string.gmatch(string.match(row, '^[^\n]*'), '[^ ]+') do
+  word = word + 1  -- the header: created_at, metadata length, then the blob suffixes
+  while word > 2 and s and not seen[s] do
+    seen[s] = true
+    local blob = redis.call('GET', tag .. s)
+    if not blob then break end
+    out[#out + 1] = s
+    out[#out + 1] = blob
+    local base = string.match(blob, '^d|[^|\n]*|[^|\n]*|[^|\n]*|([^|\n]*)\n')
+    s = base and (string.match(s, '^(.*:)') .. base)  -- a delta's base, nil for a full blob
+  end
+end
+return {cid, row, writes, out}
+"""
+
+# KEYS: registry, global threads zset. ARGV: 1 tag, 2 thread_id.
+DELETE = r"""
+local tag = ARGV[1]
+local batch = {}
+for _, s in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  batch[#batch + 1] = tag .. s
+  if #batch >= 500 then redis.call('UNLINK', unpack(batch)); batch = {} end
+end
+if #batch > 0 then redis.call('UNLINK', unpack(batch)) end
+redis.call('UNLINK', KEYS[1], tag .. ':meta', tag .. ':ns')
+redis.call('ZREM', KEYS[2], ARGV[2])
+return 'ok'
+"""
+
+# KEYS: registry, global threads zset. ARGV: 1 tag, 2 qns, 3 expected head, 4 n ids, 5 n blobs,
+# 6 ns, 7 thread_id, then the ids and the blob suffixes to delete. Refuses (-1) when the head
+# moved since the caller decided what to drop.
+PRUNE = r"""
+local tag, qns, reg = ARGV[1], ARGV[2], KEYS[1]
+local idx = tag .. ':idx:' .. qns
+if redis.call('ZREVRANGE', idx, 0, 0)[1] ~= ARGV[3] then return -1 end
+local n, nb = tonumber(ARGV[4]), tonumber(ARGV[5])
+local removed = 0
+for i = 8, 7 + n do
+  local cid = ARGV[i]
+  removed = removed + redis.call('ZREM', idx, cid)
+  local c, w = ':c:' .. qns .. ':' .. cid, ':w:' .. qns .. ':' .. cid
+  redis.call('UNLINK', tag .. c, tag .. w)
+  redis.call('SREM', reg, c, w)
+end
+for i = 8 + n, 7 + n + nb do
+  redis.call('UNLINK', tag .. ARGV[i])
+  redis.call('SREM', reg, ARGV[i])
+end
+-- a namespace left without checkpoints is gone (keep_last=0)
+if redis.call('EXISTS', idx) == 0 then
+  redis.call('SREM', reg, ':idx:' .. qns)
+  redis.call('SREM', tag .. ':ns', ARGV[6])
+  if ARGV[6] == '' then
+    redis.call('UNLINK', tag .. ':meta')
+    redis.call('SREM', reg, ':meta')
+    redis.call('ZREM', KEYS[2], ARGV[7])
+  end
+  if redis.call('EXISTS', tag .. ':ns') == 0 then redis.call('SREM', reg, ':ns') end
+end
+return removed
+"""
+
+# KEYS: source registry, target registry, global threads zset.
+# ARGV: 1 source tag, 2 target tag, 3 target thread id, 4 ttl_ms, 5 score, 6 updated_at.
+COPY = (
+    _COMMON
+    + r"""
+local src, dst = ARGV[1], ARGV[2]
+if redis.call('EXISTS', dst .. ':ns') == 1 then return 'exists' end
+if redis.call('EXISTS', src .. ':ns') == 0 then return 'empty' end
+-- the target may hold writes saved against checkpoints it does not have: drop them
+for _, s in ipairs(redis.call('SMEMBERS', KEYS[2])) do redis.call('UNLINK', dst .. s) end
+redis.call('UNLINK', KEYS[2])
+local members = redis.call('SMEMBERS', KEYS[1])
+for _, s in ipairs(members) do
+  if redis.call('COPY', src .. s, dst .. s, 'REPLACE') == 1 then
+    redis.call('SADD', KEYS[2], s)
+    redis.call('PERSIST', dst .. s)
+  end
+end
+local meta = dst .. ':meta'
+if redis.call('EXISTS', meta) == 1 then
+  redis.call('HSET', meta, 'thread_id', ARGV[3], 'updated_at', ARGV[6])
+  redis.call('ZADD', KEYS[3], tonumber(ARGV[5]), ARGV[3])
+end
+refresh(dst, KEYS[2], tonumber(ARGV[4]))
+return 'ok'
+"""
+)
+
+# KEYS: global threads zset. ARGV: (meta key, thread id) pairs: forget threads whose meta is
+# gone (expired), unless written again since the caller looked.
+FORGET = r"""
+local n = 0
+for i = 1, #ARGV, 2 do
+  if redis.call('EXISTS', ARGV[i]) == 0 then
+    n = n + redis.call('ZREM', KEYS[1], ARGV[i + 1])
+  end
+end
+return n
+"""
+
+SCRIPTS: dict[str, str] = {
+    "put": PUT,
+    "put_writes": PUT_WRITES,
+    "read": READ,
+    "delete": DELETE,
+    "prune": PRUNE,
+    "copy": COPY,
+    "forget": FORGET,
+}
+SHAS = {name: hashlib.sha1(src.encode()).hexdigest() for name, src in SCRIPTS.items()}
