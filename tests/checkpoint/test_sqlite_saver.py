@@ -210,7 +210,7 @@ def test_wal_mode_and_schema_version(tmp_path: Path) -> None:
     with SqliteSaver(path) as saver:
         saver.put(step("t1", {"x": 1}, None))
         assert query(path, "PRAGMA journal_mode")[0][0].lower() == "wal"
-        assert query(path, "SELECT version FROM threadline_schema_version") == [(2,)]
+        assert query(path, "SELECT version FROM threadline_schema_version") == [(SCHEMA_VERSION,)]
 
 
 def test_in_memory_default() -> None:
@@ -436,14 +436,11 @@ def stored_bytes(path: Path) -> int:
             columns = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
             sizes = " + ".join(f"COALESCE(length(CAST({c} AS BLOB)), 0)" for c in columns)
             total += conn.execute(f"SELECT COALESCE(SUM({sizes}), 0) FROM {table}").fetchone()[0]
-        # The primary-key indexes and blobs_by_chain repeat (thread, ns, key, version/start).
+        # The blobs' primary-key index repeats (thread, ns, key, version); checkpoints are a
+        # WITHOUT ROWID table, their primary key is the table itself.
         total += conn.execute(
-            "SELECT COALESCE(SUM(2 * (length(thread_id) + length(checkpoint_ns) + length(key))"
-            " + length(version) + length(start)), 0) FROM blobs"
-        ).fetchone()[0]
-        total += conn.execute(
-            "SELECT COALESCE(SUM(length(thread_id) + length(checkpoint_ns) "
-            "+ length(checkpoint_id)), 0) FROM checkpoints"
+            "SELECT COALESCE(SUM(length(thread_id) + length(checkpoint_ns) + length(key)"
+            " + length(version)), 0) FROM blobs"
         ).fetchone()[0]
     return total
 
@@ -490,6 +487,32 @@ def test_a_fork_shares_the_chain_it_branches_from(tmp_path: Path) -> None:
     rows = query(path, "SELECT version, start, base FROM blobs ORDER BY version")
     s = start.checkpoint.id
     assert rows == [(s, s, None), (a.checkpoint.id, s, s), (b.checkpoint.id, s, s)]
+
+
+def test_a_chain_whose_versions_do_not_grow_still_loads(tmp_path: Path) -> None:
+    """Chains are read as a range of versions; hand-picked versions that sort backwards are
+    found another way."""
+    path = tmp_path / "c.db"
+    logs = [[item(i, 300) for i in range(n)] for n in (1, 2, 3)]
+    versions = ["v-9", "v-5", "v-1"]  # each delta's version sorts before its base
+    records: list[CheckpointRecord] = []
+    parent: Checkpoint | None = None
+    for n, (log, version) in enumerate(zip(logs, versions, strict=True)):
+        cp = dataclasses.replace(make_cp({"log": log}, parent=parent), versions={"log": version})
+        extends = {"log": (versions[n - 1], n)} if n else {}
+        records.append(rec("t1", cp, hints=StorageHints(frozenset({"log"}), extends)))
+        parent = cp
+    with SqliteSaver(path) as saver:
+        for r in records:
+            saver.put(r)
+        rows = query(path, "SELECT version, base FROM blobs ORDER BY version DESC")
+        assert rows == [("v-9", None), ("v-5", "v-9"), ("v-1", "v-5")]  # a chain, backwards
+        for r in records:
+            got = saver.get_tuple("t1", "", r.checkpoint.id)
+            assert got is not None and got.checkpoint.values == r.checkpoint.values
+        assert [r.checkpoint.values for r in saver.list("t1")] == [
+            r.checkpoint.values for r in reversed(records)
+        ]
 
 
 def test_a_stale_put_leaves_no_rows_behind(tmp_path: Path) -> None:
@@ -853,7 +876,7 @@ def test_a_version_1_database_is_migrated_on_open(
 ) -> None:
     path, made = v1_database
     with SqliteSaver(path) as saver:
-        assert query(path, "SELECT version FROM threadline_schema_version") == [(2,)]
+        assert query(path, "SELECT version FROM threadline_schema_version") == [(SCHEMA_VERSION,)]
         for key, ns in (("chat", ""), ("chat/sub", "review:1"), ("done", "")):
             thread_id = key.split("/")[0]
             listed = list(saver.list(thread_id, ns))
@@ -925,7 +948,7 @@ def test_migration_does_not_need_the_classes_of_stored_values(tmp_path: Path) ->
 
 def test_reading_versions_from_a_stored_body_needs_no_classes() -> None:
     from threadline.checkpoint.layout import encode_record
-    from threadline.checkpoint.sqlite import _body_versions
+    from threadline.checkpoint.sqlite.migration import body_versions
 
     @serde.register(name="tests.checkpoint.Payload")
     @dataclass(frozen=True)
@@ -934,10 +957,10 @@ def test_reading_versions_from_a_stored_body_needs_no_classes() -> None:
 
     cp = make_cp({"a": 1, "b": [2]}, next=(PlannedTask("x", arg=Payload(3), send=True),))
     body = encode_record(rec("t1", cp), lambda key, version: None).row.body
-    assert _body_versions(body) == cp.versions
+    assert body_versions(body) == cp.versions
     renamed = body.replace(b"checkpoint.Payload", b"checkpoint.Paylo4d")  # unknown class
-    assert _body_versions(renamed) == cp.versions
-    assert _body_versions(b"garbage") is None
+    assert body_versions(renamed) == cp.versions
+    assert body_versions(b"garbage") is None
 
 
 def test_a_version_1_file_that_cannot_be_migrated_is_left_as_it_was(
@@ -954,6 +977,69 @@ def test_a_version_1_file_that_cannot_be_migrated_is_left_as_it_was(
     execute(path, "DELETE FROM checkpoints WHERE checkpoint_id = ?", broken)
     with SqliteSaver(path) as saver:
         assert len(list(saver.list("chat"))) == 3
+
+
+# -- migrating a version-2 database --------------------------------------------------------------
+
+# Version 2 stored the same rows as version 3 in a rowid checkpoints table, with two more indexes.
+V2_CHECKPOINTS = """
+    CREATE TABLE checkpoints (
+        thread_id     TEXT    NOT NULL,
+        checkpoint_ns TEXT    NOT NULL DEFAULT '',
+        checkpoint_id TEXT    NOT NULL,
+        parent_id     TEXT,
+        step          INTEGER NOT NULL,
+        created_at    TEXT    NOT NULL,
+        created_ts    REAL,
+        body          BLOB    NOT NULL,
+        metadata      BLOB    NOT NULL,
+        PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+    )
+"""
+V2_INDEXES = (
+    "CREATE INDEX threads_by_status ON threads (status, updated_at, thread_id)",
+    "CREATE INDEX blobs_by_chain ON blobs (thread_id, checkpoint_ns, key, start)",
+)
+
+
+def as_version_2(path: Path) -> None:
+    """Turn a current file into the version-2 layout of the same rows, as version 2 wrote it."""
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("ALTER TABLE checkpoints RENAME TO current")
+        conn.execute(V2_CHECKPOINTS)
+        conn.execute("INSERT INTO checkpoints SELECT * FROM current")
+        conn.execute("DROP TABLE current")
+        for index in V2_INDEXES:
+            conn.execute(index)
+        conn.execute("UPDATE threadline_schema_version SET version = 2")
+
+
+def test_a_version_2_database_is_migrated_on_open(tmp_path: Path) -> None:
+    path = tmp_path / "v2.db"
+    with SqliteSaver(path) as saver:
+        parent: Checkpoint | None = None
+        for turn in range(6):
+            record = step("chat", {"messages": [item(i) for i in range(turn + 1)]}, parent)
+            saver.put(record)
+            parent = record.checkpoint
+        assert parent is not None
+        saver.put_writes("chat", "", parent.id, [TaskWrite("t", "n", "result", 5)])
+        saver.put(step("other", {"x": 1}, None, ns="child:1"))
+        before = list(saver.list("chat"))
+        threads = saver.list_threads()
+    as_version_2(path)
+    with SqliteSaver(path) as saver:
+        assert query(path, "SELECT version FROM threadline_schema_version") == [(SCHEMA_VERSION,)]
+        assert list(saver.list("chat")) == before
+        assert saver.list_threads() == threads
+        assert saver.get_tuple("other", "child:1") is not None
+        saver.put(step("chat", {"messages": [item(0)]}, parent))  # and the thread goes on
+        assert len(list(saver.list("chat"))) == 7
+    schema = dict(query(path, "SELECT name, sql FROM sqlite_master WHERE sql IS NOT NULL"))
+    assert schema["checkpoints"].rstrip().endswith("WITHOUT ROWID")
+    assert "threads_by_status" not in schema and "blobs_by_chain" not in schema
+    assert {*TABLES, "threadline_schema_version"} <= set(schema)
+    assert not any(name.startswith("threadline_v2") for name in schema)
 
 
 def test_another_tools_database_is_refused(tmp_path: Path) -> None:

@@ -1,88 +1,21 @@
-"""A saver that keeps checkpoints as plain files: one folder per thread, JSON you can ``cat``.
-
-Layout (``FileSaver("checkpoints")`` after one run of thread ``order-42``)::
-
-    checkpoints/
-    ├── FORMAT.json                      format marker and version
-    └── threads/
-        └── t-order-42/                  "t-" + the percent-encoded thread id
-            ├── .lock .gate              flock: shared by writers, exclusive for delete/copy
-            ├── thread.json              id, status, head, updated_at, next (for list_threads)
-            ├── root/                    the root namespace ("" ); others are "ns-<encoded>"
-            │   ├── .lock                flock: one writer per (thread, namespace)
-            │   ├── namespace.json       the real thread id and namespace
-            │   ├── HEAD                 the newest checkpoint id (a hint; see below)
-            │   ├── checkpoints/<id>.json   one row per checkpoint (readable + exact bytes)
-            │   ├── values/<id>.json     preview of the state values, for humans only
-            │   ├── blobs/<key>@<version>.blob   one JSON header line, then the value bytes
-            │   └── writes/<id>/000001-result-<hash>.json   pending writes, in order
-            └── ns-child%3Aabc/ ...
-
-Names: ids are percent-encoded (only ``A-Z a-z 0-9 _ -`` pass through), so ``../x``, ``a/b``,
-``CON``, ``""`` or unicode ids become one harmless path component; an encoding longer than
-120 characters is cut and suffixed with ``~`` and a SHA-256 prefix. The real ids are stored
-inside (``thread.json``, ``namespace.json``, each row), so names never have to be decoded.
-
-What is stored: the bytes ``threadline.checkpoint.layout`` produces, exactly. A row file holds
-the layout's checkpoint ``body`` and ``metadata`` bytes in base64 (with a SHA-256 over both)
-next to a readable rendering (step, next task names, versions, metadata as JSON where it can be
-shown); loading uses only the stored bytes. A blob file starts with a JSON line holding its
-``BlobRow`` fields, size and SHA-256, then the value's msgpack bytes. A write file holds task
-id, name, kind, a readable preview and the value bytes in base64 with their SHA-256. Truncated
-or altered files raise ``SerializationError`` naming the file (and the key, for values); other
-checkpoints and threads stay readable.
-
-``values/<id>.json`` is a best-effort JSON rendering of a checkpoint's state (long strings and
-collections cut short) written for people reading the folder; it is never read back, and
-``FileSaver(..., previews=False)`` skips it.
-
-Crash safety: every file is written to a ``.tmp-*`` file in its own folder, flushed, fsynced,
-renamed into place with ``os.replace`` and its folder fsynced. ``put`` writes the blobs, then
-the pending writes, the preview and ``HEAD``, and the row file **last**: a checkpoint exists
-once its row file does, so a crash mid-put leaves the previous checkpoint the newest. ``HEAD`` is
-written before the row, so a ``HEAD`` naming a missing row means a crash: readers then scan
-``checkpoints/`` instead, and the next writer there sweeps up stray temp files and the orphaned
-files of the unfinished checkpoint.
-
-Concurrency (Linux, ``fcntl.flock``): writers of a (thread, namespace) hold its ``.lock``
-exclusively around check-and-write, so compare-and-set ``put`` works across processes; they
-also hold the thread's ``.lock`` shared, which ``delete_thread`` and ``copy_thread`` (target)
-take exclusively (a ``.gate`` lock keeps a stream of writers from starving them). Readers take
-no lock: every file they read appears atomically. No file is modified in place (files are
-written whole and renamed; blobs and rows, once there, are never rewritten), so
-``copy_thread`` hard-links them. ``delete_thread`` renames the thread folder away (one atomic
-step) and then removes it.
-
-Not atomic under a crash: a ``put_writes`` batch (each write is; a crash can keep a prefix of a
-batch, as if the crash came a little earlier in the step); ``thread.json`` after
-``put_writes`` (its status can lag until the next write; a stale head is detected and
-recomputed by ``list_threads``); ``copy_thread`` (namespace by namespace, the root one last, so
-an interrupted copy never shows in ``list_threads``; delete the target and copy again). Blobs
-of a put that crashed stay on disk until the namespace is next pruned (``prune`` or retention).
-"""
+"""``FileSaver``: the folder layout, locking, and the saver API over the files."""
 
 from __future__ import annotations
 
-import base64
 import binascii
 import dataclasses
-import enum
-import errno
 import fcntl
 import hashlib
 import json
 import os
-import re
 import secrets
 import shutil
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from datetime import UTC, date, datetime
-from datetime import time as dtime
+from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import unquote
 
 from threadline.checkpoint.base import (
     BaseSaver,
@@ -95,6 +28,26 @@ from threadline.checkpoint.base import (
     metadata_matches,
     thread_status,
 )
+from threadline.checkpoint.files.disk import (
+    ROOT_NS_DIR,
+    TMP,
+    TRASH,
+    all_names,
+    b64,
+    decode_name,
+    encode_name,
+    fsync_dir,
+    json_bytes,
+    link_or_copy,
+    make_dirs,
+    remove_file,
+    unb64,
+    version_name,
+    visible_names,
+    write_file,
+    write_key,
+)
+from threadline.checkpoint.files.preview import preview_values, safe_render
 from threadline.checkpoint.layout import (
     BlobRow,
     CheckpointRow,
@@ -122,195 +75,7 @@ __all__ = ["FORMAT_VERSION", "FileSaver"]
 FORMAT_VERSION = 1
 _FORMAT_NAME = "threadline.files"
 
-_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
-_PLAIN = re.compile(r"[A-Za-z0-9_-]+")
-_NAME_LIMIT = 120  # characters of an encoded id in a file name (file names max out at 255)
-_TMP = ".tmp-"
-_TRASH = ".trash-"
-_ROOT_NS_DIR = "root"
 
-
-# ------------------------------------------------------------------------------------ naming
-def _encode_name(text: str, limit: int = _NAME_LIMIT) -> str:
-    """``text`` as one safe path component: percent-encoded UTF-8, hashed when too long."""
-    if _PLAIN.fullmatch(text) and len(text) <= limit:
-        return text  # the common case (UUIDs, plain names): nothing to escape
-    raw = text.encode("utf-8", "surrogatepass")
-    out = "".join(chr(b) if chr(b) in _SAFE else f"%{b:02X}" for b in raw)
-    if len(out) > limit:
-        digest = hashlib.sha256(raw).hexdigest()[:32]
-        out = f"{out[: limit - 33]}~{digest}"
-    return out
-
-
-def _decode_name(name: str) -> str | None:
-    """The text behind an encoded name, or ``None`` for a hashed (too long) one."""
-    if "~" in name:
-        return None
-    return unquote(name, errors="surrogatepass")
-
-
-def _version_name(version: Any) -> str:
-    # Versions are strings (checkpoint ids); anything else is named by its JSON, marked "=".
-    if isinstance(version, str):
-        return _encode_name(version, 100)
-    return "=" + _encode_name(json.dumps(version, sort_keys=True, default=repr), 99)
-
-
-def _write_key(task_id: str, kind: str) -> str:
-    return hashlib.sha256(json.dumps([task_id, kind]).encode("utf-8", "surrogatepass")).hexdigest()[
-        :20
-    ]
-
-
-# ------------------------------------------------------------------------------------ files
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_file(path: str, data: bytes, *, sync_dir: bool = True) -> None:
-    """Write ``data`` to ``path`` atomically and durably (temp file, fsync, rename, fsync dir)."""
-    folder = os.path.dirname(path)
-    tmp = os.path.join(folder, f"{_TMP}{os.getpid()}-{secrets.token_hex(6)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with suppress(OSError):
-            os.unlink(tmp)
-        raise
-    if sync_dir:
-        _fsync_dir(folder)
-
-
-def _make_dirs(path: str) -> None:
-    """Create ``path`` and missing parents, fsyncing each parent that gained an entry."""
-    missing: list[str] = []
-    p = path
-    while not os.path.isdir(p):
-        missing.append(p)
-        p = os.path.dirname(p)
-    for d in reversed(missing):
-        with suppress(FileExistsError):
-            os.mkdir(d)
-        _fsync_dir(os.path.dirname(d))
-
-
-def _json_bytes(obj: Any) -> bytes:
-    text = json.dumps(obj, ensure_ascii=False, indent=2)
-    try:
-        return (text + "\n").encode("utf-8")
-    except UnicodeEncodeError:  # lone surrogates: fall back to \u escapes
-        return (json.dumps(obj, ensure_ascii=True, indent=2) + "\n").encode("ascii")
-
-
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
-def _unb64(text: Any) -> bytes:
-    if not isinstance(text, str):
-        raise ValueError("expected base64 text")
-    return base64.b64decode(text, validate=True)
-
-
-def _is_visible(name: str) -> bool:
-    return not name.startswith(".")
-
-
-# ------------------------------------------------------------------------------------ rendering
-_MAX_STR = 2000
-_MAX_ITEMS = 100
-_MAX_DEPTH = 16
-_MAX_NODES = 5000  # values rendered per state key (or metadata, or write)
-_MAX_PREVIEW = 64 * 1024  # characters of JSON per state key in values.json
-
-
-def _render(obj: Any, budget: list[int] | None = None, depth: int = 0) -> Any:
-    """Best-effort JSON rendering of a value, for people; never read back.
-
-    Strings and collections are cut short, and at most ``_MAX_NODES`` values are rendered.
-    """
-    if budget is None:
-        budget = [_MAX_NODES]
-    budget[0] -= 1
-    if obj is None or isinstance(obj, bool | int):
-        return obj
-    if isinstance(obj, float):
-        return obj if obj == obj and obj not in (float("inf"), float("-inf")) else repr(obj)
-    if isinstance(obj, str):
-        return obj if len(obj) <= _MAX_STR else f"{obj[:_MAX_STR]}… ({len(obj)} characters)"
-    if isinstance(obj, bytes | bytearray | memoryview):
-        return f"<{len(obj)} bytes>"
-    if depth >= _MAX_DEPTH or budget[0] < 0:
-        return "…"
-    if isinstance(obj, enum.Enum):
-        return f"{type(obj).__name__}.{obj.name}"
-    if isinstance(obj, datetime | date | dtime):
-        return obj.isoformat()
-    if isinstance(obj, Mapping):
-        out: dict[str, Any] = {}
-        for i, (k, v) in enumerate(obj.items()):
-            if i >= _MAX_ITEMS or budget[0] < 0:
-                out["…"] = f"{len(obj) - i} more entries"
-                break
-            out[k if isinstance(k, str) else repr(k)] = _render(v, budget, depth + 1)
-        return out
-    if isinstance(obj, list | tuple | set | frozenset):
-        items = list(obj)
-        if isinstance(obj, set | frozenset):
-            items.sort(key=repr)
-        rendered = []
-        for i, x in enumerate(items):
-            if i >= _MAX_ITEMS or budget[0] < 0:
-                rendered.append(f"… {len(items) - i} more items")
-                break
-            rendered.append(_render(x, budget, depth + 1))
-        return rendered
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        fields = {
-            f.name: _render(getattr(obj, f.name, None), budget, depth + 1)
-            for f in dataclasses.fields(obj)
-        }
-        return {"$type": type(obj).__qualname__, **fields}
-    dump = getattr(obj, "model_dump", None)
-    if callable(dump):
-        with suppress(Exception):
-            return {"$type": type(obj).__qualname__, **_render(dump(), budget, depth + 1)}
-    try:
-        text = repr(obj)
-    except Exception:
-        text = f"<{type(obj).__qualname__}>"
-    return {"$repr": _render(text, budget)}
-
-
-def _safe_render(obj: Any) -> Any:
-    try:
-        return _render(obj)
-    except Exception as exc:  # a preview must never stop a save
-        return {"$error": f"cannot render: {type(exc).__name__}"}
-
-
-def _preview(values: Mapping[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in values.items():
-        rendered = _safe_render(value)
-        text = json.dumps(rendered, ensure_ascii=False)
-        if len(text) > _MAX_PREVIEW:
-            rendered = {"$truncated": f"{len(text)} characters", "head": text[:_MAX_STR]}
-        out[key] = rendered
-    return out
-
-
-# ------------------------------------------------------------------------------------ the saver
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Row:
     """A row file as loaded: the stored bytes and the fields kept in the clear."""
@@ -344,7 +109,7 @@ class FileSaver(BaseSaver):
         self._swept_lock = threading.Lock()  # guards the two caches below
         self._created: dict[str, tuple[int, float | None]] = {}  # row path -> (inode, created)
         try:
-            _make_dirs(self._threads)
+            make_dirs(self._threads)
             self._check_format()
         except SaverUnavailableError:
             raise
@@ -370,9 +135,9 @@ class FileSaver(BaseSaver):
                 found = json.loads(f.read())
         except FileNotFoundError:
             marker = {"format": _FORMAT_NAME, "version": FORMAT_VERSION}
-            tmp = os.path.join(self.directory, f"{_TMP}{os.getpid()}-{secrets.token_hex(6)}")
+            tmp = os.path.join(self.directory, f"{TMP}{os.getpid()}-{secrets.token_hex(6)}")
             with open(tmp, "wb") as f:
-                f.write(_json_bytes(marker))
+                f.write(json_bytes(marker))
                 f.flush()
                 os.fsync(f.fileno())
             try:
@@ -381,7 +146,7 @@ class FileSaver(BaseSaver):
                 pass
             finally:
                 os.unlink(tmp)
-            _fsync_dir(self.directory)
+            fsync_dir(self.directory)
             return
         except ValueError as exc:
             raise SaverUnavailableError(
@@ -401,9 +166,9 @@ class FileSaver(BaseSaver):
     def _empty_trash(self) -> None:
         """Finish deletions a crash interrupted, and drop stale temp files at the top."""
         for entry in os.scandir(self.directory):
-            if entry.name.startswith(_TRASH):
+            if entry.name.startswith(TRASH):
                 shutil.rmtree(entry.path, ignore_errors=True)
-            elif entry.name.startswith(_TMP):
+            elif entry.name.startswith(TMP):
                 with suppress(OSError):
                     if time.time() - entry.stat().st_mtime > 3600:
                         os.unlink(entry.path)
@@ -411,11 +176,11 @@ class FileSaver(BaseSaver):
     # -- paths ---------------------------------------------------------------------------------
 
     def _thread_dir(self, thread_id: str) -> str:
-        return os.path.join(self._threads, "t-" + _encode_name(thread_id))
+        return os.path.join(self._threads, "t-" + encode_name(thread_id))
 
     @staticmethod
     def _ns_dir(thread_dir: str, checkpoint_ns: str) -> str:
-        name = _ROOT_NS_DIR if checkpoint_ns == "" else "ns-" + _encode_name(checkpoint_ns)
+        name = ROOT_NS_DIR if checkpoint_ns == "" else "ns-" + encode_name(checkpoint_ns)
         return os.path.join(thread_dir, name)
 
     def _dirs(self, thread_id: str, checkpoint_ns: str) -> tuple[str, str]:
@@ -424,19 +189,19 @@ class FileSaver(BaseSaver):
 
     @staticmethod
     def _row_path(ns_dir: str, checkpoint_id: str) -> str:
-        return os.path.join(ns_dir, "checkpoints", _encode_name(checkpoint_id) + ".json")
+        return os.path.join(ns_dir, "checkpoints", encode_name(checkpoint_id) + ".json")
 
     @staticmethod
     def _preview_path(ns_dir: str, checkpoint_id: str) -> str:
-        return os.path.join(ns_dir, "values", _encode_name(checkpoint_id) + ".json")
+        return os.path.join(ns_dir, "values", encode_name(checkpoint_id) + ".json")
 
     @staticmethod
     def _writes_dir(ns_dir: str, checkpoint_id: str) -> str:
-        return os.path.join(ns_dir, "writes", _encode_name(checkpoint_id))
+        return os.path.join(ns_dir, "writes", encode_name(checkpoint_id))
 
     @staticmethod
     def _blob_path(ns_dir: str, key: str, version: Any) -> str:
-        name = f"{_encode_name(key, 100)}@{_version_name(version)}.blob"
+        name = f"{encode_name(key, 100)}@{version_name(version)}.blob"
         return os.path.join(ns_dir, "blobs", name)
 
     # -- locks ---------------------------------------------------------------------------------
@@ -452,7 +217,7 @@ class FileSaver(BaseSaver):
         flags = os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT if create else 0)
         while True:
             if create:
-                _make_dirs(os.path.dirname(path))
+                make_dirs(os.path.dirname(path))
             try:
                 fd = os.open(path, flags, 0o666)
             except FileNotFoundError:
@@ -533,9 +298,9 @@ class FileSaver(BaseSaver):
         """Create a namespace's folders on first use, and sweep up after crashes once."""
         if not os.path.exists(os.path.join(ns_dir, "namespace.json")):
             for sub in ("checkpoints", "values", "blobs", "writes"):
-                _make_dirs(os.path.join(ns_dir, sub))
+                make_dirs(os.path.join(ns_dir, sub))
             info = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
-            _write_file(os.path.join(ns_dir, "namespace.json"), _json_bytes(info))
+            write_file(os.path.join(ns_dir, "namespace.json"), json_bytes(info))
         with self._swept_lock:
             first = ns_dir not in self._swept
             self._swept.add(ns_dir)
@@ -547,33 +312,33 @@ class FileSaver(BaseSaver):
 
         Runs under the namespace lock, when no other writer can have files in flight there.
         """
-        rows = {n[: -len(".json")] for n in _names(os.path.join(ns_dir, "checkpoints"))}
+        rows = {n[: -len(".json")] for n in visible_names(os.path.join(ns_dir, "checkpoints"))}
         for sub in ("", "checkpoints", "values", "blobs", "writes"):
             folder = os.path.join(ns_dir, sub)
-            for name in _all_names(folder):
-                if name.startswith(_TMP):
-                    _remove(os.path.join(folder, name))
-        for name in _names(os.path.join(ns_dir, "values")):
+            for name in all_names(folder):
+                if name.startswith(TMP):
+                    remove_file(os.path.join(folder, name))
+        for name in visible_names(os.path.join(ns_dir, "values")):
             if name[: -len(".json")] not in rows:
-                _remove(os.path.join(ns_dir, "values", name))
-        for name in _names(os.path.join(ns_dir, "writes")):
+                remove_file(os.path.join(ns_dir, "values", name))
+        for name in visible_names(os.path.join(ns_dir, "writes")):
             path = os.path.join(ns_dir, "writes", name)
             if name not in rows:
                 shutil.rmtree(path, ignore_errors=True)
             else:
-                for tmp in _all_names(path):
-                    if tmp.startswith(_TMP):
-                        _remove(os.path.join(path, tmp))
-        if os.path.basename(ns_dir) == _ROOT_NS_DIR:
+                for tmp in all_names(path):
+                    if tmp.startswith(TMP):
+                        remove_file(os.path.join(path, tmp))
+        if os.path.basename(ns_dir) == ROOT_NS_DIR:
             # thread.json is written under this lock; copies stage folders under the thread
             # lock held exclusively, and we hold it shared: whatever is here is stale.
             thread_dir = os.path.dirname(ns_dir)
-            for name in _all_names(thread_dir):
+            for name in all_names(thread_dir):
                 path = os.path.join(thread_dir, name)
-                if name.startswith(_TMP) and os.path.isdir(path):
+                if name.startswith(TMP) and os.path.isdir(path):
                     shutil.rmtree(path, ignore_errors=True)  # a copy's staging folder
-                elif name.startswith(_TMP):
-                    _remove(path)
+                elif name.startswith(TMP):
+                    remove_file(path)
 
     # -- heads ---------------------------------------------------------------------------------
 
@@ -581,11 +346,11 @@ class FileSaver(BaseSaver):
         """checkpoint id -> row file path, for every checkpoint of a namespace."""
         folder = os.path.join(ns_dir, "checkpoints")
         out: dict[str, str] = {}
-        for name in _names(folder):
+        for name in visible_names(folder):
             if not name.endswith(".json"):
                 continue
             path = os.path.join(folder, name)
-            cid = _decode_name(name[: -len(".json")])
+            cid = decode_name(name[: -len(".json")])
             if cid is None:  # a hashed name: the id is inside
                 try:
                     with open(path, "rb") as f:
@@ -629,8 +394,8 @@ class FileSaver(BaseSaver):
         try:
             doc = json.loads(raw)
             stored = doc["stored"]
-            body = _unb64(stored["body"])
-            metadata = _unb64(stored["metadata"])
+            body = unb64(stored["body"])
+            metadata = unb64(stored["metadata"])
             if hashlib.sha256(body + metadata).hexdigest() != stored["sha256"]:
                 raise ValueError("checksum mismatch")
             if doc["checkpoint_id"] != checkpoint_id:
@@ -705,7 +470,7 @@ class FileSaver(BaseSaver):
         """``(path, parsed JSON)`` of a checkpoint's write files, in saved order."""
         folder = self._writes_dir(ns_dir, checkpoint_id)
         entries: list[tuple[int, str]] = []
-        for name in _names(folder):
+        for name in visible_names(folder):
             seq, _, _ = name.partition("-")
             entries.append((int(seq) if seq.isdigit() else 0, name))
         out: list[tuple[str, dict[str, Any]]] = []
@@ -735,7 +500,7 @@ class FileSaver(BaseSaver):
         writes: list[TaskWrite] = []
         for path, doc in self._write_meta(ns_dir, checkpoint_id):
             try:
-                data = _unb64(doc["data"])
+                data = unb64(doc["data"])
                 if hashlib.sha256(data).hexdigest() != doc["sha256"]:
                     raise ValueError("checksum mismatch")
             except (ValueError, binascii.Error) as exc:
@@ -822,7 +587,7 @@ class FileSaver(BaseSaver):
         self, *, status: ThreadStatus | None = None, limit: int | None = None
     ) -> list[ThreadInfo]:
         infos: list[ThreadInfo] = []
-        for name in _names(self._threads):
+        for name in visible_names(self._threads):
             if not name.startswith("t-"):
                 continue
             info = self._thread_info(os.path.join(self._threads, name))
@@ -832,7 +597,7 @@ class FileSaver(BaseSaver):
         return infos if limit is None else infos[: max(limit, 0)]
 
     def _thread_info(self, thread_dir: str) -> ThreadInfo | None:
-        ns_dir = os.path.join(thread_dir, _ROOT_NS_DIR)
+        ns_dir = os.path.join(thread_dir, ROOT_NS_DIR)
         head = self._head(ns_dir)
         if head is None:
             return None
@@ -895,7 +660,7 @@ class FileSaver(BaseSaver):
             checkpoint = None
         info = self._compute_info(thread_id, ns_dir, head, now_iso(), checkpoint) if head else None
         if info is None:
-            _remove(path)
+            remove_file(path)
             return
         doc = {
             "thread_id": info.thread_id,
@@ -904,7 +669,7 @@ class FileSaver(BaseSaver):
             "updated_at": info.updated_at,
             "next": list(info.next),
         }
-        _write_file(path, _json_bytes(doc))
+        write_file(path, json_bytes(doc))
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -938,8 +703,8 @@ class FileSaver(BaseSaver):
                     }
                     line = json.dumps(header, ensure_ascii=True).encode("ascii") + b"\n"
                     path = self._blob_path(ns_dir, blob.key, blob.version)
-                    _write_file(path, line + blob.data, sync_dir=False)
-                _fsync_dir(os.path.join(ns_dir, "blobs"))
+                    write_file(path, line + blob.data, sync_dir=False)
+                fsync_dir(os.path.join(ns_dir, "blobs"))
             # 2. pending writes (a put of this id that crashed may have left some: drop them)
             shutil.rmtree(self._writes_dir(ns_dir, cp.id), ignore_errors=True)
             self._store_writes(ns_dir, cp.id, writes, record.pending_writes)
@@ -949,14 +714,14 @@ class FileSaver(BaseSaver):
                     "about": "a preview of the state values for people; never read back",
                     "checkpoint_id": cp.id,
                     "step": cp.step,
-                    "values": _preview(cp.values),
+                    "values": preview_values(cp.values),
                 }
-                _write_file(self._preview_path(ns_dir, cp.id), _json_bytes(preview))
+                write_file(self._preview_path(ns_dir, cp.id), json_bytes(preview))
             # 4. HEAD, then the row: the checkpoint exists from this rename on
-            head_doc = _json_bytes({"checkpoint_id": cp.id})
-            _write_file(os.path.join(ns_dir, "HEAD"), head_doc, sync_dir=False)
-            _write_file(self._row_path(ns_dir, cp.id), self._row_json(record, row))
-            _fsync_dir(ns_dir)
+            head_doc = json_bytes({"checkpoint_id": cp.id})
+            write_file(os.path.join(ns_dir, "HEAD"), head_doc, sync_dir=False)
+            write_file(self._row_path(ns_dir, cp.id), self._row_json(record, row))
+            fsync_dir(ns_dir)
             # 5. after the fact: retention, and the thread summary
             if self.retention is not None:
                 self._apply_retention(thread_id, ns_dir)
@@ -992,20 +757,20 @@ class FileSaver(BaseSaver):
             "parent_id": cp.parent_id,
             "step": cp.step,
             "created_at": cp.created_at,
-            "source": source if isinstance(source, str) else _safe_render(source),
+            "source": source if isinstance(source, str) else safe_render(source),
             "next": [t.name for t in cp.next],
-            "versions": _safe_render(cp.versions),
+            "versions": safe_render(cp.versions),
             "updated_by": list(cp.updated_by),
-            "barriers": _safe_render(cp.barriers),
-            "metadata": _safe_render(record.metadata),
+            "barriers": safe_render(cp.barriers),
+            "metadata": safe_render(record.metadata),
             "stored": {
                 "about": "the exact bytes loaded back (threadline.checkpoint.layout), base64",
-                "body": _b64(row.body),
-                "metadata": _b64(row.metadata),
+                "body": b64(row.body),
+                "metadata": b64(row.metadata),
                 "sha256": hashlib.sha256(row.body + row.metadata).hexdigest(),
             },
         }
-        return _json_bytes(doc)
+        return json_bytes(doc)
 
     def put_writes(
         self,
@@ -1032,30 +797,30 @@ class FileSaver(BaseSaver):
         if not rows:
             return
         folder = self._writes_dir(ns_dir, checkpoint_id)
-        _make_dirs(folder)
+        make_dirs(folder)
         by_key: dict[str, str] = {}
         last = 0
-        for name in _names(folder):
+        for name in visible_names(folder):
             seq, _, rest = name.partition("-")
             if seq.isdigit():
                 last = max(last, int(seq))
                 by_key[rest.rsplit("-", 1)[-1].removesuffix(".json")] = name
         for row, write in zip(rows, writes, strict=True):
-            key = _write_key(row.task_id, row.kind)
+            key = write_key(row.task_id, row.kind)
             name = by_key.get(key)
             if name is None:  # a new write goes last; a replaced one keeps its place
                 last += 1
-                name = by_key[key] = f"{last:06d}-{_encode_name(row.kind, 24)}-{key}.json"
+                name = by_key[key] = f"{last:06d}-{encode_name(row.kind, 24)}-{key}.json"
             doc = {
                 "task_id": row.task_id,
                 "task_name": row.task_name,
                 "kind": row.kind,
-                "value": _safe_render(write.value),
-                "data": _b64(row.data),
+                "value": safe_render(write.value),
+                "data": b64(row.data),
                 "sha256": hashlib.sha256(row.data).hexdigest(),
             }
-            _write_file(os.path.join(folder, name), _json_bytes(doc), sync_dir=False)
-        _fsync_dir(folder)
+            write_file(os.path.join(folder, name), json_bytes(doc), sync_dir=False)
+        fsync_dir(folder)
 
     # -- deleting ------------------------------------------------------------------------------
 
@@ -1063,9 +828,9 @@ class FileSaver(BaseSaver):
         with self._exclusive(thread_id, create=False) as thread_dir:
             if thread_dir is None:
                 return
-            trash = os.path.join(self.directory, f"{_TRASH}{secrets.token_hex(8)}")
+            trash = os.path.join(self.directory, f"{TRASH}{secrets.token_hex(8)}")
             os.rename(thread_dir, trash)  # the thread disappears at once, as a whole
-            _fsync_dir(self._threads)
+            fsync_dir(self._threads)
         shutil.rmtree(trash, ignore_errors=True)
 
     def prune(self, thread_id: str, *, keep_last: int) -> int:
@@ -1083,9 +848,9 @@ class FileSaver(BaseSaver):
     def _namespaces(self, thread_dir: str) -> list[tuple[str, str]]:
         """``(folder, namespace)`` of every namespace of a thread."""
         out: list[tuple[str, str]] = []
-        for name in _names(thread_dir):
+        for name in visible_names(thread_dir):
             path = os.path.join(thread_dir, name)
-            if name != _ROOT_NS_DIR and not name.startswith("ns-"):
+            if name != ROOT_NS_DIR and not name.startswith("ns-"):
                 continue
             try:
                 with open(os.path.join(path, "namespace.json"), "rb") as f:
@@ -1135,13 +900,13 @@ class FileSaver(BaseSaver):
         if not drop:
             return 0
         for cid in drop:
-            _remove(self._row_path(ns_dir, cid))
-        _fsync_dir(os.path.join(ns_dir, "checkpoints"))
+            remove_file(self._row_path(ns_dir, cid))
+        fsync_dir(os.path.join(ns_dir, "checkpoints"))
         for cid in drop:
             shutil.rmtree(self._writes_dir(ns_dir, cid), ignore_errors=True)
-            _remove(self._preview_path(ns_dir, cid))
+            remove_file(self._preview_path(ns_dir, cid))
         if not keep:
-            _remove(os.path.join(ns_dir, "HEAD"))
+            remove_file(os.path.join(ns_dir, "HEAD"))
         # Values: keep every blob a kept checkpoint needs, chains included.
         kept: list[Checkpoint] = []
         for cid in keep:
@@ -1155,7 +920,7 @@ class FileSaver(BaseSaver):
         blobs_dir = os.path.join(ns_dir, "blobs")
         headers: dict[tuple[str, str], BlobRow] = {}
         names: dict[tuple[str, str], str] = {}
-        for name in _names(blobs_dir):
+        for name in visible_names(blobs_dir):
             try:
                 with open(os.path.join(blobs_dir, name), "rb") as f:
                     header = json.loads(f.readline())
@@ -1167,7 +932,7 @@ class FileSaver(BaseSaver):
         needed = referenced_blobs(kept, headers)
         for ref, name in names.items():
             if ref not in needed:
-                _remove(os.path.join(blobs_dir, name))
+                remove_file(os.path.join(blobs_dir, name))
         return len(drop)
 
     # -- copying -------------------------------------------------------------------------------
@@ -1208,16 +973,16 @@ class FileSaver(BaseSaver):
             sources = self._namespaces(source_dir) if have_source else []
             if not any(self._row_ids(ns_dir) for ns_dir, _ in sources):
                 return
-            for name in _all_names(target_dir):  # leftovers that hold no checkpoint
+            for name in all_names(target_dir):  # leftovers that hold no checkpoint
                 path = os.path.join(target_dir, name)
-                if name == _ROOT_NS_DIR or name.startswith(("ns-", _TMP)):
+                if name == ROOT_NS_DIR or name.startswith(("ns-", TMP)):
                     shutil.rmtree(path, ignore_errors=True)
             # The root namespace last: the copy shows in list_threads once it is complete.
             sources.sort(key=lambda source: source[1] == "")
             for ns_dir, ns in sources:
                 self._copy_ns(source_thread_id, ns_dir, ns, target_thread_id, target_dir)
-            _fsync_dir(target_dir)
-            root = os.path.join(target_dir, _ROOT_NS_DIR)
+            fsync_dir(target_dir)
+            root = os.path.join(target_dir, ROOT_NS_DIR)
             if os.path.isdir(root):
                 self._refresh_thread_json(target_thread_id, root)
         finally:
@@ -1229,53 +994,26 @@ class FileSaver(BaseSaver):
     ) -> None:
         # A consistent view of the source namespace (its thread lock is held already).
         with self._writing(source_id, ns, thread_locked=True):
-            stage = os.path.join(target_dir, f"{_TMP}ns-{secrets.token_hex(6)}")
+            stage = os.path.join(target_dir, f"{TMP}ns-{secrets.token_hex(6)}")
             os.mkdir(stage)
             for sub in ("checkpoints", "values", "blobs", "writes"):
                 os.mkdir(os.path.join(stage, sub))
             for sub in ("checkpoints", "values", "blobs"):
-                for name in _names(os.path.join(ns_dir, sub)):
-                    _link(os.path.join(ns_dir, sub, name), os.path.join(stage, sub, name))
-                _fsync_dir(os.path.join(stage, sub))
-            for cid_dir in _names(os.path.join(ns_dir, "writes")):
+                for name in visible_names(os.path.join(ns_dir, sub)):
+                    link_or_copy(os.path.join(ns_dir, sub, name), os.path.join(stage, sub, name))
+                fsync_dir(os.path.join(stage, sub))
+            for cid_dir in visible_names(os.path.join(ns_dir, "writes")):
                 os.mkdir(os.path.join(stage, "writes", cid_dir))
-                for name in _names(os.path.join(ns_dir, "writes", cid_dir)):
-                    _link(
+                for name in visible_names(os.path.join(ns_dir, "writes", cid_dir)):
+                    link_or_copy(
                         os.path.join(ns_dir, "writes", cid_dir, name),
                         os.path.join(stage, "writes", cid_dir, name),
                     )
-                _fsync_dir(os.path.join(stage, "writes", cid_dir))
-            _fsync_dir(os.path.join(stage, "writes"))
+                fsync_dir(os.path.join(stage, "writes", cid_dir))
+            fsync_dir(os.path.join(stage, "writes"))
             head = self._head(ns_dir)
             if head is not None:
-                _write_file(os.path.join(stage, "HEAD"), _json_bytes({"checkpoint_id": head}))
+                write_file(os.path.join(stage, "HEAD"), json_bytes({"checkpoint_id": head}))
             info = {"thread_id": target_id, "checkpoint_ns": ns}
-            _write_file(os.path.join(stage, "namespace.json"), _json_bytes(info))
+            write_file(os.path.join(stage, "namespace.json"), json_bytes(info))
             os.rename(stage, self._ns_dir(target_dir, ns))
-
-
-# ------------------------------------------------------------------------------------ helpers
-def _names(folder: str) -> list[str]:
-    """Visible entries of a folder (no dot files: locks, temp files); empty if it is missing."""
-    return [n for n in _all_names(folder) if _is_visible(n)]
-
-
-def _all_names(folder: str) -> list[str]:
-    try:
-        return os.listdir(folder)
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-
-
-def _remove(path: str) -> None:
-    with suppress(FileNotFoundError):
-        os.unlink(path)
-
-
-def _link(source: str, target: str) -> None:
-    try:
-        os.link(source, target)
-    except OSError as exc:
-        if exc.errno not in (errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOTSUP):
-            raise
-        shutil.copyfile(source, target)

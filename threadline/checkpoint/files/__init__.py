@@ -1,0 +1,69 @@
+"""A saver that keeps checkpoints as plain files: one folder per thread, JSON you can ``cat``.
+
+Layout (``FileSaver("checkpoints")`` after one run of thread ``order-42``)::
+
+    checkpoints/
+    ├── FORMAT.json                      format marker and version
+    └── threads/
+        └── t-order-42/                  "t-" + the percent-encoded thread id
+            ├── .lock .gate              flock: shared by writers, exclusive for delete/copy
+            ├── thread.json              id, status, head, updated_at, next (for list_threads)
+            ├── root/                    the root namespace ("" ); others are "ns-<encoded>"
+            │   ├── .lock                flock: one writer per (thread, namespace)
+            │   ├── namespace.json       the real thread id and namespace
+            │   ├── HEAD                 the newest checkpoint id (a hint; see below)
+            │   ├── checkpoints/<id>.json   one row per checkpoint (readable + exact bytes)
+            │   ├── values/<id>.json     preview of the state values, for humans only
+            │   ├── blobs/<key>@<version>.blob   one JSON header line, then the value bytes
+            │   └── writes/<id>/000001-result-<hash>.json   pending writes, in order
+            └── ns-child%3Aabc/ ...
+
+Names: ids are percent-encoded (only ``A-Z a-z 0-9 _ -`` pass through), so ``../x``, ``a/b``,
+``CON``, ``""`` or unicode ids become one harmless path component; an encoding longer than
+120 characters is cut and suffixed with ``~`` and a SHA-256 prefix. The real ids are stored
+inside (``thread.json``, ``namespace.json``, each row), so names never have to be decoded.
+
+What is stored: the bytes ``threadline.checkpoint.layout`` produces, exactly. A row file holds
+the layout's checkpoint ``body`` and ``metadata`` bytes in base64 (with a SHA-256 over both)
+next to a readable rendering (step, next task names, versions, metadata as JSON where it can be
+shown); loading uses only the stored bytes. A blob file starts with a JSON line holding its
+``BlobRow`` fields, size and SHA-256, then the value's msgpack bytes. A write file holds task
+id, name, kind, a readable preview and the value bytes in base64 with their SHA-256. Truncated
+or altered files raise ``SerializationError`` naming the file (and the key, for values); other
+checkpoints and threads stay readable.
+
+``values/<id>.json`` is a best-effort JSON rendering of a checkpoint's state (long strings and
+collections cut short) written for people reading the folder; it is never read back, and
+``FileSaver(..., previews=False)`` skips it.
+
+Crash safety: every file is written to a ``.tmp-*`` file in its own folder, flushed, fsynced,
+renamed into place with ``os.replace`` and its folder fsynced. ``put`` writes the blobs, then
+the pending writes, the preview and ``HEAD``, and the row file **last**: a checkpoint exists
+once its row file does, so a crash mid-put leaves the previous checkpoint the newest. ``HEAD`` is
+written before the row, so a ``HEAD`` naming a missing row means a crash: readers then scan
+``checkpoints/`` instead, and the next writer there sweeps up stray temp files and the orphaned
+files of the unfinished checkpoint.
+
+Concurrency (Linux, ``fcntl.flock``): writers of a (thread, namespace) hold its ``.lock``
+exclusively around check-and-write, so compare-and-set ``put`` works across processes; they
+also hold the thread's ``.lock`` shared, which ``delete_thread`` and ``copy_thread`` (target)
+take exclusively (a ``.gate`` lock keeps a stream of writers from starving them). Readers take
+no lock: every file they read appears atomically. No file is modified in place (files are
+written whole and renamed; blobs and rows, once there, are never rewritten), so
+``copy_thread`` hard-links them. ``delete_thread`` renames the thread folder away (one atomic
+step) and then removes it.
+
+Not atomic under a crash: a ``put_writes`` batch (each write is; a crash can keep a prefix of a
+batch, as if the crash came a little earlier in the step); ``thread.json`` after
+``put_writes`` (its status can lag until the next write; a stale head is detected and
+recomputed by ``list_threads``); ``copy_thread`` (namespace by namespace, the root one last, so
+an interrupted copy never shows in ``list_threads``; delete the target and copy again). Blobs
+of a put that crashed stay on disk until the namespace is next pruned (``prune`` or retention).
+
+The package, by layer: ``disk.py`` (safe names, atomic and durable file writes), ``preview.py``
+(the readable renderings), ``saver.py`` (``FileSaver``: the layout, locks, and the saver API).
+"""
+
+from threadline.checkpoint.files.saver import FORMAT_VERSION, FileSaver
+
+__all__ = ["FORMAT_VERSION", "FileSaver"]

@@ -1,0 +1,97 @@
+"""Best-effort JSON renderings of values, written next to the exact bytes for people to read.
+
+Never read back: a value that cannot be rendered shows as an error marker, and a save goes on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+from collections.abc import Mapping
+from contextlib import suppress
+from datetime import date, datetime
+from datetime import time as dtime
+from typing import Any
+
+_MAX_STR = 2000
+_MAX_ITEMS = 100
+_MAX_DEPTH = 16
+_MAX_NODES = 5000  # values rendered per state key (or metadata, or write)
+_MAX_PREVIEW = 64 * 1024  # characters of JSON per state key in values.json
+
+
+def _render(obj: Any, budget: list[int] | None = None, depth: int = 0) -> Any:
+    """Best-effort JSON rendering of a value, for people; never read back.
+
+    Strings and collections are cut short, and at most ``_MAX_NODES`` values are rendered.
+    """
+    if budget is None:
+        budget = [_MAX_NODES]
+    budget[0] -= 1
+    if obj is None or isinstance(obj, bool | int):
+        return obj
+    if isinstance(obj, float):
+        return obj if obj == obj and obj not in (float("inf"), float("-inf")) else repr(obj)
+    if isinstance(obj, str):
+        return obj if len(obj) <= _MAX_STR else f"{obj[:_MAX_STR]}… ({len(obj)} characters)"
+    if isinstance(obj, bytes | bytearray | memoryview):
+        return f"<{len(obj)} bytes>"
+    if depth >= _MAX_DEPTH or budget[0] < 0:
+        return "…"
+    if isinstance(obj, enum.Enum):
+        return f"{type(obj).__name__}.{obj.name}"
+    if isinstance(obj, datetime | date | dtime):
+        return obj.isoformat()
+    if isinstance(obj, Mapping):
+        out: dict[str, Any] = {}
+        for i, (k, v) in enumerate(obj.items()):
+            if i >= _MAX_ITEMS or budget[0] < 0:
+                out["…"] = f"{len(obj) - i} more entries"
+                break
+            out[k if isinstance(k, str) else repr(k)] = _render(v, budget, depth + 1)
+        return out
+    if isinstance(obj, list | tuple | set | frozenset):
+        items = list(obj)
+        if isinstance(obj, set | frozenset):
+            items.sort(key=repr)
+        rendered = []
+        for i, x in enumerate(items):
+            if i >= _MAX_ITEMS or budget[0] < 0:
+                rendered.append(f"… {len(items) - i} more items")
+                break
+            rendered.append(_render(x, budget, depth + 1))
+        return rendered
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        fields = {
+            f.name: _render(getattr(obj, f.name, None), budget, depth + 1)
+            for f in dataclasses.fields(obj)
+        }
+        return {"$type": type(obj).__qualname__, **fields}
+    dump = getattr(obj, "model_dump", None)
+    if callable(dump):
+        with suppress(Exception):
+            return {"$type": type(obj).__qualname__, **_render(dump(), budget, depth + 1)}
+    try:
+        text = repr(obj)
+    except Exception:
+        text = f"<{type(obj).__qualname__}>"
+    return {"$repr": _render(text, budget)}
+
+
+def safe_render(obj: Any) -> Any:
+    try:
+        return _render(obj)
+    except Exception as exc:  # a preview must never stop a save
+        return {"$error": f"cannot render: {type(exc).__name__}"}
+
+
+def preview_values(values: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        rendered = safe_render(value)
+        text = json.dumps(rendered, ensure_ascii=False)
+        if len(text) > _MAX_PREVIEW:
+            rendered = {"$truncated": f"{len(text)} characters", "head": text[:_MAX_STR]}
+        out[key] = rendered
+    return out

@@ -1,0 +1,31 @@
+"""A saver backed by one SQLite file (stdlib ``sqlite3``), for single-machine durability.
+
+The database runs in WAL mode with ``synchronous=NORMAL``: readers never block the writer, and a
+committed checkpoint survives a process crash. One connection is shared by every thread that
+uses the saver, guarded by a lock; several savers (or processes) may open the same file, and
+wait up to ``timeout`` seconds for each other's write transactions.
+
+Storage follows ``threadline.checkpoint.layout`` (schema version 3): a small ``checkpoints`` row
+per checkpoint, one ``blobs`` row per value that changed (list deltas for lists that grew), the
+pending ``writes``, and a ``threads`` row per thread (its head, status and ``updated_at``) so
+that ``list_threads`` is one query. Each ``put`` is one transaction and one commit: compare-and-
+set on the head, the row, the new blobs, the writes, the thread row, and retention.
+
+Every value goes into SQL as a bound parameter. Metadata is stored encoded and filtered in
+Python, so a filter key never reaches SQL. Each blob row carries a CRC-32 of its data, checked
+on load, so a damaged value fails with an error naming its key instead of loading garbage.
+
+The package, by layer:
+
+- ``schema.py`` — the tables and the statements that write their rows;
+- ``migration.py`` — opening a file: WAL mode, the version check, migrating versions 1 and 2
+  (in one transaction; a failure leaves the file as it was);
+- ``queries.py`` — reading and writing rows inside a transaction: blobs and their delta
+  chains, whole checkpoints, writes;
+- ``saver.py`` — ``SqliteSaver``: the connection, its lock and transactions, the public API.
+"""
+
+from threadline.checkpoint.sqlite.saver import SqliteSaver
+from threadline.checkpoint.sqlite.schema import SCHEMA_VERSION
+
+__all__ = ["SCHEMA_VERSION", "SqliteSaver"]

@@ -1,0 +1,246 @@
+"""Reading and writing rows inside a transaction: blobs, whole checkpoints, writes."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import sqlite3
+import zlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from threadline.checkpoint.base import Checkpoint, CheckpointRecord
+from threadline.checkpoint.layout import (
+    BlobRow,
+    WriteRow,
+    assemble_values,
+    decode_metadata,
+    decode_write,
+    wanted_blobs,
+)
+from threadline.checkpoint.sqlite.schema import UPSERT_WRITE
+from threadline.errors import SerializationError
+
+CHUNK = 400  # pairs per query: 802 parameters, under the 999 of older SQLite builds
+
+Row = tuple[str, bytes, bytes]  # checkpoint_id, body, metadata
+
+
+@functools.lru_cache(maxsize=1024)
+def names_json(names: tuple[str, ...]) -> str:
+    """The ``next`` column of a thread row; cached, as a run plans the same few names again."""
+    return json.dumps(list(names))
+
+
+def meta_of(row: BlobRow) -> tuple[str, str, str, str | None, int, int]:
+    return row.key, row.version, row.start, row.base, row.chain_bytes, row.full_bytes
+
+
+def ids_past(conn: sqlite3.Connection, thread_id: str, ns: str, keep: int) -> list[str]:
+    """Ids of a namespace's checkpoints other than the newest ``keep``."""
+    rows = conn.execute(
+        "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
+        "ORDER BY checkpoint_id DESC LIMIT -1 OFFSET ?",
+        (thread_id, ns, keep),
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+_META_COLUMNS = "b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes"
+_DATA_COLUMNS = _META_COLUMNS + ", b.data, b.crc32"
+
+
+def blob_rows(
+    conn: sqlite3.Connection,
+    thread_id: str,
+    ns: str,
+    pairs: Iterable[tuple[str, str]],
+    *,
+    crcs: dict[tuple[str, str], int] | None = None,
+) -> dict[tuple[str, str], BlobRow]:
+    """Blob rows of ``(key, version)`` pairs.
+
+    The pairs are a ``VALUES`` list joined (in that order: ``CROSS JOIN``) to the table, so
+    SQLite probes the primary key once per pair whatever its statistics say; in chunks, to stay
+    under the parameter limit. Without ``crcs`` the rows come without their data; with it, with
+    their data, and ``crcs`` receives the stored CRC-32 of each.
+    """
+    columns = _DATA_COLUMNS if crcs is not None else _META_COLUMNS
+    where = "b.key = w.k AND b.version = w.v"
+    return _rows(conn, thread_id, ns, sorted(set(pairs)), columns, where, crcs)
+
+
+def chain_rows(
+    conn: sqlite3.Connection,
+    thread_id: str,
+    ns: str,
+    heads: Iterable[BlobRow],
+    crcs: dict[tuple[str, str], int],
+) -> dict[tuple[str, str], list[BlobRow]]:
+    """The rows (with data) of the chains that delta rows ``heads`` end, by ``(key, start)``.
+
+    There is no index by chain: a chain's rows are the key's versions from its start to its
+    head that name that start, a range of the primary key when versions grow along the chain
+    (checkpoint ids do). When they do not (versions chosen by hand), the walk from a head
+    misses a base, and that chain is read again from every version of its key.
+    """
+    spans: dict[tuple[str, str], list[str]] = {}
+    for head in heads:
+        spans.setdefault((head.key, head.start), []).append(head.version)
+    chains: dict[tuple[str, str], list[BlobRow]] = {}
+    bounded = [(key, start, max(ends)) for (key, start), ends in sorted(spans.items())]
+    where = "b.key = w.k AND b.version BETWEEN w.v AND w.last AND b.start = w.v"
+    for row in _rows(conn, thread_id, ns, bounded, _DATA_COLUMNS, where, crcs).values():
+        chains.setdefault((row.key, row.start), []).append(row)
+    broken = [
+        span
+        for span, ends in spans.items()
+        if not all(_complete(chains.get(span, []), end) for end in ends)
+    ]
+    if broken:
+        where = "b.key = w.k AND b.start = w.v"
+        for span in broken:
+            chains[span] = []
+        for row in _rows(conn, thread_id, ns, broken, _DATA_COLUMNS, where, crcs).values():
+            chains[(row.key, row.start)].append(row)
+    return chains
+
+
+def _complete(chain: list[BlobRow], head: str) -> bool:
+    """Whether ``chain`` holds every row from version ``head`` back to its full blob."""
+    by_version = {row.version: row for row in chain}
+    row = by_version.get(head)
+    while row is not None and row.base is not None:
+        row = by_version.get(row.base)
+    return row is not None
+
+
+def _rows(
+    conn: sqlite3.Connection,
+    thread_id: str,
+    ns: str,
+    wanted: Sequence[tuple[str, ...]],
+    columns: str,
+    where: str,
+    crcs: dict[tuple[str, str], int] | None,
+) -> dict[tuple[str, str], BlobRow]:
+    """Blob rows matching ``where`` for each tuple of ``wanted`` (as ``w.k, w.v[, w.last]``)."""
+    found: dict[tuple[str, str], BlobRow] = {}
+    if not wanted:
+        return found
+    width = len(wanted[0])
+    names = ("k", "v", "last")[:width]
+    marks = "(" + ", ".join("?" * width) + ")"
+    step = CHUNK * 2 // width
+    for i in range(0, len(wanted), step):
+        chunk = wanted[i : i + step]
+        params: list[Any] = [part for item in chunk for part in item]
+        rows = conn.execute(
+            f"WITH w ({', '.join(names)}) AS (VALUES {', '.join([marks] * len(chunk))}) "
+            f"SELECT {columns} FROM w CROSS JOIN blobs AS b "
+            f"WHERE b.thread_id = ? AND b.checkpoint_ns = ? AND {where}",
+            [*params, thread_id, ns],
+        )
+        for r in rows:
+            if crcs is None:
+                found[(r[0], r[1])] = BlobRow(*r, b"")
+            else:
+                found[(r[0], r[1])] = BlobRow(*r[:7])
+                crcs[(r[0], r[1])] = r[7]
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """What a checkpoint row needs to become a record, fetched in the read transaction."""
+
+    checkpoint: Checkpoint  # without values
+    metadata: bytes
+    rows: dict[tuple[str, str], BlobRow]
+    chains: dict[tuple[str, str], list[BlobRow]]
+    crcs: dict[tuple[str, str], int]
+    writes: list[WriteRow]
+
+
+def fetch(conn: sqlite3.Connection, thread_id: str, ns: str, rows: Sequence[Row]) -> list[Loaded]:
+    """Everything needed to decode ``rows``, in three queries: blobs, chains, writes."""
+    if not rows:
+        return []
+    decoded = [(wanted_blobs(body), metadata) for _, body, metadata in rows]
+    wanted = {kv for (_, pairs), _ in decoded for kv in pairs}
+    crcs: dict[tuple[str, str], int] = {}
+    blobs = blob_rows(conn, thread_id, ns, wanted, crcs=crcs) if wanted else {}
+    deltas = [row for row in blobs.values() if row.base is not None]
+    chains = chain_rows(conn, thread_id, ns, deltas, crcs) if deltas else {}
+    ids = [r[0] for r in rows]
+    writes: dict[str, list[WriteRow]] = {cid: [] for cid in ids}
+    for i in range(0, len(ids), CHUNK):
+        chunk = ids[i : i + CHUNK]
+        marks = ", ".join("?" * len(chunk))
+        for cid, task_id, kind, task_name, value in conn.execute(
+            "SELECT checkpoint_id, task_id, kind, task_name, value FROM writes "
+            f"WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id IN ({marks}) "
+            "ORDER BY checkpoint_id, seq",
+            [thread_id, ns, *chunk],
+        ):
+            writes[cid].append(WriteRow(task_id, kind, task_name, value))
+    loaded = []
+    for (cp, pairs), metadata in decoded:
+        mine = {kv: blobs[kv] for kv in pairs if kv in blobs}
+        loaded.append(Loaded(cp, metadata, mine, chains, crcs, writes[cp.id]))
+    return loaded
+
+
+def to_record(thread_id: str, ns: str, loaded: Loaded) -> CheckpointRecord:
+    cp = loaded.checkpoint
+    _verify(thread_id, ns, loaded)
+    values = assemble_values(cp.versions, loaded.rows, loaded.chains)
+    return CheckpointRecord(
+        thread_id=thread_id,
+        checkpoint_ns=ns,
+        checkpoint=dataclasses.replace(cp, values=values),
+        metadata=decode_metadata(loaded.metadata),
+        pending_writes=tuple(decode_write(w) for w in loaded.writes),
+    )
+
+
+def _verify(thread_id: str, ns: str, loaded: Loaded) -> None:
+    """Check the CRC-32 of every blob the checkpoint's values are rebuilt from."""
+    for row in loaded.rows.values():
+        chain = {r.version: r for r in loaded.chains.get((row.key, row.start), ())}
+        part: BlobRow | None = row
+        while part is not None:
+            crc = loaded.crcs.get((part.key, part.version))
+            if crc is not None and zlib.crc32(part.data) != crc:
+                raise SerializationError(
+                    f"the stored value of key {part.key!r} (version {part.version}) of thread "
+                    f"{thread_id!r} (namespace {ns!r}) is corrupted: its checksum does not match"
+                )
+            part = chain.get(part.base) if part.base is not None else None
+
+
+def insert_writes(
+    conn: sqlite3.Connection,
+    thread_id: str,
+    checkpoint_ns: str,
+    checkpoint_id: str,
+    writes: Sequence[WriteRow],
+) -> None:
+    for w in writes:
+        conn.execute(
+            UPSERT_WRITE,
+            (
+                thread_id,
+                checkpoint_ns,
+                checkpoint_id,
+                w.task_id,
+                w.kind,
+                w.task_name,
+                thread_id,
+                checkpoint_ns,
+                checkpoint_id,
+                w.data,
+            ),
+        )

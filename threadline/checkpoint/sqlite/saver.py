@@ -1,0 +1,582 @@
+"""``SqliteSaver``: the connection, its lock and transactions, the public API, the blob cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import zlib
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Any
+
+from threadline.checkpoint.base import (
+    BaseSaver,
+    Checkpoint,
+    CheckpointRecord,
+    Retention,
+    TaskWrite,
+    ThreadInfo,
+    ThreadStatus,
+    metadata_matches,
+    thread_status,
+)
+from threadline.checkpoint.layout import (
+    BaseLookup,
+    BlobRow,
+    decode_metadata,
+    encode_record,
+    encode_writes,
+    referenced_blobs,
+)
+from threadline.checkpoint.memory import (
+    _check_keep_last,
+    age_cutoff,
+    check_put,
+    created_ts,
+    full_blobs,
+    now_iso,
+    status_of,
+)
+from threadline.checkpoint.sqlite.migration import body_versions, prepare
+from threadline.checkpoint.sqlite.queries import (
+    Row,
+    blob_rows,
+    fetch,
+    ids_past,
+    insert_writes,
+    meta_of,
+    names_json,
+    to_record,
+)
+from threadline.checkpoint.sqlite.schema import (
+    BLOB_META,
+    HEAD,
+    INSERT_BLOB,
+    INSERT_CHECKPOINT,
+    SELECT_LATEST,
+    SELECT_ONE,
+    SELECT_PAGE,
+    UPSERT_THREAD,
+)
+from threadline.errors import SaverUnavailableError
+
+_PAGE_SIZE = 64
+_CACHE_SIZE = 4096  # blob rows (metadata only) remembered for ``base_of``
+_HEADS_CACHED = 1024  # (thread, namespace) heads whose versions are remembered
+
+
+class SqliteSaver(BaseSaver):
+    """Checkpoints in a SQLite file (default ``":memory:"``, private to this saver).
+
+    Use it as a context manager, or call :meth:`close` when done::
+
+        with SqliteSaver("checkpoints.db") as saver:
+            graph = builder.compile(checkpointer=saver)
+
+    ``retention`` prunes a thread's older checkpoints each time one is saved (in the same
+    transaction). ``copy_thread`` raises ``ValueError`` if the target already has checkpoints.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] = ":memory:",
+        *,
+        timeout: float = 30.0,
+        retention: Retention | None = None,
+    ):
+        self.path = os.fspath(path)
+        self.retention = retention
+        self._timeout = timeout
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        # (thread, ns, key, version) -> the blob's row without its data, for ``base_of``
+        self._blob_cache: OrderedDict[tuple[str, str, str, str], BlobRow] = OrderedDict()
+        # (thread, ns) -> (id, versions) of the checkpoint this saver last saved there
+        self._head_versions: OrderedDict[tuple[str, str], tuple[str, dict[str, str]]] = (
+            OrderedDict()
+        )
+        if self.path not in ("", ":memory:") and not self.path.startswith("file:"):
+            directory = os.path.dirname(os.path.abspath(self.path))
+            if not os.path.isdir(directory):
+                raise SaverUnavailableError(
+                    f"cannot open SQLite checkpoint database {self.path!r}: "
+                    f"directory {directory!r} does not exist; create it first"
+                )
+        try:
+            conn = sqlite3.connect(
+                self.path,
+                timeout=timeout,  # also the busy timeout for locked databases
+                check_same_thread=False,
+                isolation_level=None,  # we issue BEGIN/COMMIT ourselves
+                uri=self.path.startswith("file:"),
+            )
+        except sqlite3.Error as exc:
+            raise SaverUnavailableError(
+                f"cannot open SQLite checkpoint database {self.path!r}: {exc}"
+            ) from exc
+        try:
+            prepare(conn, self.path, self._timeout)
+        except sqlite3.Error as exc:
+            conn.close()
+            raise SaverUnavailableError(
+                f"cannot open SQLite checkpoint database {self.path!r}: {exc} "
+                "(is it a SQLite database, and writable?)"
+            ) from exc
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+
+    @classmethod
+    def from_conn_string(cls, path: str | os.PathLike[str], **options: Any) -> SqliteSaver:
+        """A saver on ``path``; use it as ``with SqliteSaver.from_conn_string(path) as saver:``."""
+        return cls(path, **options)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connection; further calls raise ``SaverUnavailableError``. Idempotent."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+            self._blob_cache.clear()
+            self._head_versions.clear()
+
+    def __enter__(self) -> SqliteSaver:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._conn is None else "open"
+        return f"SqliteSaver({self.path!r}, {state})"
+
+    def _connection(self) -> sqlite3.Connection:
+        conn = self._conn
+        if conn is None:
+            raise SaverUnavailableError(f"SqliteSaver({self.path!r}) is closed")
+        return conn
+
+    @contextmanager
+    def _transaction(self, mode: str = "DEFERRED") -> Iterator[sqlite3.Connection]:
+        """Hold the lock and one transaction; roll back on any error.
+
+        Reads use a (deferred) transaction too, so a checkpoint, its values and its writes come
+        from one snapshot even while another connection writes.
+        """
+        with self._lock:
+            conn = self._connection()
+            try:
+                conn.execute("BEGIN IMMEDIATE" if mode == "IMMEDIATE" else "BEGIN")
+                try:
+                    yield conn
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise self._unavailable(exc) from exc
+
+    def _unavailable(self, exc: sqlite3.Error) -> Exception:
+        if isinstance(exc, sqlite3.OperationalError) or type(exc) is sqlite3.DatabaseError:
+            return SaverUnavailableError(f"SQLite checkpoint database {self.path!r}: {exc}")
+        return exc
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def get_tuple(
+        self, thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None
+    ) -> CheckpointRecord | None:
+        with self._transaction() as conn:
+            if checkpoint_id is None:
+                row = conn.execute(SELECT_LATEST, (thread_id, checkpoint_ns)).fetchone()
+            else:
+                row = conn.execute(SELECT_ONE, (thread_id, checkpoint_ns, checkpoint_id)).fetchone()
+            if row is None:
+                return None
+            (loaded,) = fetch(conn, thread_id, checkpoint_ns, [row])
+        return to_record(thread_id, checkpoint_ns, loaded)
+
+    def list(
+        self,
+        thread_id: str,
+        checkpoint_ns: str = "",
+        *,
+        filter: Mapping[str, Any] | None = None,
+        before: str | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointRecord]:
+        if limit is not None and limit <= 0:
+            return
+        page_size = min(limit, _PAGE_SIZE) if limit is not None and not filter else _PAGE_SIZE
+        cursor = before
+        produced = 0
+        while True:
+            # Fetch one page under the lock, then decode and yield with the lock released.
+            with self._transaction() as conn:
+                rows: list[Row] = conn.execute(
+                    SELECT_PAGE, (thread_id, checkpoint_ns, cursor, cursor, page_size)
+                ).fetchall()
+                matching = [
+                    row
+                    for row in rows
+                    if not filter or metadata_matches(decode_metadata(row[2]), filter)
+                ]
+                loaded = fetch(conn, thread_id, checkpoint_ns, matching)
+            for item in loaded:
+                yield to_record(thread_id, checkpoint_ns, item)
+                produced += 1
+                if limit is not None and produced >= limit:
+                    return
+            if len(rows) < page_size:
+                return
+            cursor = rows[-1][0]
+
+    def list_threads(
+        self, *, status: ThreadStatus | None = None, limit: int | None = None
+    ) -> list[ThreadInfo]:
+        if limit is not None and limit <= 0:
+            return []
+        where = "WHERE status = ?" if status is not None else ""
+        params: list[Any] = [status] if status is not None else []
+        params.append(-1 if limit is None else limit)
+        with self._transaction() as conn:
+            rows = conn.execute(
+                f"SELECT thread_id, status, checkpoint_id, updated_at, next FROM threads {where} "
+                "ORDER BY updated_at DESC, thread_id DESC LIMIT ?",
+                params,
+            ).fetchall()
+        return [
+            ThreadInfo(
+                thread_id=thread_id,
+                status=st,
+                checkpoint_id=head,
+                updated_at=updated_at,
+                next=tuple(json.loads(next_)),
+            )
+            for thread_id, st, head, updated_at, next_ in rows
+        ]
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def put(self, record: CheckpointRecord, *, fork: bool = False) -> None:
+        thread_id, ns, cp = record.thread_id, record.checkpoint_ns, record.checkpoint
+        # Encoding (and looking up the blobs deltas extend) happens before the transaction.
+        encoded = encode_record(record, self._base_lookup(thread_id, ns))
+        with self._transaction("IMMEDIATE") as conn:
+            (head,) = conn.execute(HEAD, (thread_id, ns)).fetchone()
+            check_put(record, head, fork=fork)
+            blobs = self._complete(conn, record, encoded.blobs, head)
+            row = encoded.row
+            conn.execute(
+                INSERT_CHECKPOINT,
+                (
+                    thread_id,
+                    ns,
+                    row.checkpoint_id,
+                    row.parent_id,
+                    row.step,
+                    row.created_at,
+                    created_ts(row.created_at),
+                    row.body,
+                    row.metadata,
+                ),
+            )
+            conn.executemany(
+                INSERT_BLOB,
+                [
+                    (
+                        thread_id,
+                        ns,
+                        b.key,
+                        b.version,
+                        b.start,
+                        b.base,
+                        b.chain_bytes,
+                        b.full_bytes,
+                        zlib.crc32(b.data),
+                        b.data,
+                    )
+                    for b in blobs
+                ],
+            )
+            insert_writes(conn, thread_id, ns, cp.id, encoded.writes)
+            if ns == "":
+                status = thread_status(cp, record.pending_writes)
+                planned = names_json(tuple(t.name for t in cp.next))
+                conn.execute(UPSERT_THREAD, (thread_id, status, cp.id, now_iso(), planned))
+            if self.retention is not None:
+                self._retain(conn, thread_id, ns, cp.id)
+        self._remember(thread_id, ns, blobs)
+        self._remember_head(thread_id, ns, cp)
+
+    def _complete(
+        self,
+        conn: sqlite3.Connection,
+        record: CheckpointRecord,
+        blobs: tuple[BlobRow, ...],
+        head: str | None,
+    ) -> list[BlobRow]:
+        """The blobs to insert, after checking (in the transaction) what they rely on.
+
+        A value the hints call unchanged must already be stored under its version, and a delta's
+        base must still be there with the chain it was computed against. Whatever is missing
+        (wrong hints, a concurrent prune or delete, a stale cache) is stored in full instead, so
+        a saved checkpoint always loads.
+
+        Versions the current ``head`` uses need no query: every blob a stored checkpoint uses
+        stays while it exists. So in the usual case (a run saving on top of the head it saved
+        last) nothing is read here.
+        """
+        thread_id, ns, cp = record.thread_id, record.checkpoint_ns, record.checkpoint
+        known = self._head_versions.get((thread_id, ns))
+        safe = known[1] if known is not None and head is not None and known[0] == head else {}
+        written = {(b.key, b.version): b for b in blobs}
+        needed = {(k, v) for k, v in cp.versions.items() if (k, v) not in written}
+        needed.update((b.key, b.base) for b in blobs if b.base is not None)
+        needed = {(k, v) for k, v in needed if safe.get(k) != v}
+        stored = blob_rows(conn, thread_id, ns, needed) if needed else {}
+        redo = {k for k, v in cp.versions.items() if (k, v) in needed and (k, v) not in stored}
+        for b in blobs:
+            if b.base is None or (b.key, b.base) not in needed:
+                continue
+            base = stored.get((b.key, b.base))
+            if base is None or (base.start, base.full_bytes, base.chain_bytes + len(b.data)) != (
+                b.start,
+                b.full_bytes,
+                b.chain_bytes,
+            ):
+                redo.add(b.key)
+        if redo:
+            written.update({(b.key, b.version): b for b in full_blobs(record, redo)})
+        self._remember(thread_id, ns, stored.values())
+        return list(written.values())
+
+    def put_writes(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        writes: Sequence[TaskWrite],
+    ) -> None:
+        encoded = encode_writes(writes)
+        if not encoded:
+            return
+        with self._transaction("IMMEDIATE") as conn:
+            insert_writes(conn, thread_id, checkpoint_ns, checkpoint_id, encoded)
+            if checkpoint_ns != "":
+                return
+            found = conn.execute(
+                "SELECT next FROM threads WHERE thread_id = ? AND checkpoint_id = ?",
+                (thread_id, checkpoint_id),
+            ).fetchone()
+            if found is None:
+                return  # not the thread's newest checkpoint: its status is unchanged
+            keys = conn.execute(
+                "SELECT task_id, kind FROM writes "
+                "WHERE thread_id = ? AND checkpoint_ns = '' AND checkpoint_id = ?",
+                (thread_id, checkpoint_id),
+            ).fetchall()
+            conn.execute(
+                "UPDATE threads SET status = ?, updated_at = ? WHERE thread_id = ?",
+                (status_of(json.loads(found[0]), keys), now_iso(), thread_id),
+            )
+
+    def delete_thread(self, thread_id: str) -> None:
+        with self._transaction("IMMEDIATE") as conn:
+            for table in ("writes", "blobs", "checkpoints", "threads"):
+                conn.execute(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
+            self._forget(thread_id)
+
+    # -- history -------------------------------------------------------------------------------
+
+    def prune(self, thread_id: str, *, keep_last: int) -> int:
+        _check_keep_last(keep_last)
+        deleted = 0
+        with self._transaction("IMMEDIATE") as conn:
+            namespaces = conn.execute(
+                "SELECT DISTINCT checkpoint_ns FROM checkpoints WHERE thread_id = ?", (thread_id,)
+            ).fetchall()
+            for (ns,) in namespaces:
+                ids = ids_past(conn, thread_id, ns, keep_last)
+                deleted += self._drop(conn, thread_id, ns, ids)
+        return deleted
+
+    def _retain(self, conn: sqlite3.Connection, thread_id: str, ns: str, head: str) -> None:
+        retention = self.retention
+        assert retention is not None
+        drop: set[str] = set()
+        if retention.max_checkpoints is not None:
+            drop.update(ids_past(conn, thread_id, ns, retention.max_checkpoints))
+        cutoff = age_cutoff(retention)
+        if cutoff is not None:
+            rows = conn.execute(
+                "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?"
+                " AND created_ts < ? AND checkpoint_id < ?",
+                (thread_id, ns, cutoff, head),
+            ).fetchall()
+            drop.update(r[0] for r in rows)
+        self._drop(conn, thread_id, ns, drop)
+
+    def _drop(self, conn: sqlite3.Connection, thread_id: str, ns: str, ids: Iterable[str]) -> int:
+        """Delete checkpoints of one namespace, their writes, and blobs no longer used."""
+        params = [(thread_id, ns, cid) for cid in ids]
+        if not params:
+            return 0
+        where = "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
+        conn.executemany(f"DELETE FROM writes {where}", params)
+        conn.executemany(f"DELETE FROM checkpoints {where}", params)
+        self._collect_blobs(conn, thread_id, ns)
+        if ns == "":
+            (head,) = conn.execute(HEAD, (thread_id, "")).fetchone()
+            if head is None:
+                conn.execute("DELETE FROM threads WHERE thread_id = ?", (thread_id,))
+        return len(params)
+
+    def _collect_blobs(self, conn: sqlite3.Connection, thread_id: str, ns: str) -> None:
+        """Delete the blobs of a namespace that no checkpoint left in it uses."""
+        bodies = conn.execute(
+            "SELECT body FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?",
+            (thread_id, ns),
+        ).fetchall()
+        kept: list[Checkpoint] = []
+        for (body,) in bodies:
+            versions = body_versions(body)
+            if versions is None:
+                return  # an unreadable checkpoint: keep every blob rather than guess
+            kept.append(Checkpoint("", None, 0, {}, versions, (), ""))
+        rows = {
+            (key, version): BlobRow(key, version, start, base, chain, full, b"")
+            for key, version, start, base, chain, full in conn.execute(
+                f"SELECT {BLOB_META} FROM blobs WHERE thread_id = ? AND checkpoint_ns = ?",
+                (thread_id, ns),
+            )
+        }
+        used = referenced_blobs(kept, rows)
+        unused = [kv for kv in rows if kv not in used]
+        conn.executemany(
+            "DELETE FROM blobs WHERE thread_id = ? AND checkpoint_ns = ? AND key = ? "
+            "AND version = ?",
+            [(thread_id, ns, key, version) for key, version in unused],
+        )
+        self._forget(thread_id, ns, unused)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint, value and write of a thread to an empty thread id.
+
+        Raises ``ValueError`` if the target already has checkpoints (including when it is the
+        source); copying a thread that has none does nothing. One transaction.
+        """
+        src, dst = source_thread_id, target_thread_id
+        with self._transaction("IMMEDIATE") as conn:
+            if conn.execute(
+                "SELECT 1 FROM checkpoints WHERE thread_id = ? LIMIT 1", (dst,)
+            ).fetchone():
+                raise ValueError(
+                    f"cannot copy thread {src!r} to {dst!r}: the target already has "
+                    "checkpoints; delete it first or pick another id"
+                )
+            if not conn.execute(
+                "SELECT 1 FROM checkpoints WHERE thread_id = ? LIMIT 1", (src,)
+            ).fetchone():
+                return
+            for table in ("writes", "blobs", "threads"):  # leftovers without checkpoints
+                conn.execute(f"DELETE FROM {table} WHERE thread_id = ?", (dst,))
+            self._forget(dst)
+            conn.execute(
+                "INSERT INTO checkpoints SELECT ?, checkpoint_ns, checkpoint_id, parent_id, step,"
+                " created_at, created_ts, body, metadata FROM checkpoints WHERE thread_id = ?",
+                (dst, src),
+            )
+            conn.execute(
+                "INSERT INTO blobs SELECT ?, checkpoint_ns, key, version, start, base, "
+                "chain_bytes, full_bytes, crc32, data FROM blobs WHERE thread_id = ?",
+                (dst, src),
+            )
+            conn.execute(
+                "INSERT INTO writes SELECT ?, checkpoint_ns, checkpoint_id, task_id, kind, "
+                "task_name, seq, value FROM writes WHERE thread_id = ?",
+                (dst, src),
+            )
+            conn.execute(
+                "INSERT INTO threads SELECT ?, status, checkpoint_id, ?, next FROM threads "
+                "WHERE thread_id = ?",
+                (dst, now_iso(), src),
+            )
+
+    # -- the blob cache --------------------------------------------------------------------------
+
+    def _base_lookup(self, thread_id: str, ns: str) -> BaseLookup:
+        """``base_of`` for ``encode_record``: cached blob rows, else one indexed query."""
+
+        def base_of(key: str, version: str) -> BlobRow | None:
+            cache_key = (thread_id, ns, key, version)
+            with self._lock:
+                row = self._blob_cache.get(cache_key)
+                if row is not None:
+                    self._blob_cache.move_to_end(cache_key)
+                    return row
+                try:
+                    found = (
+                        self._connection()
+                        .execute(
+                            f"SELECT {BLOB_META} FROM blobs WHERE thread_id = ? "
+                            "AND checkpoint_ns = ? AND key = ? AND version = ?",
+                            (thread_id, ns, key, version),
+                        )
+                        .fetchone()
+                    )
+                except sqlite3.Error as exc:
+                    raise self._unavailable(exc) from exc
+                if found is None:
+                    return None
+                row = BlobRow(*found, b"")
+                self._remember(thread_id, ns, [row])
+                return row
+
+        return base_of
+
+    def _remember(self, thread_id: str, ns: str, rows: Iterable[BlobRow]) -> None:
+        with self._lock:
+            cache = self._blob_cache
+            for row in rows:
+                meta = row if not row.data else BlobRow(*meta_of(row), b"")
+                cache[(thread_id, ns, row.key, row.version)] = meta
+                cache.move_to_end((thread_id, ns, row.key, row.version))
+            while len(cache) > _CACHE_SIZE:
+                cache.popitem(last=False)
+
+    def _remember_head(self, thread_id: str, ns: str, cp: Checkpoint) -> None:
+        with self._lock:
+            self._head_versions[(thread_id, ns)] = (cp.id, dict(cp.versions))
+            self._head_versions.move_to_end((thread_id, ns))
+            while len(self._head_versions) > _HEADS_CACHED:
+                self._head_versions.popitem(last=False)
+
+    def _forget(
+        self, thread_id: str, ns: str | None = None, pairs: Iterable[tuple[str, str]] | None = None
+    ) -> None:
+        with self._lock:
+            cache = self._blob_cache
+            if pairs is not None and ns is not None:
+                for key, version in pairs:
+                    cache.pop((thread_id, ns, key, version), None)
+                return
+            for k in [k for k in cache if k[0] == thread_id and (ns is None or k[1] == ns)]:
+                del cache[k]
+            for h in [h for h in self._head_versions if h[0] == thread_id]:
+                del self._head_versions[h]

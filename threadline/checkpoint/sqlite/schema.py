@@ -1,0 +1,128 @@
+"""The SQLite tables (schema version 3) and the statements that write their rows.
+
+``checkpoints`` is a ``WITHOUT ROWID`` table: its primary key is the table, so a put writes one
+b-tree, not a table and an index. ``blobs`` keeps a rowid (its rows hold values of any size) and
+has no index but its primary key: a delta chain is a range of it (see ``queries.chain_rows``).
+Every b-tree a put touches costs it a page written to the WAL.
+"""
+
+SCHEMA_VERSION = 3
+
+SCHEMA = (
+    """
+    CREATE TABLE IF NOT EXISTS checkpoints (
+        thread_id     TEXT    NOT NULL,
+        checkpoint_ns TEXT    NOT NULL DEFAULT '',
+        checkpoint_id TEXT    NOT NULL,
+        parent_id     TEXT,
+        step          INTEGER NOT NULL,
+        created_at    TEXT    NOT NULL,
+        created_ts    REAL,
+        body          BLOB    NOT NULL,
+        metadata      BLOB    NOT NULL,
+        PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+    ) WITHOUT ROWID
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS blobs (
+        thread_id     TEXT    NOT NULL,
+        checkpoint_ns TEXT    NOT NULL DEFAULT '',
+        key           TEXT    NOT NULL,
+        version       TEXT    NOT NULL,
+        start         TEXT    NOT NULL,
+        base          TEXT,
+        chain_bytes   INTEGER NOT NULL,
+        full_bytes    INTEGER NOT NULL,
+        crc32         INTEGER NOT NULL,
+        data          BLOB    NOT NULL,
+        PRIMARY KEY (thread_id, checkpoint_ns, key, version)
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS writes (
+        thread_id     TEXT    NOT NULL,
+        checkpoint_ns TEXT    NOT NULL DEFAULT '',
+        checkpoint_id TEXT    NOT NULL,
+        task_id       TEXT    NOT NULL,
+        kind          TEXT    NOT NULL,
+        task_name     TEXT    NOT NULL,
+        seq           INTEGER NOT NULL,
+        value         BLOB    NOT NULL,
+        PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, kind)
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS threads (
+        thread_id     TEXT    NOT NULL PRIMARY KEY,
+        status        TEXT    NOT NULL,
+        checkpoint_id TEXT    NOT NULL,
+        updated_at    TEXT    NOT NULL,
+        next          TEXT    NOT NULL
+    )
+    """,
+    """
+    CREATE INDEX IF NOT EXISTS threads_by_update ON threads (updated_at, thread_id)
+    """,
+)
+
+INSERT_CHECKPOINT = """
+    INSERT INTO checkpoints (
+        thread_id, checkpoint_ns, checkpoint_id, parent_id, step, created_at, created_ts,
+        body, metadata
+    ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+
+# Blobs are immutable: a (key, version) stored already holds the same value.
+INSERT_BLOB = """
+    INSERT OR IGNORE INTO blobs (
+        thread_id, checkpoint_ns, key, version, start, base, chain_bytes, full_bytes, crc32, data
+    ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+
+# ``seq`` keeps writes in insertion order; replacing a write keeps its original position.
+UPSERT_WRITE = """
+    INSERT INTO writes (
+        thread_id, checkpoint_ns, checkpoint_id, task_id, kind, task_name, seq, value
+    ) VALUES (
+        ?, ?, ?, ?, ?, ?,
+        (SELECT COALESCE(MAX(seq), -1) + 1 FROM writes
+          WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?),
+        ?
+    )
+    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, kind) DO UPDATE SET
+        task_name = excluded.task_name,
+        value = excluded.value
+"""
+
+UPSERT_THREAD = """
+    INSERT INTO threads (thread_id, status, checkpoint_id, updated_at, next)
+    VALUES (?, ?, ?, ?, ?)
+    ON CONFLICT (thread_id) DO UPDATE SET
+        status = excluded.status,
+        checkpoint_id = excluded.checkpoint_id,
+        updated_at = excluded.updated_at,
+        next = excluded.next
+"""
+
+HEAD = """
+    SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?
+"""
+
+SELECT_ONE = """
+    SELECT checkpoint_id, body, metadata FROM checkpoints
+     WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?
+"""
+
+SELECT_LATEST = """
+    SELECT checkpoint_id, body, metadata FROM checkpoints
+     WHERE thread_id = ? AND checkpoint_ns = ?
+     ORDER BY checkpoint_id DESC LIMIT 1
+"""
+
+SELECT_PAGE = """
+    SELECT checkpoint_id, body, metadata FROM checkpoints
+     WHERE thread_id = ? AND checkpoint_ns = ? AND (? IS NULL OR checkpoint_id < ?)
+     ORDER BY checkpoint_id DESC LIMIT ?
+"""
+
+BLOB_META = "key, version, start, base, chain_bytes, full_bytes"
