@@ -12,7 +12,8 @@ share one.
 Round trips are counted on the wire: ``WireCounter`` is a TCP proxy between the saver and the
 server that counts *turns* (each time the client speaks again after the server answered: one
 round trip) and parses the client's protocol messages to record the SQL it sends, so a test can
-also check that a put is one transaction (one ``BEGIN``, one ``COMMIT``).
+also check that a put is one transaction: one statement in autocommit (or, with retention, one
+``BEGIN`` and one ``COMMIT`` around the put and the prune).
 """
 
 from __future__ import annotations
@@ -292,7 +293,7 @@ def test_put_is_one_round_trip_and_one_transaction(
         wire.reset()
         saver.put(record)
         assert wire.turns == 1, wire.statements
-        assert wire.keywords("BEGIN") == 1 and wire.keywords("COMMIT") == 1, wire.statements
+        assert len(wire.statements) == 1 and "threadline_put" in wire.statements[0]
     # The growing list went in as deltas (the cache knew every base: no extra query).
     deltas = "SELECT count(*) FROM {s}.threadline_blobs WHERE base IS NOT NULL"
     assert query(saver.schema, deltas)[0][0] >= 5
@@ -303,6 +304,7 @@ def test_put_is_one_round_trip_and_one_transaction(
     wire.reset()
     saver.put(nxt)
     assert wire.turns == 1
+    assert wire.keywords("BEGIN") == 1 and wire.keywords("COMMIT") == 1, wire.statements
     assert len(list(saver.list("t1"))) == 5
 
 
@@ -349,7 +351,7 @@ async def test_aput_is_one_round_trip(counted: tuple[PostgresSaver, WireCounter]
         wire.reset()
         await saver.aput(record)
         assert wire.turns == 1
-        assert wire.keywords("BEGIN") == 1 and wire.keywords("COMMIT") == 1
+        assert len(wire.statements) == 1 and "threadline_put" in wire.statements[0]
     wire.reset()
     got = await saver.aget_tuple("t1")
     assert wire.turns == 1
@@ -618,6 +620,31 @@ async def test_tables_of_a_newer_threadline_are_refused(url: str) -> None:
         with pytest.raises(SaverUnavailableError, match="newer threadline"):
             await other.aget_tuple("t1")
         await other.aclose()
+
+
+def test_setup_migrates_version_1_and_keeps_its_data(url: str) -> None:
+    """Version 1 had the same tables but no ``threadline_put``: a schema at version 1 (its
+    function dropped, its version set back) is brought to the current version by ``setup``,
+    and its checkpoints load and can be built on."""
+    records = chain("t1", 4)
+    with postgres_saver() as old:
+        for record in records[:3]:
+            old.put(record)
+        query(old.schema, "DROP FUNCTION {s}.threadline_put")
+        query(old.schema, "UPDATE {s}.threadline_schema_version SET version = 1")
+        with PostgresSaver(url, schema=old.schema) as new:
+            with pytest.raises(SaverUnavailableError, match=r"call saver.setup\(\)"):
+                new.put(records[3])
+            new.setup()
+            assert query(old.schema, "SELECT version FROM {s}.threadline_schema_version") == [
+                (SCHEMA_VERSION,)
+            ]
+            got = new.get_tuple("t1")
+            assert got is not None and got.checkpoint == records[2].checkpoint
+            new.put(records[3])
+            assert [r.checkpoint for r in new.list("t1")] == [
+                r.checkpoint for r in reversed(records)
+            ]
 
 
 def test_missing_tables_say_to_call_setup(url: str) -> None:

@@ -1,0 +1,43 @@
+"""A saver backed by PostgreSQL (psycopg 3), for many processes and machines sharing threads.
+
+Tables (in ``schema``, all named ``threadline_*``; DDL in ``schema.py``):
+
+- ``heads``: one row per (thread, namespace) naming its newest checkpoint. ``put`` is a
+  compare-and-set on this row (``threadline_advance_head``, the rule of ``memory.check_put``):
+  it moves only from the checkpoint the new one was computed from (anywhere for a fork), and
+  only to an id that sorts after it. Root-namespace rows also keep the planned task names and
+  the time of the last change, so they serve ``list_threads`` (the "threads table").
+- ``checkpoints``: the checkpoint without its values (``layout.encode_record``), its encoded
+  metadata, and the ``(key, version)`` of every value in the clear, so loading fetches blobs
+  and chains, and pruning finds unused blobs, in SQL without decoding anything.
+- ``blobs``: one immutable row per stored value (full, or a delta on a list), keyed by
+  (thread, namespace, key, version), with a CRC-32 of its bytes checked on load.
+- ``writes``: pending writes, in insertion order (``seq``).
+- ``schema_version`` (2).
+
+Round trips: ``put`` is one statement, a call of the server-side function ``threadline_put``
+(head, row, blobs, check, writes), so in autocommit it is one round trip and one transaction;
+with retention, the prune follows it in the same pipeline, inside ``BEGIN`` / ``COMMIT``. The
+other operations send their statements in psycopg pipeline mode together with their ``BEGIN``
+and ``COMMIT``, so ``put_writes``, ``get_tuple``, ``delete_thread``, ``prune`` and a page of
+``list`` each take one round trip and one transaction. ``put`` takes one more when the blob
+cache misses a base a list delta needs, and a put that fails for values it relies on not being
+stored is retried once with them stored in full. Sync methods run on a
+``psycopg_pool.ConnectionPool``; the ``a*`` methods are native async on an
+``AsyncConnectionPool`` per event loop, opened on first use; neither serialises calls: they run
+concurrently up to the pool size, and puts on one thread wait only for each other, on its head
+row.
+
+Every value goes into SQL as a bound parameter; metadata filters are applied in Python after
+decoding, so a filter key never reaches SQL.
+
+Modules: ``schema`` (tables, functions, version), ``statements`` (SQL), ``driver`` (batches of
+statements, one round trip each), ``connections`` (pools, errors), ``rows`` and ``cache``
+(what is stored and remembered), ``saver`` (``PostgresSaver``).
+"""
+
+from threadline.checkpoint.postgres.connections import mask_url
+from threadline.checkpoint.postgres.saver import PostgresSaver
+from threadline.checkpoint.postgres.schema import SCHEMA_VERSION
+
+__all__ = ["SCHEMA_VERSION", "PostgresSaver", "mask_url"]

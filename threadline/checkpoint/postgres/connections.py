@@ -1,0 +1,299 @@
+"""The PostgreSQL saver's connections: a sync pool, an async pool per event loop, the check
+that the tables are not from a newer threadline, and driver errors mapped to threadline's."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import threading
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
+
+from threadline.checkpoint.postgres.driver import Op, Stmt, adrive, drive
+from threadline.checkpoint.postgres.rows import HeadMoved, NotStored
+from threadline.checkpoint.postgres.schema import (
+    CAS_SQLSTATE,
+    MISSING_SQLSTATES,
+    REFS_SQLSTATE,
+    SCHEMA_VERSION,
+)
+from threadline.errors import SaverUnavailableError
+
+_T = TypeVar("_T")
+
+_PROBE = "SELECT to_regclass(%s)"
+
+
+def mask_url(url: str) -> str:
+    """The URL with its password (``user:pw@`` or ``password=...``) replaced by ``***``."""
+    masked = re.sub(r"(://[^:/@?#]*:)[^@/?#]*@", r"\1***@", url)
+    return re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^&\s]+)", r"\1***", masked, flags=re.I)
+
+
+def password_of(url: str) -> str | None:
+    """The URL's password, to scrub from error messages; None if it has none (or no parse)."""
+    try:
+        return conninfo_to_dict(url).get("password")  # type: ignore[return-value]
+    except Exception:
+        return None
+
+
+class Connections:
+    """The pools of one saver, opened on first use; runs operations on them.
+
+    Neither pool serialises calls: they run concurrently up to ``pool_size`` connections.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str,
+        version_table: str,
+        pool_size: int,
+        connect_timeout: float,
+        pool_timeout: float,
+    ) -> None:
+        self.url = url
+        self.schema = schema
+        self.pool_size = pool_size
+        self.masked = mask_url(url)
+        self._version_table = version_table
+        self._connect_timeout = connect_timeout
+        self._pool_timeout = pool_timeout
+        self._secret = password_of(url)
+        self._lock = threading.Lock()
+        self._pool: ConnectionPool | None = None
+        self._apools: dict[asyncio.AbstractEventLoop, asyncio.Task[AsyncConnectionPool]] = {}
+        self._closing: set[asyncio.Task[Any]] = set()
+        self.closed = False
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the pools; further calls raise ``SaverUnavailableError``. Idempotent."""
+        with self._lock:
+            self.closed = True
+            pool, self._pool = self._pool, None
+            apools, self._apools = self._apools, {}
+        if pool is not None:
+            pool.close()
+        for loop, task in apools.items():
+            self._close_apool_from_sync(loop, task)
+
+    async def aclose(self) -> None:
+        """Close the pools from async code: this loop's pool is awaited, others as in close."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            self.closed = True
+            pool, self._pool = self._pool, None
+            apools, self._apools = self._apools, {}
+        mine = apools.pop(loop, None)
+        if mine is not None:
+            apool: AsyncConnectionPool | None = None
+            with contextlib.suppress(Exception):
+                apool = await mine
+            if apool is not None:
+                await apool.close()
+        if pool is not None:
+            await asyncio.to_thread(pool.close)
+        for other, task in apools.items():
+            self._close_apool_from_sync(other, task)
+
+    def _close_apool_from_sync(
+        self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[AsyncConnectionPool]
+    ) -> None:
+        if loop.is_closed():
+            return  # its connections close when they are collected
+        if not task.done():
+            loop.call_soon_threadsafe(task.cancel)
+            return
+        if task.cancelled() or task.exception() is not None:
+            return
+        pool = task.result()
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:  # close() called from async code on that loop: finish in the loop
+            closing = loop.create_task(pool.close())
+            self._closing.add(closing)
+            closing.add_done_callback(self._closing.discard)
+        elif loop.is_running():
+            asyncio.run_coroutine_threadsafe(pool.close(), loop).result(self._pool_timeout)
+        else:
+            loop.run_until_complete(pool.close())
+
+    # -- connections ---------------------------------------------------------------------------
+
+    def _pool_kwargs(self) -> dict[str, Any]:
+        return {
+            "conninfo": self.url,
+            "min_size": 1,
+            "max_size": self.pool_size,
+            # BEGIN / COMMIT travel in the pipeline with the statements they wrap.
+            "kwargs": {"autocommit": True},
+            "timeout": self._pool_timeout,
+            "name": f"threadline-{self.schema}",
+            "open": False,
+        }
+
+    def closed_error(self) -> SaverUnavailableError:
+        return SaverUnavailableError(
+            f"PostgresSaver({self.masked!r}, schema={self.schema!r}, closed) is closed"
+        )
+
+    def unreachable(self, exc: BaseException) -> SaverUnavailableError:
+        reason = str(exc).strip() or type(exc).__name__
+        if self._secret:
+            reason = reason.replace(self._secret, "***")
+        return SaverUnavailableError(f"cannot reach PostgreSQL at {self.masked}: {reason}")
+
+    def _connect_kwargs(self) -> dict[str, Any]:
+        return {"autocommit": True, "connect_timeout": max(1, round(self._connect_timeout))}
+
+    def _check_version(self, found: Any) -> None:
+        if found is not None and found > SCHEMA_VERSION:
+            raise self.too_new(found)
+
+    def _sync_pool(self) -> ConnectionPool:
+        pool = self._pool
+        if pool is not None:
+            return pool
+        with self._lock:
+            if self.closed:
+                raise self.closed_error()
+            if self._pool is None:
+                # A first direct connection gives a clear error (the pool would only time out)
+                # and checks that the tables are not from a newer threadline.
+                try:
+                    with psycopg.connect(self.url, **self._connect_kwargs()) as conn:
+                        exists = conn.execute(_PROBE, [self._version_table]).fetchone()
+                        if exists and exists[0] is not None:
+                            row = conn.execute(
+                                f"SELECT max(version) FROM {self._version_table}"
+                            ).fetchone()
+                            self._check_version(row[0] if row else None)
+                except psycopg.Error as exc:
+                    raise self.unreachable(exc) from exc
+                pool = ConnectionPool(**self._pool_kwargs())
+                try:
+                    pool.open(wait=True, timeout=self._connect_timeout)
+                except PoolTimeout as exc:
+                    pool.close()
+                    raise self.unreachable(exc) from exc
+                self._pool = pool
+            return self._pool
+
+    async def _async_pool(self) -> AsyncConnectionPool:
+        """This event loop's pool, opened by the first call made on the loop."""
+        loop = asyncio.get_running_loop()
+        task = self._apools.get(loop)
+        if task is None:
+            with self._lock:
+                if self.closed:
+                    raise self.closed_error()
+                task = self._apools.get(loop)
+                if task is None:
+                    for other in [lp for lp in self._apools if lp.is_closed()]:
+                        del self._apools[other]  # left behind by a finished asyncio.run()
+                    task = loop.create_task(self._open_async_pool())
+                    self._apools[loop] = task
+        try:
+            return await asyncio.shield(task)
+        except BaseException:
+            if task.done():
+                with self._lock:
+                    if self._apools.get(loop) is task:
+                        del self._apools[loop]  # let the next call try again
+            raise
+
+    async def _open_async_pool(self) -> AsyncConnectionPool:
+        try:
+            conn = await psycopg.AsyncConnection.connect(self.url, **self._connect_kwargs())
+            async with conn:
+                cur = await conn.execute(_PROBE, [self._version_table])
+                exists = await cur.fetchone()
+                if exists and exists[0] is not None:
+                    cur = await conn.execute(f"SELECT max(version) FROM {self._version_table}")
+                    row = await cur.fetchone()
+                    self._check_version(row[0] if row else None)
+        except psycopg.Error as exc:
+            raise self.unreachable(exc) from exc
+        pool = AsyncConnectionPool(**self._pool_kwargs())
+        try:
+            await pool.open(wait=True, timeout=self._connect_timeout)
+        except PoolTimeout as exc:
+            await pool.close()
+            raise self.unreachable(exc) from exc
+        return pool
+
+    def map_error(self, exc: BaseException) -> BaseException | None:
+        """The exception a driver error stands for, or None to let it through."""
+        if isinstance(exc, PoolTimeout):
+            return SaverUnavailableError(
+                f"no PostgreSQL connection to {self.masked} became free within "
+                f"{self._pool_timeout}s (pool_size={self.pool_size}): {exc}"
+            )
+        if not isinstance(exc, psycopg.Error):
+            return None
+        state = exc.sqlstate
+        if state in (CAS_SQLSTATE, REFS_SQLSTATE):
+            detail: Any = None
+            with contextlib.suppress(ValueError, TypeError):
+                detail = json.loads(exc.diag.message_detail or "null")
+            if state == CAS_SQLSTATE:
+                return HeadMoved(detail.get("actual") if isinstance(detail, dict) else None)
+            return NotStored([str(k) for k in detail] if isinstance(detail, list) else [])
+        if state in MISSING_SQLSTATES:
+            return SaverUnavailableError(
+                f"the PostgreSQL checkpoint tables are missing in schema {self.schema!r} at "
+                f"{self.masked} ({str(exc).strip()}); call saver.setup() first"
+            )
+        if isinstance(exc, psycopg.OperationalError) and (
+            state is None or state.startswith("08") or state.startswith("57P")
+        ):
+            return self.unreachable(exc)
+        return None
+
+    # -- running operations --------------------------------------------------------------------
+
+    def run(self, op: Op[_T], begin: Stmt | None) -> _T:
+        """Drive ``op`` on a pooled connection, in a transaction opened with ``begin`` (None:
+        each batch on its own, for single-statement operations)."""
+        try:
+            pool = self._sync_pool()
+            with pool.connection() as conn:
+                return drive(conn, op, begin)
+        except Exception as exc:
+            mapped = self.map_error(exc)
+            if mapped is None:
+                raise
+            raise mapped from exc
+        finally:
+            op.close()
+
+    async def arun(self, op: Op[_T], begin: Stmt | None) -> _T:
+        try:
+            pool = await self._async_pool()
+            async with pool.connection() as conn:
+                return await adrive(conn, op, begin)
+        except Exception as exc:
+            mapped = self.map_error(exc)
+            if mapped is None:
+                raise
+            raise mapped from exc
+        finally:
+            op.close()
+
+    def too_new(self, found: int) -> SaverUnavailableError:
+        return SaverUnavailableError(
+            f"the PostgreSQL checkpoint tables in schema {self.schema!r} at {self.masked} have "
+            f"schema version {found}: they were made by a newer threadline (this one reads up "
+            f"to version {SCHEMA_VERSION}); upgrade threadline to use them"
+        )

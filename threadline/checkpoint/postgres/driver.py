@@ -1,0 +1,181 @@
+"""Running an operation: a generator that yields batches of statements and gets their results
+back, so the same logic runs on a sync and on an async connection.
+
+A batch is sent in one round trip, whatever its size: several statements in pipeline mode, a
+lone one as it is. The driver opens the transaction with the first batch (when the operation
+needs one) and commits with the batch marked ``last``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Generator, Mapping, Sequence
+from typing import Any, NamedTuple, TypeVar
+
+import psycopg
+
+_T = TypeVar("_T")
+
+
+class Stmt(NamedTuple):
+    query: str
+    params: Mapping[str, Any] | None = None
+    # In a pipeline, server-side prepared from the first use on each connection. (Not "after
+    # a few uses": psycopg loses track of a statement that becomes prepared in a pipeline that
+    # fails, and later uses then fail with 'prepared statement "_pg3_N" does not exist'.) A
+    # statement sent alone is never prepared (see ``_send``).
+    prepare: bool = True
+
+
+class Result(NamedTuple):
+    rowcount: int
+    rows: list[tuple[Any, ...]]
+
+
+class Batch(NamedTuple):
+    stmts: Sequence[Stmt]
+    last: bool = True
+
+
+Op = Generator[Batch, list[Result], _T]
+
+BEGIN_WRITE = Stmt("BEGIN")
+BEGIN_READ = Stmt("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+COMMIT = Stmt("COMMIT")
+
+
+def drive(conn: psycopg.Connection[Any], op: Op[_T], begin: Stmt | None) -> _T:
+    in_txn = False
+    try:
+        batch = next(op)
+        while True:
+            stmts, skip, in_txn = _frame(batch, begin, in_txn)
+            cursors = _send(conn, stmts)
+            results = [_result(cur) for cur in cursors[skip : skip + len(batch.stmts)]]
+            batch = op.send(results)
+    except StopIteration as stop:
+        if in_txn:
+            conn.execute("COMMIT")
+        return stop.value  # type: ignore[no-any-return]
+    except BaseException:
+        if not conn.closed and not conn.broken and conn.info.transaction_status != 0:
+            with contextlib.suppress(psycopg.Error):
+                conn.execute("ROLLBACK")
+        raise
+
+
+async def adrive(conn: psycopg.AsyncConnection[Any], op: Op[_T], begin: Stmt | None) -> _T:
+    in_txn = False
+    try:
+        batch = next(op)
+        while True:
+            stmts, skip, in_txn = _frame(batch, begin, in_txn)
+            cursors = await _asend(conn, stmts)
+            results = [await _aresult(cur) for cur in cursors[skip : skip + len(batch.stmts)]]
+            batch = op.send(results)
+    except StopIteration as stop:
+        if in_txn:
+            await conn.execute("COMMIT")
+        return stop.value  # type: ignore[no-any-return]
+    except BaseException:
+        if not conn.closed and not conn.broken and conn.info.transaction_status != 0:
+            with contextlib.suppress(psycopg.Error):
+                await conn.execute("ROLLBACK")
+        raise
+
+
+def _frame(batch: Batch, begin: Stmt | None, in_txn: bool) -> tuple[list[Stmt], int, bool]:
+    """The batch's statements with BEGIN / COMMIT around them as needed.
+
+    Returns the statements, how many were prepended, and whether a transaction stays open.
+    """
+    stmts = list(batch.stmts)
+    skip = 0
+    if begin is not None and not in_txn:
+        stmts.insert(0, begin)
+        skip = 1
+        in_txn = True
+    if in_txn and batch.last:
+        stmts.append(COMMIT)
+        in_txn = False
+    return stmts, skip, in_txn
+
+
+def _send(conn: psycopg.Connection[Any], stmts: Sequence[Stmt]) -> list[psycopg.Cursor[Any]]:
+    """Send ``stmts`` in one round trip: several in a pipeline, a lone one as it is (cheaper
+    in Python). A lone one is not prepared: outside a pipeline, preparing it would cost a
+    round trip of its own the first time on each connection."""
+    if len(stmts) != 1:
+        return _pipeline(conn, stmts)
+    cur = conn.cursor(binary=True)
+    cur.execute(stmts[0].query, stmts[0].params, prepare=False)  # type: ignore[arg-type]
+    return [cur]
+
+
+async def _asend(
+    conn: psycopg.AsyncConnection[Any], stmts: Sequence[Stmt]
+) -> list[psycopg.AsyncCursor[Any]]:
+    if len(stmts) != 1:
+        return await _apipeline(conn, stmts)
+    cur = conn.cursor(binary=True)
+    await cur.execute(stmts[0].query, stmts[0].params, prepare=False)  # type: ignore[arg-type]
+    return [cur]
+
+
+def _pipeline(conn: psycopg.Connection[Any], stmts: Sequence[Stmt]) -> list[psycopg.Cursor[Any]]:
+    """Send ``stmts`` in one pipeline (one round trip); raise the first error, if any.
+
+    psycopg may notice an error while still sending; stopping there (rather than raising out
+    of the pipeline block) lets the block end cleanly before the error is raised.
+    """
+    cursors = []
+    error: psycopg.Error | None = None
+    try:
+        with conn.pipeline():
+            for stmt in stmts:
+                cur = conn.cursor(binary=True)
+                try:
+                    cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)  # type: ignore[arg-type]
+                except psycopg.Error as exc:
+                    error = exc
+                    break
+                cursors.append(cur)
+    except psycopg.Error:
+        if error is None:
+            raise
+    if error is not None:
+        raise error
+    return cursors
+
+
+async def _apipeline(
+    conn: psycopg.AsyncConnection[Any], stmts: Sequence[Stmt]
+) -> list[psycopg.AsyncCursor[Any]]:
+    cursors = []
+    error: psycopg.Error | None = None
+    try:
+        async with conn.pipeline():
+            for stmt in stmts:
+                cur = conn.cursor(binary=True)
+                try:
+                    await cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)  # type: ignore[arg-type]
+                except psycopg.Error as exc:
+                    error = exc
+                    break
+                cursors.append(cur)
+    except psycopg.Error:
+        if error is None:
+            raise
+    if error is not None:
+        raise error
+    return cursors
+
+
+def _result(cur: psycopg.Cursor[Any]) -> Result:
+    rows = cur.fetchall() if cur.description is not None else []
+    return Result(cur.rowcount, rows)
+
+
+async def _aresult(cur: psycopg.AsyncCursor[Any]) -> Result:
+    rows = await cur.fetchall() if cur.description is not None else []
+    return Result(cur.rowcount, rows)

@@ -1,0 +1,101 @@
+"""Rows as the PostgreSQL saver stores and loads them: parameters for writes, blob rows, the
+check of blob checksums, and the outcomes a put can fail with."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, NamedTuple
+
+from threadline.checkpoint.base import Checkpoint
+from threadline.checkpoint.layout import BlobRow, WriteRow, referenced_blobs
+from threadline.checkpoint.memory import created_ts
+from threadline.errors import SerializationError
+
+
+class Loaded(NamedTuple):
+    """Raw rows of some checkpoints of one (thread, namespace), ready to decode."""
+
+    checkpoints: list[tuple[Any, ...]]  # (checkpoint_id, body, metadata), newest first
+    writes: list[tuple[Any, ...]]  # (checkpoint_id, task_id, kind, task_name, data) by seq
+    blobs: list[tuple[Any, ...]]  # (key, version, start, base, chain, full, data, crc32)
+
+
+class HeadMoved(Exception):
+    """The head's compare-and-set failed (``put`` turns it into ``ConcurrentUpdateError``)."""
+
+    def __init__(self, actual: str | None) -> None:
+        super().__init__(actual)
+        self.actual = actual
+
+
+class NotStored(Exception):
+    """Values the new checkpoint relies on are not stored (``put`` stores them in full)."""
+
+    def __init__(self, keys: Sequence[str]) -> None:
+        super().__init__(keys)
+        self.keys = tuple(keys)
+
+
+def parse_time(text: str) -> datetime | None:
+    """``created_at`` as a time (naive means UTC), for retention by age; None if not ISO."""
+    ts = created_ts(text)
+    return None if ts is None else datetime.fromtimestamp(ts, UTC)
+
+
+def dedupe_writes(rows: Iterable[WriteRow]) -> list[WriteRow]:
+    """One row per (task_id, kind): the last value, at the first one's position."""
+    by_key: dict[tuple[str, str], WriteRow] = {}
+    for row in rows:
+        by_key[(row.task_id, row.kind)] = row
+    return list(by_key.values())
+
+
+def writes_params(
+    thread_id: str, checkpoint_ns: str, checkpoint_id: str, rows: Sequence[WriteRow]
+) -> dict[str, Any]:
+    return {
+        "thread": thread_id,
+        "ns": checkpoint_ns,
+        "cid": checkpoint_id,
+        "task_ids": [r.task_id for r in rows],
+        "kinds": [r.kind for r in rows],
+        "task_names": [r.task_name for r in rows],
+        "data": [r.data for r in rows],
+    }
+
+
+def normalized(row: BlobRow) -> BlobRow:
+    """The row with its versions as strings, as the database holds them."""
+    return dataclasses.replace(
+        row,
+        version=str(row.version),
+        start=str(row.start),
+        base=None if row.base is None else str(row.base),
+    )
+
+
+def blob_row(row: Sequence[Any]) -> BlobRow:
+    key, version, start, base, chain_bytes, full_bytes, *rest = row
+    return BlobRow(key, version, start, base, chain_bytes, full_bytes, rest[0] if rest else b"")
+
+
+def verify_blobs(
+    thread_id: str,
+    ns: str,
+    versions: Mapping[str, str],
+    rows: Mapping[tuple[str, str], BlobRow],
+    damaged: set[tuple[str, str]],
+) -> None:
+    """Fail if a blob the values are rebuilt from (chains included) failed its CRC-32."""
+    if not damaged:
+        return
+    stub = Checkpoint("", None, 0, {}, dict(versions), (), "")
+    bad = sorted(referenced_blobs([stub], rows) & damaged)
+    if bad:
+        key, version = bad[0]
+        raise SerializationError(
+            f"the stored value of key {key!r} (version {version}) of thread {thread_id!r} "
+            f"(namespace {ns!r}) is corrupted: its checksum does not match"
+        )

@@ -1,0 +1,728 @@
+"""``PostgresSaver``: the saver protocol on PostgreSQL, each method sync and async.
+
+Each operation (``_get_op``, ``_put_op``, ...) is written once, as a generator of statement
+batches (``driver``), and run by ``Connections.run`` or ``Connections.arun``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import zlib
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any
+
+from threadline.checkpoint.base import (
+    BaseSaver,
+    CheckpointRecord,
+    Retention,
+    TaskWrite,
+    ThreadInfo,
+    ThreadStatus,
+    metadata_matches,
+)
+from threadline.checkpoint.layout import (
+    BlobRow,
+    EncodedCheckpoint,
+    WriteRow,
+    assemble_values,
+    decode_metadata,
+    decode_write,
+    encode_record,
+    encode_writes,
+    wanted_blobs,
+)
+from threadline.checkpoint.memory import (
+    _check_keep_last,
+    age_cutoff,
+    check_put,
+    full_blobs,
+    status_of,
+)
+from threadline.checkpoint.postgres.cache import BlobCache
+from threadline.checkpoint.postgres.connections import Connections
+from threadline.checkpoint.postgres.driver import BEGIN_READ, BEGIN_WRITE, Batch, Op, Stmt
+from threadline.checkpoint.postgres.rows import (
+    HeadMoved,
+    Loaded,
+    NotStored,
+    blob_row,
+    dedupe_writes,
+    normalized,
+    parse_time,
+    verify_blobs,
+    writes_params,
+)
+from threadline.checkpoint.postgres.schema import SCHEMA_VERSION
+from threadline.checkpoint.postgres.statements import Queries
+from threadline.errors import ConcurrentUpdateError, SerializationError
+
+_PAGE_SIZE = 64
+
+
+class PostgresSaver(BaseSaver):
+    """Checkpoints in PostgreSQL, shared safely by any number of processes and machines.
+
+    Call :meth:`setup` once (it is idempotent and safe to run concurrently) to create the
+    tables, and :meth:`close` (or use the saver as a context manager) when done::
+
+        with PostgresSaver.from_conn_string("postgresql://localhost/app") as saver:
+            graph = builder.compile(checkpointer=saver)
+
+    ``schema`` puts the tables in another schema (``setup`` creates it). ``pool_size`` bounds
+    the connections of the sync pool and of each event loop's async pool. ``retention`` prunes
+    a namespace's older checkpoints each time one is saved, in the same transaction.
+    ``copy_thread`` raises ``ValueError`` if the target already has checkpoints. No connection
+    is made before the first call.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool_size: int = 10,
+        retention: Retention | None = None,
+        schema: str = "public",
+        connect_timeout: float = 10.0,
+        pool_timeout: float = 30.0,
+    ) -> None:
+        if pool_size < 1:
+            raise ValueError("PostgresSaver pool_size must be at least 1")
+        if not schema:
+            raise ValueError("PostgresSaver schema must not be empty")
+        self.url = url
+        self.schema = schema
+        self.retention = retention
+        self._q = Queries(schema)
+        self._db = Connections(
+            url,
+            schema=schema,
+            version_table=self._q.version_table,
+            pool_size=pool_size,
+            connect_timeout=connect_timeout,
+            pool_timeout=pool_timeout,
+        )
+        self._cache = BlobCache()
+
+    @classmethod
+    def from_conn_string(cls, url: str, **options: Any) -> PostgresSaver:
+        """A set-up saver on ``url``: ``with PostgresSaver.from_conn_string(url) as saver:``."""
+        saver = cls(url, **options)
+        try:
+            saver.setup()
+        except BaseException:
+            saver.close()
+            raise
+        return saver
+
+    def __repr__(self) -> str:
+        state = "closed" if self._db.closed else "open"
+        return f"PostgresSaver({self._db.masked!r}, schema={self.schema!r}, {state})"
+
+    @property
+    def pool_size(self) -> int:
+        """The most connections of the sync pool, and of each event loop's async pool."""
+        return self._db.pool_size
+
+    # -- setup ---------------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        """Create the schema, tables and functions if missing; safe to call concurrently.
+
+        Raises ``SaverUnavailableError`` if the tables were made by a newer threadline.
+        """
+        self._db.run(self._setup_op(), BEGIN_WRITE)
+
+    async def asetup(self) -> None:
+        await self._db.arun(self._setup_op(), BEGIN_WRITE)
+
+    def _setup_op(self) -> Op[None]:
+        q = self._q
+        # Concurrent CREATE ... IF NOT EXISTS can still collide: one setup at a time per schema.
+        lock = Stmt(
+            "SELECT pg_advisory_xact_lock(hashtext('threadline.setup'), hashtext(%(schema)s))",
+            {"schema": self.schema},
+            prepare=False,
+        )
+        stmts = [lock]
+        if self.schema != "public":
+            stmts.append(Stmt(f"CREATE SCHEMA IF NOT EXISTS {q.schema}", prepare=False))
+        stmts += [
+            Stmt(q.ddl_version_table, prepare=False),
+            Stmt(f"SELECT max(version) FROM {q.version_table}", prepare=False),
+        ]
+        results = yield Batch(stmts, last=False)
+        found = results[-1].rows[0][0]
+        if found is not None and found > SCHEMA_VERSION:
+            raise self._db.too_new(found)
+        # Version 1 -> 2 added ``threadline_put`` (tables unchanged): the DDL below, which is
+        # idempotent, is the whole migration.
+        stmts = [Stmt(ddl, prepare=False) for ddl in q.ddl]
+        if found is None:
+            stmts.append(
+                Stmt(
+                    f"INSERT INTO {q.version_table} (version) VALUES (%(v)s)",
+                    {"v": SCHEMA_VERSION},
+                    prepare=False,
+                )
+            )
+        elif found < SCHEMA_VERSION:
+            stmts.append(
+                Stmt(
+                    f"UPDATE {q.version_table} SET version = %(v)s",
+                    {"v": SCHEMA_VERSION},
+                    prepare=False,
+                )
+            )
+        yield Batch(stmts)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def get_tuple(
+        self, thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None
+    ) -> CheckpointRecord | None:
+        loaded = self._db.run(self._get_op(thread_id, checkpoint_ns, checkpoint_id), BEGIN_READ)
+        return self._first(thread_id, checkpoint_ns, loaded)
+
+    async def aget_tuple(
+        self, thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None
+    ) -> CheckpointRecord | None:
+        op = self._get_op(thread_id, checkpoint_ns, checkpoint_id)
+        loaded = await self._db.arun(op, BEGIN_READ)
+        return self._first(thread_id, checkpoint_ns, loaded)
+
+    def _get_op(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None) -> Op[Loaded]:
+        """The checkpoint, its writes and its blobs: one round trip, one snapshot."""
+        params = {"thread": thread_id, "ns": checkpoint_ns, "cid": checkpoint_id}
+        queries = self._q.load["latest" if checkpoint_id is None else "one"]
+        results = yield Batch([Stmt(query, params) for query in queries])
+        return Loaded(*(r.rows for r in results))
+
+    def _first(self, thread_id: str, checkpoint_ns: str, loaded: Loaded) -> CheckpointRecord | None:
+        records = self._decode(thread_id, checkpoint_ns, loaded)
+        return records[0] if records else None
+
+    def list(
+        self,
+        thread_id: str,
+        checkpoint_ns: str = "",
+        *,
+        filter: Mapping[str, Any] | None = None,
+        before: str | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointRecord]:
+        if limit is not None and limit <= 0:
+            return
+        produced, cursor = 0, before
+        while True:
+            n = self._page_size(filter, limit, produced)
+            op = self._page_op(thread_id, checkpoint_ns, filter, cursor, n)
+            loaded, n_rows, last_id = self._db.run(op, BEGIN_READ)
+            # Decoded and yielded with no connection held.
+            for record in self._decode(thread_id, checkpoint_ns, loaded):
+                yield record
+                produced += 1
+                if limit is not None and produced >= limit:
+                    return
+            if n_rows < n:
+                return
+            cursor = last_id
+
+    async def alist(
+        self,
+        thread_id: str,
+        checkpoint_ns: str = "",
+        *,
+        filter: Mapping[str, Any] | None = None,
+        before: str | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointRecord]:
+        if limit is not None and limit <= 0:
+            return
+        produced, cursor = 0, before
+        while True:
+            n = self._page_size(filter, limit, produced)
+            op = self._page_op(thread_id, checkpoint_ns, filter, cursor, n)
+            loaded, n_rows, last_id = await self._db.arun(op, BEGIN_READ)
+            for record in self._decode(thread_id, checkpoint_ns, loaded):
+                yield record
+                produced += 1
+                if limit is not None and produced >= limit:
+                    return
+            if n_rows < n:
+                return
+            cursor = last_id
+
+    @staticmethod
+    def _page_size(filter: Mapping[str, Any] | None, limit: int | None, produced: int) -> int:
+        if limit is None or filter:
+            return _PAGE_SIZE
+        return max(1, min(_PAGE_SIZE, limit - produced))
+
+    def _page_op(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        filter: Mapping[str, Any] | None,
+        before: str | None,
+        n: int,
+    ) -> Op[tuple[Loaded, int, str | None]]:
+        """One page of ``n`` checkpoints older than ``before``: (matching ones, rows, last id)."""
+        params: dict[str, Any] = {
+            "thread": thread_id,
+            "ns": checkpoint_ns,
+            "before": before,
+            "n": n,
+        }
+        if not filter:
+            # The page, its writes and its blobs in one round trip.
+            queries = self._q.load["page" if before is None else "page_before"]
+            results = yield Batch([Stmt(query, params) for query in queries])
+            loaded = Loaded(*(r.rows for r in results))
+            rows = loaded.checkpoints
+            return loaded, len(rows), rows[-1][0] if rows else None
+        # With a filter: the page first, then writes and blobs of the matching checkpoints only
+        # (same transaction, so the same snapshot).
+        query = self._q.page if before is None else self._q.page_before
+        (page,) = yield Batch([Stmt(query, params)], last=False)
+        rows = page.rows
+        last_id = rows[-1][0] if rows else None
+        matching = [r for r in rows if metadata_matches(decode_metadata(r[2]), filter)]
+        if not matching:
+            return Loaded([], [], []), len(rows), last_id
+        params["ids"] = [r[0] for r in matching]
+        _, writes_q, blobs_q = self._q.load["ids"]
+        writes, blobs = yield Batch([Stmt(writes_q, params), Stmt(blobs_q, params)])
+        return Loaded(matching, writes.rows, blobs.rows), len(rows), last_id
+
+    def _decode(self, thread_id: str, checkpoint_ns: str, loaded: Loaded) -> list[CheckpointRecord]:
+        if not loaded.checkpoints:
+            return []
+        blob_rows = [blob_row(r[:7]) for r in loaded.blobs]
+        damaged = {(r[0], r[1]) for r in loaded.blobs if zlib.crc32(r[6]) != r[7]}
+        self._cache.add(thread_id, checkpoint_ns, blob_rows)
+        rows = {(b.key, b.version): b for b in blob_rows}
+        # Exactly the rows the chains need were fetched; walking a chain follows ``base``
+        # pointers through every fetched row of its key.
+        by_key: dict[str, list[BlobRow]] = {}
+        for b in blob_rows:
+            by_key.setdefault(b.key, []).append(b)
+        chains = {(b.key, b.start): by_key[b.key] for b in blob_rows}
+        writes: dict[str, list[TaskWrite]] = {}
+        for cid, task_id, kind, task_name, data in loaded.writes:
+            write = decode_write(WriteRow(task_id, kind, task_name, data))
+            writes.setdefault(cid, []).append(write)
+        records = []
+        for cid, body, metadata in loaded.checkpoints:
+            cp, _ = wanted_blobs(body)
+            versions = {key: str(version) for key, version in cp.versions.items()}
+            verify_blobs(thread_id, checkpoint_ns, versions, rows, damaged)
+            values = assemble_values(versions, rows, chains)
+            records.append(
+                CheckpointRecord(
+                    thread_id=thread_id,
+                    checkpoint_ns=checkpoint_ns,
+                    checkpoint=dataclasses.replace(cp, values=values),
+                    metadata=decode_metadata(metadata),
+                    pending_writes=tuple(writes.get(cid, ())),
+                )
+            )
+        return records
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def put(self, record: CheckpointRecord, *, fork: bool = False) -> None:
+        missing = self._missing_bases(record)
+        if missing:
+            op = self._bases_op(record.thread_id, record.checkpoint_ns, missing)
+            self._cache.add(record.thread_id, record.checkpoint_ns, self._db.run(op, None))
+        encoded, blobs = self._encode(record)
+        begin = self._put_begin()
+        try:
+            evicted = self._db.run(self._put_op(record, fork, encoded, blobs), begin)
+        except HeadMoved as moved:
+            raise self._moved(record, fork, moved) from None
+        except NotStored as gone:
+            blobs = self._store_in_full(record, blobs, gone)
+            try:
+                evicted = self._db.run(self._put_op(record, fork, encoded, blobs), begin)
+            except HeadMoved as moved:
+                raise self._moved(record, fork, moved) from None
+            except NotStored as still:
+                raise self._not_stored(record, still) from None
+        self._after_put(record, blobs, evicted)
+
+    async def aput(self, record: CheckpointRecord, *, fork: bool = False) -> None:
+        missing = self._missing_bases(record)
+        if missing:
+            op = self._bases_op(record.thread_id, record.checkpoint_ns, missing)
+            self._cache.add(record.thread_id, record.checkpoint_ns, await self._db.arun(op, None))
+        encoded, blobs = self._encode(record)
+        begin = self._put_begin()
+        try:
+            evicted = await self._db.arun(self._put_op(record, fork, encoded, blobs), begin)
+        except HeadMoved as moved:
+            raise self._moved(record, fork, moved) from None
+        except NotStored as gone:
+            blobs = self._store_in_full(record, blobs, gone)
+            try:
+                evicted = await self._db.arun(self._put_op(record, fork, encoded, blobs), begin)
+            except HeadMoved as moved:
+                raise self._moved(record, fork, moved) from None
+            except NotStored as still:
+                raise self._not_stored(record, still) from None
+        self._after_put(record, blobs, evicted)
+
+    def _missing_bases(self, record: CheckpointRecord) -> list[tuple[str, str]]:
+        """(key, version) of list bases a delta could extend that the cache does not know."""
+        hints = record.hints
+        if hints is None:
+            return []
+        wanted = {
+            (key, str(base))
+            for key, (base, _) in hints.extends.items()
+            if key in hints.changed and key in record.checkpoint.values
+        }
+        return sorted(
+            (key, version)
+            for key, version in wanted
+            if self._cache.get(record.thread_id, record.checkpoint_ns, key, version) is None
+        )
+
+    def _bases_op(
+        self, thread_id: str, checkpoint_ns: str, wanted: Sequence[tuple[str, str]]
+    ) -> Op[list[BlobRow]]:
+        params = {
+            "thread": thread_id,
+            "ns": checkpoint_ns,
+            "keys": [k for k, _ in wanted],
+            "versions": [v for _, v in wanted],
+        }
+        (result,) = yield Batch([Stmt(self._q.select_bases, params)])
+        return [blob_row(r) for r in result.rows]
+
+    def _encode(self, record: CheckpointRecord) -> tuple[EncodedCheckpoint, list[BlobRow]]:
+        """The encoded record and its blobs (``SerializationError`` before anything is sent)."""
+        thread_id, ns = record.thread_id, record.checkpoint_ns
+
+        def base_of(key: str, version: str) -> BlobRow | None:
+            return self._cache.get(thread_id, ns, key, str(version))
+
+        encoded = encode_record(record, base_of)
+        return encoded, [normalized(b) for b in encoded.blobs]
+
+    def _store_in_full(
+        self, record: CheckpointRecord, blobs: Sequence[BlobRow], gone: NotStored
+    ) -> list[BlobRow]:
+        """``blobs`` with the values of ``gone.keys`` stored whole (their bases, or the values
+        the hints called unchanged, are not stored: wrong hints, a prune, a stale cache)."""
+        self._cache.drop(record.thread_id, record.checkpoint_ns)
+        keys = set(gone.keys)
+        full = [normalized(b) for b in full_blobs(record, keys)]
+        return [b for b in blobs if b.key not in keys] + full
+
+    def _moved(
+        self, record: CheckpointRecord, fork: bool, moved: HeadMoved
+    ) -> ConcurrentUpdateError:
+        try:
+            check_put(record, moved.actual, fork=fork)
+        except ConcurrentUpdateError as exc:
+            return exc
+        return ConcurrentUpdateError(  # the head moved back between the check and this report
+            f"thread {record.thread_id!r} (namespace {record.checkpoint_ns!r}) changed while "
+            f"checkpoint {record.checkpoint.id} was being saved; nothing was written"
+        )
+
+    @staticmethod
+    def _not_stored(record: CheckpointRecord, still: NotStored) -> SerializationError:
+        return SerializationError(
+            f"checkpoint {record.checkpoint.id} of thread {record.thread_id!r} needs stored "
+            f"values of keys {list(still.keys)!r} that are not there; nothing was written"
+        )
+
+    def _put_op(
+        self,
+        record: CheckpointRecord,
+        fork: bool,
+        encoded: EncodedCheckpoint,
+        blobs: Sequence[BlobRow],
+    ) -> Op[list[tuple[str, str, str]]]:
+        """Everything ``put`` writes: one statement (plus retention's, in the same batch).
+
+        Returns the ``(namespace, key, version)`` of blobs retention deleted.
+        """
+        thread_id, ns, cp = record.thread_id, record.checkpoint_ns, record.checkpoint
+        writes = dedupe_writes(encoded.writes)
+        refs = sorted((key, str(version)) for key, version in cp.versions.items())
+        # A value this put stores in full is there once it commits; only the others (values
+        # the hints call unchanged, deltas and their bases) need checking.
+        written = {(b.key, b.version) for b in blobs if b.base is None}
+        check = [ref for ref in refs if ref not in written]
+        shape = {
+            "next": [task.name for task in cp.next],
+            "refs": refs,
+            "check": check,
+            "blobs": [
+                [b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes, zlib.crc32(b.data)]
+                for b in blobs
+            ],
+            "writes": [[r.task_id, r.kind, r.task_name] for r in writes],
+        }
+        params: dict[str, Any] = {
+            "thread": thread_id,
+            "ns": ns,
+            "cid": cp.id,
+            "parent": cp.parent_id,
+            "fork": fork,
+            "step": cp.step,
+            "created_at": parse_time(cp.created_at),
+            "body": encoded.row.body,
+            "metadata": encoded.row.metadata,
+            "shape": json.dumps(shape, separators=(",", ":")),
+            "data": [b.data for b in blobs],
+            "write_data": [r.data for r in writes],
+        }
+        stmts = [Stmt(self._q.put, params)]
+        prune = self._prune_stmt(thread_id, ns)
+        if prune is None:
+            yield Batch(stmts)
+            return []
+        results = yield Batch([*stmts, prune])
+        _, namespaces, keys, versions = results[-1].rows[0]
+        return list(zip(namespaces, keys, versions, strict=True))
+
+    def _prune_stmt(self, thread_id: str, checkpoint_ns: str) -> Stmt | None:
+        """Retention's prune of the namespace after a put, or None when nothing is pruned."""
+        retention = self.retention
+        if retention is None or not self._retains():
+            return None
+        cutoff = age_cutoff(retention)
+        params = {
+            "thread": thread_id,
+            "ns": checkpoint_ns,
+            "keep": retention.max_checkpoints,
+            "cutoff": None if cutoff is None else datetime.fromtimestamp(cutoff, UTC),
+        }
+        return Stmt(self._q.prune_ns, params)
+
+    def _retains(self) -> bool:
+        r = self.retention
+        return r is not None and (r.max_checkpoints is not None or r.max_age is not None)
+
+    def _put_begin(self) -> Stmt | None:
+        """A put alone is one statement, atomic by itself (autocommit); with retention's prune
+        it is two, made one transaction."""
+        return BEGIN_WRITE if self._retains() else None
+
+    def _after_put(
+        self,
+        record: CheckpointRecord,
+        blobs: Sequence[BlobRow],
+        evicted: Sequence[tuple[str, str, str]],
+    ) -> None:
+        self._cache.add(record.thread_id, record.checkpoint_ns, blobs)
+        if evicted:
+            self._cache.discard(record.thread_id, evicted)
+
+    def put_writes(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        writes: Sequence[TaskWrite],
+    ) -> None:
+        op = self._put_writes_op(thread_id, checkpoint_ns, checkpoint_id, writes)
+        if op is not None:
+            self._db.run(op, BEGIN_WRITE)
+
+    async def aput_writes(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        writes: Sequence[TaskWrite],
+    ) -> None:
+        op = self._put_writes_op(thread_id, checkpoint_ns, checkpoint_id, writes)
+        if op is not None:
+            await self._db.arun(op, BEGIN_WRITE)
+
+    def _put_writes_op(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        writes: Sequence[TaskWrite],
+    ) -> Op[None] | None:
+        rows = dedupe_writes(encode_writes(writes))  # raises before anything is sent
+        if not rows:
+            return None
+        params = writes_params(thread_id, checkpoint_ns, checkpoint_id, rows)
+        # The head first (locked only if it is this checkpoint), as in ``put``: no deadlocks.
+        stmts = [Stmt(self._q.touch_head, params), Stmt(self._q.upsert_writes, params)]
+
+        def op() -> Op[None]:
+            yield Batch(stmts)
+
+        return op()
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._db.run(self._delete_op(thread_id), BEGIN_WRITE)
+        self._cache.drop(thread_id)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await self._db.arun(self._delete_op(thread_id), BEGIN_WRITE)
+        self._cache.drop(thread_id)
+
+    def _delete_op(self, thread_id: str) -> Op[None]:
+        params = {"thread": thread_id}
+        stmts = [Stmt(self._q.lock_heads_update, params)]
+        stmts += [Stmt(query, params) for query in self._q.delete_thread]
+        yield Batch(stmts)
+
+    # -- threads and history -------------------------------------------------------------------
+
+    def list_threads(
+        self, *, status: ThreadStatus | None = None, limit: int | None = None
+    ) -> list[ThreadInfo]:
+        found: list[ThreadInfo] = []
+        after: tuple[datetime, str] | None = None
+        while limit is None or len(found) < limit:
+            infos, after, more = self._db.run(self._threads_op(after, status, limit, found), None)
+            found += infos
+            if not more:
+                break
+        return found if limit is None else found[: max(0, limit)]
+
+    async def alist_threads(
+        self, *, status: ThreadStatus | None = None, limit: int | None = None
+    ) -> list[ThreadInfo]:
+        found: list[ThreadInfo] = []
+        after: tuple[datetime, str] | None = None
+        while limit is None or len(found) < limit:
+            op = self._threads_op(after, status, limit, found)
+            infos, after, more = await self._db.arun(op, None)
+            found += infos
+            if not more:
+                break
+        return found if limit is None else found[: max(0, limit)]
+
+    def _threads_op(
+        self,
+        after: tuple[datetime, str] | None,
+        status: ThreadStatus | None,
+        limit: int | None,
+        found: Sequence[ThreadInfo],
+    ) -> Op[tuple[list[ThreadInfo], tuple[datetime, str] | None, bool]]:
+        """One page of threads, newest update first; status is worked out here, in Python."""
+        n = 256 if limit is None or status is not None else max(1, limit - len(found))
+        params: dict[str, Any] = {"n": n}
+        query = self._q.list_threads
+        if after is not None:
+            params["at"], params["tid"] = after
+            query = self._q.list_threads_after
+        (result,) = yield Batch([Stmt(query, params)])
+        infos = []
+        for thread_id, head, updated_at, next_, task_ids, kinds in result.rows:
+            info_status = status_of(next_, zip(task_ids, kinds, strict=True))
+            if status is not None and info_status != status:
+                continue
+            infos.append(
+                ThreadInfo(
+                    thread_id=thread_id,
+                    status=info_status,
+                    checkpoint_id=head,
+                    updated_at=updated_at.astimezone(UTC).isoformat(timespec="microseconds"),
+                    next=tuple(next_),
+                )
+            )
+        rows = result.rows
+        last = (rows[-1][2], rows[-1][0]) if rows else None
+        return infos, last, len(rows) == n
+
+    def prune(self, thread_id: str, *, keep_last: int) -> int:
+        _check_keep_last(keep_last)
+        count, evicted = self._db.run(self._prune_op(thread_id, keep_last), BEGIN_WRITE)
+        self._cache.discard(thread_id, evicted)
+        return count
+
+    async def aprune(self, thread_id: str, *, keep_last: int) -> int:
+        _check_keep_last(keep_last)
+        count, evicted = await self._db.arun(self._prune_op(thread_id, keep_last), BEGIN_WRITE)
+        self._cache.discard(thread_id, evicted)
+        return count
+
+    def _prune_op(
+        self, thread_id: str, keep_last: int
+    ) -> Op[tuple[int, list[tuple[str, str, str]]]]:
+        params = {"thread": thread_id, "keep": keep_last, "cutoff": None}
+        lock = Stmt(self._q.lock_heads_update, params)  # no put on this thread meanwhile
+        _, result = yield Batch([lock, Stmt(self._q.prune_thread, params)])
+        count, namespaces, keys, versions = result.rows[0]
+        return count, list(zip(namespaces, keys, versions, strict=True))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint, value and write of a thread to an empty thread id.
+
+        Raises ``ValueError`` if the target already has checkpoints (including when it is the
+        source); copying a thread that has none does nothing. One transaction.
+        """
+        self._db.run(self._copy_op(source_thread_id, target_thread_id), BEGIN_WRITE)
+        self._cache.drop(target_thread_id)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await self._db.arun(self._copy_op(source_thread_id, target_thread_id), BEGIN_WRITE)
+        self._cache.drop(target_thread_id)
+
+    def _copy_op(self, source: str, target: str) -> Op[None]:
+        params = {"source": source, "target": target, "thread": source}
+        # The source's heads are share-locked: no put or prune changes it while it is copied.
+        exists, _ = yield Batch(
+            [Stmt(self._q.thread_exists, params), Stmt(self._q.lock_heads_share, params)],
+            last=False,
+        )
+        if exists.rows[0][0]:
+            raise ValueError(
+                f"cannot copy thread {source!r} to {target!r}: the target already has "
+                "checkpoints; delete it first or pick another id"
+            )
+        yield Batch([Stmt(query, params) for query in self._q.copy_thread])
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the pools; further calls raise ``SaverUnavailableError``. Idempotent.
+
+        An async pool is closed on its event loop when that loop can still run; in async code
+        prefer ``await saver.aclose()`` (or ``async with``).
+        """
+        self._db.close()
+        self._cache.clear()
+
+    async def aclose(self) -> None:
+        """Close the pools from async code: this loop's pool is awaited, others as in close."""
+        await self._db.aclose()
+        self._cache.clear()
+
+    def __enter__(self) -> PostgresSaver:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> PostgresSaver:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

@@ -1,0 +1,212 @@
+"""The PostgreSQL saver's tables and server-side functions, and ``setup``'s migrations.
+
+Version 1 had the tables; version 2 added ``threadline_put`` (``put`` in one statement). The
+functions raise SQLSTATE ``TL409`` when a put lost its compare-and-set and ``TL410`` when values
+a checkpoint relies on are not stored; ``connections.map_error`` turns them into exceptions.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 2
+
+CAS_SQLSTATE = "TL409"  # raised by threadline_advance_head when the head moved
+REFS_SQLSTATE = "TL410"  # raised by threadline_check_refs when values are not stored
+MISSING_SQLSTATES = {"42P01", "42883", "3F000"}  # undefined table / function, no such schema
+
+
+DDL_VERSION_TABLE = """
+CREATE TABLE IF NOT EXISTS {version} (
+    version integer NOT NULL
+)
+"""
+
+DDL = (
+    """
+CREATE TABLE IF NOT EXISTS {heads} (
+    thread_id     text COLLATE "C" NOT NULL,
+    checkpoint_ns text COLLATE "C" NOT NULL,
+    head          text COLLATE "C",
+    next          text[]      NOT NULL DEFAULT '{{}}',
+    updated_at    timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (thread_id, checkpoint_ns)
+)
+""",
+    """
+CREATE INDEX IF NOT EXISTS {heads_recent_name} ON {heads} (updated_at DESC, thread_id DESC)
+    WHERE checkpoint_ns = ''
+""",
+    """
+CREATE TABLE IF NOT EXISTS {cps} (
+    thread_id     text COLLATE "C" NOT NULL,
+    checkpoint_ns text COLLATE "C" NOT NULL,
+    checkpoint_id text COLLATE "C" NOT NULL,
+    parent_id     text COLLATE "C",
+    step          integer     NOT NULL,
+    created_at    timestamptz,
+    body          bytea       NOT NULL,
+    metadata      bytea       NOT NULL,
+    blob_keys     text[] COLLATE "C" NOT NULL,
+    blob_versions text[] COLLATE "C" NOT NULL,
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+)
+""",
+    """
+CREATE TABLE IF NOT EXISTS {blobs} (
+    thread_id     text COLLATE "C" NOT NULL,
+    checkpoint_ns text COLLATE "C" NOT NULL,
+    key           text COLLATE "C" NOT NULL,
+    version       text COLLATE "C" NOT NULL,
+    start         text COLLATE "C" NOT NULL,
+    base          text COLLATE "C",
+    chain_bytes   bigint NOT NULL,
+    full_bytes    bigint NOT NULL,
+    crc32         bigint NOT NULL,
+    data          bytea  NOT NULL,
+    PRIMARY KEY (thread_id, checkpoint_ns, key, version)
+)
+""",
+    """
+CREATE TABLE IF NOT EXISTS {writes} (
+    thread_id     text COLLATE "C" NOT NULL,
+    checkpoint_ns text COLLATE "C" NOT NULL,
+    checkpoint_id text COLLATE "C" NOT NULL,
+    task_id       text COLLATE "C" NOT NULL,
+    kind          text COLLATE "C" NOT NULL,
+    task_name     text   NOT NULL,
+    seq           bigint GENERATED ALWAYS AS IDENTITY,
+    data          bytea  NOT NULL,
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, kind)
+)
+""",
+    # The compare-and-set of ``put`` (``memory.check_put`` in SQL): move the head only from
+    # the expected parent (from anywhere, for a fork), and only forward: the new id must sort
+    # after the head. A missing head row is created, if the checkpoint may start the thread
+    # (no parent, or a fork). The UPDATE row-locks the head until the transaction ends, so puts
+    # on one (thread, namespace) serialise here and nowhere else.
+    """
+CREATE OR REPLACE FUNCTION {advance}(
+    p_thread text, p_ns text, p_parent text, p_new text, p_fork boolean, p_next text[]
+) RETURNS void LANGUAGE plpgsql AS $threadline$
+DECLARE
+    v_actual text;
+BEGIN
+    FOR attempt IN 1..2 LOOP
+        UPDATE {heads} AS h
+           SET head = p_new, next = p_next, updated_at = clock_timestamp()
+         WHERE h.thread_id = p_thread AND h.checkpoint_ns = p_ns
+           AND (p_fork OR h.head IS NOT DISTINCT FROM p_parent)
+           AND (h.head IS NULL OR p_new > h.head);
+        IF FOUND THEN
+            RETURN;
+        END IF;
+        EXIT WHEN attempt = 2 OR NOT (p_fork OR p_parent IS NULL);
+        -- No row moved: create it, unless another put did so meanwhile (then compare again).
+        INSERT INTO {heads} (thread_id, checkpoint_ns, head, next, updated_at)
+        VALUES (p_thread, p_ns, p_new, p_next, clock_timestamp())
+        ON CONFLICT (thread_id, checkpoint_ns) DO NOTHING;
+        IF FOUND THEN
+            RETURN;
+        END IF;
+    END LOOP;
+    SELECT h.head INTO v_actual FROM {heads} AS h
+     WHERE h.thread_id = p_thread AND h.checkpoint_ns = p_ns;
+    RAISE EXCEPTION 'threadline: thread moved on since the checkpoint was computed'
+        USING ERRCODE = 'TL409', DETAIL = json_build_object('actual', v_actual)::text;
+END
+$threadline$
+""",
+    # Run last in ``put``: every value of the new checkpoint must be stored, and every delta it
+    # uses must still have its base (a value the hints called unchanged, or a base a stale cache
+    # vouched for, may be gone). If not, it raises (SQLSTATE ``TL410``) with the keys, and the
+    # put is retried once with those values stored in full.
+    """
+CREATE OR REPLACE FUNCTION {check_refs}(
+    p_thread text, p_ns text, p_keys text[], p_versions text[]
+) RETURNS void LANGUAGE plpgsql AS $threadline$
+DECLARE
+    v_missing text[];
+BEGIN
+    -- Each blob looked up by its primary key (LIMIT 1: not flattened into a join that would
+    -- hash every blob of the thread).
+    SELECT array_agg(DISTINCT r.key) INTO v_missing
+      FROM unnest(p_keys, p_versions) AS r(key, version)
+      LEFT JOIN LATERAL (
+           SELECT true, b.base FROM {blobs} b
+            WHERE b.thread_id = p_thread AND b.checkpoint_ns = p_ns
+              AND b.key = r.key AND b.version = r.version
+            LIMIT 1) s(found, base) ON true
+     WHERE s.found IS NULL
+        OR (s.base IS NOT NULL AND NOT EXISTS (
+                SELECT 1 FROM {blobs} a
+                 WHERE a.thread_id = p_thread AND a.checkpoint_ns = p_ns
+                   AND a.key = r.key AND a.version = s.base));
+    IF v_missing IS NOT NULL THEN
+        RAISE EXCEPTION 'threadline: values of the checkpoint are not stored'
+            USING ERRCODE = 'TL410', DETAIL = array_to_json(v_missing)::text;
+    END IF;
+END
+$threadline$
+""",
+    # ``put`` in one statement (so, in autocommit, one transaction and one round trip): move
+    # the head, insert the row, its new blobs and its pending writes, then check that every
+    # value it names and did not store in full is stored. Any exception undoes all of it.
+    # ``p_shape`` holds everything but the bytes, as JSON: ``{"next": [name], "refs": [[key,
+    # version]], "check": [[key, version]], "blobs": [[key, version, start, base, chain_bytes,
+    # full_bytes, crc32]], "writes": [[task_id, kind, task_name]]}``; ``p_data`` and
+    # ``p_write_data`` hold the bytes of ``blobs`` and ``writes``, in the same order. (One JSON
+    # value costs the client far less to send than a dozen typed arrays.)
+    """
+CREATE OR REPLACE FUNCTION {put}(
+    p_thread text, p_ns text, p_cid text, p_parent text, p_fork boolean, p_step integer,
+    p_created_at timestamptz, p_body bytea, p_metadata bytea, p_shape json,
+    p_data bytea[], p_write_data bytea[]
+) RETURNS void LANGUAGE plpgsql AS $threadline$
+BEGIN
+    PERFORM {advance}(p_thread, p_ns, p_parent, p_cid, p_fork,
+                      ARRAY(SELECT n FROM json_array_elements_text(p_shape->'next')
+                                WITH ORDINALITY AS x(n, i) ORDER BY i));
+    -- Never an upsert: the head's compare-and-set guarantees the id is new.
+    INSERT INTO {cps} (
+        thread_id, checkpoint_ns, checkpoint_id, parent_id, step, created_at, body, metadata,
+        blob_keys, blob_versions
+    ) VALUES (
+        p_thread, p_ns, p_cid, p_parent, p_step, p_created_at, p_body, p_metadata,
+        ARRAY(SELECT r->>0 FROM json_array_elements(p_shape->'refs')
+                    WITH ORDINALITY AS x(r, i) ORDER BY i),
+        ARRAY(SELECT r->>1 FROM json_array_elements(p_shape->'refs')
+                    WITH ORDINALITY AS x(r, i) ORDER BY i)
+    );
+    IF cardinality(p_data) > 0 THEN
+        -- Blobs are immutable: a (key, version) stored once is never rewritten.
+        INSERT INTO {blobs} (
+            thread_id, checkpoint_ns, key, version, start, base, chain_bytes, full_bytes,
+            crc32, data
+        )
+        SELECT p_thread, p_ns, b->>0, b->>1, b->>2, b->>3, (b->>4)::bigint, (b->>5)::bigint,
+               (b->>6)::bigint, p_data[i]
+          FROM json_array_elements(p_shape->'blobs') WITH ORDINALITY AS x(b, i)
+        ON CONFLICT (thread_id, checkpoint_ns, key, version) DO NOTHING;
+    END IF;
+    IF json_array_length(p_shape->'check') > 0 THEN
+        PERFORM {check_refs}(
+            p_thread, p_ns,
+            ARRAY(SELECT r->>0 FROM json_array_elements(p_shape->'check')
+                    WITH ORDINALITY AS x(r, i) ORDER BY i),
+            ARRAY(SELECT r->>1 FROM json_array_elements(p_shape->'check')
+                    WITH ORDINALITY AS x(r, i) ORDER BY i));
+    END IF;
+    IF cardinality(p_write_data) > 0 THEN
+        INSERT INTO {writes} (
+            thread_id, checkpoint_ns, checkpoint_id, task_id, kind, task_name, data
+        )
+        SELECT p_thread, p_ns, p_cid, w->>0, w->>1, w->>2, p_write_data[i]
+          FROM json_array_elements(p_shape->'writes') WITH ORDINALITY AS x(w, i)
+         ORDER BY i
+        ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, kind) DO UPDATE SET
+            task_name = excluded.task_name,
+            data = excluded.data;
+    END IF;
+END
+$threadline$
+""",
+)

@@ -1,0 +1,289 @@
+"""Every SQL statement the PostgreSQL saver sends, with the schema's table names filled in."""
+
+from __future__ import annotations
+
+from psycopg import sql
+
+from threadline.checkpoint.postgres.schema import DDL, DDL_VERSION_TABLE
+
+_PUT = """
+SELECT {put}(
+    %(thread)s, %(ns)s, %(cid)s, %(parent)s, %(fork)s, %(step)s, %(created_at)s, %(body)b,
+    %(metadata)b, %(shape)s::json, %(data)b::bytea[], %(write_data)b::bytea[]
+)
+"""
+
+# ``seq`` (an identity) numbers new writes in the order given; replacing one keeps its place.
+_UPSERT_WRITES = """
+INSERT INTO {writes} (thread_id, checkpoint_ns, checkpoint_id, task_id, kind, task_name, data)
+SELECT %(thread)s, %(ns)s, %(cid)s, w.task_id, w.kind, w.task_name, w.data
+  FROM unnest(%(task_ids)s::text[], %(kinds)s::text[], %(task_names)s::text[], %(data)b::bytea[])
+       WITH ORDINALITY AS w(task_id, kind, task_name, data, ord)
+ ORDER BY w.ord
+ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, kind) DO UPDATE SET
+    task_name = excluded.task_name,
+    data = excluded.data
+"""
+
+# Lock the head first (as ``put`` does), so writes and saves of one thread never deadlock.
+_TOUCH_HEAD = """
+UPDATE {heads} SET updated_at = clock_timestamp()
+ WHERE thread_id = %(thread)s AND checkpoint_ns = %(ns)s AND head = %(cid)s
+"""
+
+_SELECT_BASES = """
+SELECT b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes
+  FROM {blobs} b
+  JOIN unnest(%(keys)s::text[], %(versions)s::text[]) AS n(key, version)
+    ON b.key = n.key AND b.version = n.version
+ WHERE b.thread_id = %(thread)s AND b.checkpoint_ns = %(ns)s
+"""
+
+# Which checkpoints a load is about; ``{col}`` is the checkpoint id column to constrain.
+_TARGET_LATEST = (
+    "{col} = (SELECT h.head FROM {heads} h"
+    " WHERE h.thread_id = %(thread)s AND h.checkpoint_ns = %(ns)s)"
+)
+_TARGET_ONE = "{col} = %(cid)s"
+_TARGET_IDS = "{col} = ANY(%(ids)s::text[])"
+_PAGE_IDS = (
+    "SELECT p.checkpoint_id FROM {cps} p"
+    " WHERE p.thread_id = %(thread)s AND p.checkpoint_ns = %(ns)s{before}"
+    " ORDER BY p.checkpoint_id DESC LIMIT %(n)s"
+)
+# A range, not ``IN (page)``: the bound is computed once (an InitPlan), whatever the planner
+# believes of the table's size (with no statistics it re-ran an ``IN`` subquery per row).
+_TARGET_PAGE = "{col} >= (SELECT min(pg.checkpoint_id) FROM (" + _PAGE_IDS + ") pg){upper}"
+
+_SELECT_CHECKPOINTS = """
+SELECT c.checkpoint_id, c.body, c.metadata FROM {cps} c
+ WHERE c.thread_id = %(thread)s AND c.checkpoint_ns = %(ns)s AND {target}
+ ORDER BY c.checkpoint_id DESC
+"""
+
+_SELECT_WRITES = """
+SELECT w.checkpoint_id, w.task_id, w.kind, w.task_name, w.data FROM {writes} w
+ WHERE w.thread_id = %(thread)s AND w.checkpoint_ns = %(ns)s AND {target}
+ ORDER BY w.seq
+"""
+
+# Every blob the target checkpoints' values live in, following delta chains to their full blob.
+# Each blob is looked up by its primary key (``LATERAL ... LIMIT 1``, which the planner cannot
+# flatten into a join): a join let it hash every blob of the thread, so loading one checkpoint
+# cost more as the thread grew.
+_SELECT_BLOBS = """
+WITH RECURSIVE need(key, version) AS (
+    SELECT r.key, r.version
+      FROM {cps} c CROSS JOIN LATERAL unnest(c.blob_keys, c.blob_versions) AS r(key, version)
+     WHERE c.thread_id = %(thread)s AND c.checkpoint_ns = %(ns)s AND {target}
+  UNION
+    SELECT d.key, d.base
+      FROM need n CROSS JOIN LATERAL (
+           SELECT b.key, b.base FROM {blobs} b
+            WHERE b.thread_id = %(thread)s AND b.checkpoint_ns = %(ns)s
+              AND b.key = n.key AND b.version = n.version AND b.base IS NOT NULL
+            LIMIT 1) d
+)
+SELECT b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes, b.data, b.crc32
+  FROM need n CROSS JOIN LATERAL (
+       SELECT * FROM {blobs} b
+        WHERE b.thread_id = %(thread)s AND b.checkpoint_ns = %(ns)s
+          AND b.key = n.key AND b.version = n.version
+        LIMIT 1) b
+"""
+
+_LOCK_HEADS = """
+SELECT 1 FROM {heads} WHERE thread_id = %(thread)s ORDER BY checkpoint_ns FOR {mode}
+"""
+
+_DELETE_THREAD = (
+    "DELETE FROM {writes} WHERE thread_id = %(thread)s",
+    "DELETE FROM {blobs} WHERE thread_id = %(thread)s",
+    "DELETE FROM {cps} WHERE thread_id = %(thread)s",
+    "DELETE FROM {heads} WHERE thread_id = %(thread)s",
+)
+
+# Drop a thread's (or one namespace's) checkpoints past the newest ``keep`` and, unless it is the
+# newest, older than ``cutoff``; their writes; the head of a namespace left empty; and the blobs
+# no remaining checkpoint uses (directly or as the base of a delta it uses). One statement: its
+# CTEs share one snapshot, so "remaining" is spelled "not doomed".
+_PRUNE = """
+WITH RECURSIVE
+ranked AS (
+    SELECT c.checkpoint_ns, c.checkpoint_id, c.created_at,
+           row_number() OVER (PARTITION BY c.checkpoint_ns ORDER BY c.checkpoint_id DESC) AS rn
+      FROM {cps} c
+     WHERE c.thread_id = %(thread)s{ns_c}
+),
+doomed AS (
+    DELETE FROM {cps} c USING ranked r
+     WHERE c.thread_id = %(thread)s
+       AND c.checkpoint_ns = r.checkpoint_ns AND c.checkpoint_id = r.checkpoint_id
+       AND (r.rn > %(keep)s::bigint OR (r.rn > 1 AND r.created_at < %(cutoff)s::timestamptz))
+    RETURNING c.checkpoint_ns, c.checkpoint_id
+),
+gone_heads AS (
+    DELETE FROM {heads} h
+     WHERE h.thread_id = %(thread)s{ns_h}
+       AND EXISTS (SELECT 1 FROM doomed d WHERE d.checkpoint_ns = h.checkpoint_ns)
+       AND NOT EXISTS (
+           SELECT 1 FROM ranked r
+            WHERE r.checkpoint_ns = h.checkpoint_ns
+              AND NOT EXISTS (
+                  SELECT 1 FROM doomed d
+                   WHERE d.checkpoint_ns = r.checkpoint_ns AND d.checkpoint_id = r.checkpoint_id))
+),
+gone_writes AS (
+    DELETE FROM {writes} w USING doomed d
+     WHERE w.thread_id = %(thread)s
+       AND w.checkpoint_ns = d.checkpoint_ns AND w.checkpoint_id = d.checkpoint_id
+),
+live(checkpoint_ns, key, version) AS (
+    SELECT c.checkpoint_ns, r.key, r.version
+      FROM {cps} c CROSS JOIN LATERAL unnest(c.blob_keys, c.blob_versions) AS r(key, version)
+     WHERE c.thread_id = %(thread)s{ns_c}
+       AND NOT EXISTS (
+           SELECT 1 FROM doomed d
+            WHERE d.checkpoint_ns = c.checkpoint_ns AND d.checkpoint_id = c.checkpoint_id)
+  UNION
+    SELECT b.checkpoint_ns, b.key, b.base
+      FROM {blobs} b
+      JOIN live l ON b.checkpoint_ns = l.checkpoint_ns AND b.key = l.key
+                 AND b.version = l.version
+     WHERE b.thread_id = %(thread)s AND b.base IS NOT NULL
+),
+gone_blobs AS (
+    DELETE FROM {blobs} b
+     WHERE EXISTS (SELECT 1 FROM doomed)
+       AND b.thread_id = %(thread)s{ns_b}
+       AND NOT EXISTS (
+           SELECT 1 FROM live l
+            WHERE l.checkpoint_ns = b.checkpoint_ns AND l.key = b.key AND l.version = b.version)
+    RETURNING b.checkpoint_ns, b.key, b.version
+)
+SELECT (SELECT count(*) FROM doomed),
+       ARRAY(SELECT g.checkpoint_ns FROM gone_blobs g),
+       ARRAY(SELECT g.key FROM gone_blobs g),
+       ARRAY(SELECT g.version FROM gone_blobs g)
+"""
+
+_LIST_THREADS = """
+SELECT h.thread_id, h.head, h.updated_at, h.next,
+       ARRAY(SELECT w.task_id FROM {writes} w
+              WHERE w.thread_id = h.thread_id AND w.checkpoint_ns = ''
+                AND w.checkpoint_id = h.head ORDER BY w.seq),
+       ARRAY(SELECT w.kind FROM {writes} w
+              WHERE w.thread_id = h.thread_id AND w.checkpoint_ns = ''
+                AND w.checkpoint_id = h.head ORDER BY w.seq)
+  FROM {heads} h
+ WHERE h.checkpoint_ns = '' AND h.head IS NOT NULL{after}
+ ORDER BY h.updated_at DESC, h.thread_id DESC
+ LIMIT %(n)s
+"""
+_LIST_THREADS_AFTER = " AND (h.updated_at, h.thread_id) < (%(at)s, %(tid)s)"
+
+_THREAD_EXISTS = "SELECT EXISTS (SELECT 1 FROM {cps} WHERE thread_id = %(target)s)"
+
+_COPY_THREAD = (
+    "DELETE FROM {writes} WHERE thread_id = %(target)s",  # leftovers without checkpoints
+    "DELETE FROM {blobs} WHERE thread_id = %(target)s",
+    "DELETE FROM {heads} WHERE thread_id = %(target)s",
+    """
+INSERT INTO {heads} (thread_id, checkpoint_ns, head, next, updated_at)
+SELECT %(target)s, checkpoint_ns, head, next, clock_timestamp()
+  FROM {heads} WHERE thread_id = %(source)s
+""",
+    """
+INSERT INTO {cps} (
+    thread_id, checkpoint_ns, checkpoint_id, parent_id, step, created_at, body, metadata,
+    blob_keys, blob_versions
+)
+SELECT %(target)s, checkpoint_ns, checkpoint_id, parent_id, step, created_at, body, metadata,
+       blob_keys, blob_versions
+  FROM {cps} WHERE thread_id = %(source)s
+""",
+    """
+INSERT INTO {blobs} (
+    thread_id, checkpoint_ns, key, version, start, base, chain_bytes, full_bytes, crc32, data
+)
+SELECT %(target)s, checkpoint_ns, key, version, start, base, chain_bytes, full_bytes, crc32,
+       data
+  FROM {blobs} WHERE thread_id = %(source)s
+""",
+    """
+INSERT INTO {writes} (thread_id, checkpoint_ns, checkpoint_id, task_id, kind, task_name, data)
+SELECT %(target)s, checkpoint_ns, checkpoint_id, task_id, kind, task_name, data
+  FROM {writes} WHERE thread_id = %(source)s
+ ORDER BY seq
+""",
+)
+
+
+class Queries:
+    """Every statement, with the schema's (quoted) table names filled in once."""
+
+    def __init__(self, schema: str) -> None:
+        def table(name: str) -> sql.Composable:
+            return sql.Identifier(schema, f"threadline_{name}")
+
+        self.names: dict[str, sql.Composable] = {
+            "version": table("schema_version"),
+            "heads": table("heads"),
+            "heads_recent_name": sql.Identifier("threadline_heads_recent"),
+            "cps": table("checkpoints"),
+            "blobs": table("blobs"),
+            "writes": table("writes"),
+            "advance": table("advance_head"),
+            "check_refs": table("check_refs"),
+            "put": table("put"),
+        }
+        self.schema = sql.Identifier(schema).as_string(None)
+        self.version_table = self.names["version"].as_string(None)
+        f = self.format
+        self.ddl_version_table = f(DDL_VERSION_TABLE)
+        self.ddl = tuple(f(stmt) for stmt in DDL)
+        self.put = f(_PUT)
+        self.upsert_writes = f(_UPSERT_WRITES)
+        self.touch_head = f(_TOUCH_HEAD)
+        self.select_bases = f(_SELECT_BASES)
+        self.delete_thread = tuple(f(stmt) for stmt in _DELETE_THREAD)
+        self.lock_heads_update = f(_LOCK_HEADS.replace("{mode}", "UPDATE"))
+        self.lock_heads_share = f(_LOCK_HEADS.replace("{mode}", "SHARE"))
+        scopes = {"{ns_c}": "c", "{ns_b}": "b", "{ns_h}": "h"}
+        thread_wide, one_ns = _PRUNE, _PRUNE
+        for mark, alias in scopes.items():
+            thread_wide = thread_wide.replace(mark, "")
+            one_ns = one_ns.replace(mark, f" AND {alias}.checkpoint_ns = %(ns)s")
+        self.prune_thread = f(thread_wide)
+        self.prune_ns = f(one_ns)
+        self.list_threads = f(_LIST_THREADS.replace("{after}", ""))
+        self.list_threads_after = f(_LIST_THREADS.replace("{after}", _LIST_THREADS_AFTER))
+        self.thread_exists = f(_THREAD_EXISTS)
+        self.copy_thread = tuple(f(stmt) for stmt in _COPY_THREAD)
+        before = " AND p.checkpoint_id < %(before)s"
+        # (checkpoints, writes, blobs) for each way of choosing the checkpoints to load.
+        self.load: dict[str, tuple[str, str, str]] = {}
+        targets = {
+            "latest": _TARGET_LATEST,
+            "one": _TARGET_ONE,
+            "ids": _TARGET_IDS,
+            "page": _TARGET_PAGE.replace("{before}", "").replace("{upper}", ""),
+            "page_before": _TARGET_PAGE.replace("{before}", before).replace(
+                "{upper}", " AND {col} < %(before)s"
+            ),
+        }
+        for name, target in targets.items():
+            self.load[name] = (
+                f(
+                    _SELECT_CHECKPOINTS.replace(
+                        "{target}", target.replace("{col}", "c.checkpoint_id")
+                    )
+                ),
+                f(_SELECT_WRITES.replace("{target}", target.replace("{col}", "w.checkpoint_id"))),
+                f(_SELECT_BLOBS.replace("{target}", target.replace("{col}", "c.checkpoint_id"))),
+            )
+        self.page = self.load["page"][0]
+        self.page_before = self.load["page_before"][0]
+
+    def format(self, template: str) -> str:
+        return sql.SQL(template).format(**self.names).as_string(None)  # type: ignore[arg-type]
