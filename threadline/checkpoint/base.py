@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from threadline import serde
 
+T = TypeVar("T")
 WriteKind = Literal["result", "error", "interrupt", "resume", "breakpoint"]
 ThreadStatus = Literal["idle", "interrupted", "error", "running"]
 
@@ -141,8 +142,18 @@ def metadata_matches(metadata: Mapping[str, Any], filter: Mapping[str, Any] | No
 class BaseSaver(ABC):
     """Where checkpoints live. Sync methods are abstract; async ones default to a worker thread.
 
-    Savers that have a native async driver override the ``a*`` methods.
+    Savers that have a native async driver override the ``a*`` methods. A saver that does no
+    I/O sets ``in_process``: its calls then run on the caller's thread or event loop, because
+    handing them to another thread would cost more than the call.
     """
+
+    in_process: bool = False
+
+    async def _off_loop(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a sync method without blocking the event loop (directly if ``in_process``)."""
+        if self.in_process:
+            return fn(*args, **kwargs)
+        return await asyncio.to_thread(fn, *args, **kwargs)
 
     @abstractmethod
     def get_tuple(
@@ -206,7 +217,7 @@ class BaseSaver(ABC):
     async def aget_tuple(
         self, thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None
     ) -> CheckpointRecord | None:
-        return await asyncio.to_thread(self.get_tuple, thread_id, checkpoint_ns, checkpoint_id)
+        return await self._off_loop(self.get_tuple, thread_id, checkpoint_ns, checkpoint_id)
 
     async def alist(
         self,
@@ -217,7 +228,7 @@ class BaseSaver(ABC):
         before: str | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointRecord]:
-        records = await asyncio.to_thread(
+        records = await self._off_loop(
             lambda: list(
                 self.list(thread_id, checkpoint_ns, filter=filter, before=before, limit=limit)
             )
@@ -226,7 +237,7 @@ class BaseSaver(ABC):
             yield record
 
     async def aput(self, record: CheckpointRecord, *, fork: bool = False) -> None:
-        await asyncio.to_thread(self.put, record, fork=fork)
+        await self._off_loop(self.put, record, fork=fork)
 
     async def aput_writes(
         self,
@@ -235,21 +246,21 @@ class BaseSaver(ABC):
         checkpoint_id: str,
         writes: Sequence[TaskWrite],
     ) -> None:
-        await asyncio.to_thread(self.put_writes, thread_id, checkpoint_ns, checkpoint_id, writes)
+        await self._off_loop(self.put_writes, thread_id, checkpoint_ns, checkpoint_id, writes)
 
     async def adelete_thread(self, thread_id: str) -> None:
-        await asyncio.to_thread(self.delete_thread, thread_id)
+        await self._off_loop(self.delete_thread, thread_id)
 
     async def alist_threads(
         self, *, status: ThreadStatus | None = None, limit: int | None = None
     ) -> list[ThreadInfo]:
-        return await asyncio.to_thread(self.list_threads, status=status, limit=limit)
+        return await self._off_loop(self.list_threads, status=status, limit=limit)
 
     async def aprune(self, thread_id: str, *, keep_last: int) -> int:
-        return await asyncio.to_thread(self.prune, thread_id, keep_last=keep_last)
+        return await self._off_loop(self.prune, thread_id, keep_last=keep_last)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+        await self._off_loop(self.copy_thread, source_thread_id, target_thread_id)
 
     def close(self) -> None:  # noqa: B027 - optional hook, deliberately not abstract
         """Release connections or files; a no-op for savers that hold none."""

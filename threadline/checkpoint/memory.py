@@ -169,6 +169,8 @@ class InMemorySaver(BaseSaver):
     ``copy_thread`` raises ``ValueError`` if the target thread already has checkpoints.
     """
 
+    in_process = True  # dicts behind a lock: no I/O, so async calls need no worker thread
+
     def __init__(self, *, retention: Retention | None = None) -> None:
         self.retention = retention
         self._lock = threading.RLock()

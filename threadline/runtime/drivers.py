@@ -66,7 +66,8 @@ class _Saves:
 def drive_sync(loop: RunLoop, input: Any) -> Iterator[Emit | Done]:
     """Run ``loop`` in this thread; parallel tasks go to a thread pool."""
     saver, s = loop.saver, loop.s
-    saves = _Saves(saver, s.durability == "async")
+    # A saver without I/O gains nothing from saving in the background, only the hand-off cost.
+    saves = _Saves(saver, s.durability == "async" and not getattr(saver, "in_process", False))
     events: queue.SimpleQueue[Any] | None = None
     if "custom" in s.stream_modes:
         events = queue.SimpleQueue()
