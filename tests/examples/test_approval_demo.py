@@ -48,3 +48,4 @@ def test_resuming_twice_is_refused_and_changes_nothing(tmp_path: Path) -> None:
     )
     assert again.returncode != 0
     assert "NothingToResumeError" in again.stderr
+    assert "its run has finished" in again.stderr

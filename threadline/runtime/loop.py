@@ -196,9 +196,15 @@ class RunLoop:
         self._adopt(record)
         pending = self._pending_interrupts()
         if not pending:
+            next_names = self._next_names()
+            advice = (
+                "use invoke(None, config) to continue"
+                if next_names
+                else "its run has finished; pass a new input to run again"
+            )
             raise NothingToResumeError(
                 f"thread {self.s.thread_id!r} is not waiting at an interrupt "
-                f"(next: {self._next_names()}); use invoke(None, config) to continue"
+                f"(next: {next_names}); {advice}"
             )
         answers = _match_answers(command.resume, pending)
         self._record_answers(answers, pending)
