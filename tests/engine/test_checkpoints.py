@@ -223,3 +223,20 @@ def test_odd_thread_ids_run_and_stay_apart(saver, thread):
     assert len(list(graph.get_state_history(cfg(thread)))) == 4
     assert graph.get_state(cfg("plain")).values == {"foo": "b", "bar": ["a", "b"]}
     assert len(list(graph.get_state_history(cfg("plain")))) == 4
+
+
+def test_replay_from_the_input_checkpoint_applies_the_input_again(saver):
+    graph, calls = chain(saver)
+    graph.invoke({"foo": "x", "bar": ["in"]}, cfg())
+    history = list(graph.get_state_history(cfg()))
+    first = history[-1]
+    assert first.next == ("__start__",)
+
+    replayed = graph.invoke(None, first.config)
+
+    assert replayed == {"foo": "b", "bar": ["in", "a", "b"]}
+    assert calls == ["node_a", "node_b"] * 2
+    after = list(graph.get_state_history(cfg()))
+    ids = [snap.config["configurable"]["checkpoint_id"] for snap in after]
+    assert all(old.config["configurable"]["checkpoint_id"] in ids for old in history)
+    assert len(after) == len(history) + 4  # fork of the input, START step, node_a, node_b

@@ -173,7 +173,7 @@ class RunLoop:
         fork = dataclasses.replace(
             base, id=new_checkpoint_id(), parent_id=base.id, created_at=now_iso()
         )
-        yield from self._commit(fork, "fork", [])
+        yield from self._commit(fork, "fork", _carried_inputs(record, fork))
 
     def _resume(
         self, command: Command, record: CheckpointRecord | None
@@ -230,6 +230,11 @@ class RunLoop:
                 yield from self._flush()
                 return self._output()
             runnable = [t for t in tasks if (t.id, "result") not in self.writes]
+            if runnable and runnable[0].node is None:  # START, planned alone, has no node
+                raise NothingToResumeError(
+                    f"checkpoint {cp.id} of thread {self.s.thread_id!r} plans the input step, "
+                    "but the input it was given is not stored; start from a later checkpoint"
+                )
             if runnable:
                 if steps_run >= self.s.recursion_limit:
                     yield from self._flush()
@@ -522,6 +527,23 @@ def _match_answers(resume: Any, pending: list[tuple[TaskWrite, Interrupt]]) -> d
         f"{len(pending)} interrupts are waiting; resume with a dict mapping interrupt id to value "
         f"(ids: {', '.join(ids)}). Nothing was resumed."
     )
+
+
+def _carried_inputs(record: CheckpointRecord, fork: Checkpoint) -> list[TaskWrite]:
+    """A run's input, carried to a fork of its ``input`` checkpoint.
+
+    Replaying re-runs the nodes after a checkpoint, but the START task is not a node: what it
+    produces is the input given to ``invoke``, saved as its result, so the fork keeps it.
+    """
+    base = record.checkpoint
+    saved = {(w.task_id, w.kind): w for w in record.pending_writes}
+    carried = []
+    for index, planned in enumerate(base.next):
+        write = saved.get((task_id(base.id, index, START), "result"))
+        if planned.name == START and write is not None:
+            new_id = task_id(fork.id, index, START)
+            carried.append(TaskWrite(new_id, START, "result", write.value))
+    return carried
 
 
 def _hits(names: frozenset[str], tasks: list[Task]) -> bool:
