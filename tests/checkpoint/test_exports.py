@@ -8,6 +8,7 @@ import sys
 import pytest
 
 import threadline.checkpoint as checkpoint
+from threadline.errors import SaverUnavailableError
 
 
 @pytest.mark.parametrize(
@@ -38,3 +39,10 @@ def test_importing_the_package_loads_no_database_driver() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+async def test_every_saver_is_an_async_context_manager(tmp_path) -> None:
+    async with checkpoint.SqliteSaver(tmp_path / "a.db") as saver:
+        assert await saver.aget_tuple("nobody") is None
+    with pytest.raises(SaverUnavailableError, match="closed"):
+        saver.get_tuple("nobody")

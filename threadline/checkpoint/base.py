@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Self, TypeVar
 
 from threadline import serde
 
@@ -265,8 +265,18 @@ class BaseSaver(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook, deliberately not abstract
         """Release connections or files; a no-op for savers that hold none."""
 
-    def __enter__(self) -> BaseSaver:
+    async def aclose(self) -> None:
+        """Close from async code; savers with async connections override it."""
+        self.close()
+
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

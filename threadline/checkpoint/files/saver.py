@@ -122,9 +122,6 @@ class FileSaver(BaseSaver):
     def __repr__(self) -> str:
         return f"FileSaver({self.directory!r})"
 
-    def __enter__(self) -> FileSaver:
-        return self
-
     def close(self) -> None:
         """Nothing to release: every call opens and closes its own files."""
 

@@ -11,7 +11,6 @@ import json
 import zlib
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from types import TracebackType
 from typing import Any
 
 from threadline.checkpoint.base import (
@@ -704,25 +703,3 @@ class PostgresSaver(BaseSaver):
         """Close the pools from async code: this loop's pool is awaited, others as in close."""
         await self._db.aclose()
         self._cache.clear()
-
-    def __enter__(self) -> PostgresSaver:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    async def __aenter__(self) -> PostgresSaver:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()

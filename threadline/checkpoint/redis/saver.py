@@ -13,7 +13,6 @@ import threading
 import time
 import weakref
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -153,28 +152,6 @@ class RedisSaver(BaseSaver):
         if client is not None:
             await client.aclose()
         self.close()
-
-    def __enter__(self) -> RedisSaver:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    async def __aenter__(self) -> RedisSaver:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"

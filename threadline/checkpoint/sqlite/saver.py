@@ -10,7 +10,6 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from types import TracebackType
 from typing import Any
 
 from threadline.checkpoint.base import (
@@ -146,17 +145,6 @@ class SqliteSaver(BaseSaver):
                 self._conn = None
             self._blob_cache.clear()
             self._head_versions.clear()
-
-    def __enter__(self) -> SqliteSaver:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self._conn is None else "open"
