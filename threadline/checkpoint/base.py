@@ -142,6 +142,9 @@ def metadata_matches(metadata: Mapping[str, Any], filter: Mapping[str, Any] | No
 class BaseSaver(ABC):
     """Where checkpoints live. Sync methods are abstract; async ones default to a worker thread.
 
+    Every saver takes ``serde=``, the ``threadline.serde.Serializer`` that encodes all it stores
+    (so its compression and encryption apply at rest); the default is plain typed msgpack.
+
     Savers that have a native async driver override the ``a*`` methods. A saver that does no
     I/O sets ``in_process``: its calls then run on the caller's thread or event loop, because
     handing them to another thread would cost more than the call.

@@ -25,6 +25,7 @@ from typing import Any
 from threadline import serde
 from threadline.checkpoint.base import Checkpoint, CheckpointRecord, TaskWrite
 from threadline.errors import SerializationError
+from threadline.serde import Serializer
 
 #: A chain gets a new full blob once its deltas would exceed this many times the last full one.
 COMPACT_RATIO = 2.0
@@ -77,7 +78,9 @@ BaseLookup = Callable[[str, str], BlobRow | None]
 
 
 # ----------------------------------------------------------------------------------- encoding
-def encode_record(record: CheckpointRecord, base_of: BaseLookup) -> EncodedCheckpoint:
+def encode_record(
+    record: CheckpointRecord, base_of: BaseLookup, codec: Serializer = serde.DEFAULT
+) -> EncodedCheckpoint:
     """Encode a record; raises ``SerializationError`` before anything is stored."""
     cp = record.checkpoint
     hints = record.hints
@@ -90,20 +93,20 @@ def encode_record(record: CheckpointRecord, base_of: BaseLookup) -> EncodedCheck
             "values are stored under their versions, so every key needs one"
         )
     blobs = tuple(
-        _blob(key, cp.values[key], cp.versions[key], extends.get(key), base_of)
+        _blob(key, cp.values[key], cp.versions[key], extends.get(key), base_of, codec)
         for key in sorted(keys)
         if key in cp.values
     )
-    body = _dumps(_without_values(cp), f"checkpoint {cp.id}")
+    body = _dumps(_without_values(cp), f"checkpoint {cp.id}", codec)
     row = CheckpointRow(
         checkpoint_id=cp.id,
         parent_id=cp.parent_id,
         step=cp.step,
         created_at=cp.created_at,
         body=body,
-        metadata=_dumps(dict(record.metadata), f"the metadata of checkpoint {cp.id}"),
+        metadata=_dumps(dict(record.metadata), f"the metadata of checkpoint {cp.id}", codec),
     )
-    return EncodedCheckpoint(row, blobs, encode_writes(record.pending_writes))
+    return EncodedCheckpoint(row, blobs, encode_writes(record.pending_writes, codec))
 
 
 def _without_values(cp: Checkpoint) -> Checkpoint:
@@ -122,26 +125,31 @@ def _without_values(cp: Checkpoint) -> Checkpoint:
 
 
 def _blob(
-    key: str, value: Any, version: str, extends: tuple[str, int] | None, base_of: BaseLookup
+    key: str,
+    value: Any,
+    version: str,
+    extends: tuple[str, int] | None,
+    base_of: BaseLookup,
+    codec: Serializer,
 ) -> BlobRow:
     if extends is not None:
         base_version, base_len = extends
         base = base_of(key, base_version)
         if base is not None and isinstance(value, list) and 0 <= base_len <= len(value):
-            delta = _delta(key, value, base_len, version, base)
+            delta = _delta(key, value, base_len, version, base, codec)
             if delta is not None:
                 return delta
-    data = serde.dumps(value, path_prefix=key)
+    data = codec.dumps(value, path_prefix=key)
     return BlobRow(key, version, version, None, 0, len(data), data)
 
 
 def _delta(
-    key: str, value: list[Any], base_len: int, version: str, base: BlobRow
+    key: str, value: list[Any], base_len: int, version: str, base: BlobRow, codec: Serializer
 ) -> BlobRow | None:
     try:
-        data = serde.dumps(value[base_len:])
+        data = codec.dumps(value[base_len:])
     except SerializationError:
-        serde.dumps(value, path_prefix=key)  # raises with the path inside the whole list
+        codec.dumps(value, path_prefix=key)  # raises with the path inside the whole list
         raise
     chain_bytes = base.chain_bytes + len(data)
     if chain_bytes > COMPACT_RATIO * base.full_bytes:
@@ -149,47 +157,53 @@ def _delta(
     return BlobRow(key, version, base.start, base.version, chain_bytes, base.full_bytes, data)
 
 
-def encode_writes(writes: Iterable[TaskWrite]) -> tuple[WriteRow, ...]:
+def encode_writes(
+    writes: Iterable[TaskWrite], codec: Serializer = serde.DEFAULT
+) -> tuple[WriteRow, ...]:
     return tuple(
         WriteRow(
             w.task_id,
             w.kind,
             w.task_name,
-            _dumps(w.value, f"the {w.kind!r} write of task {w.task_name!r}"),
+            _dumps(w.value, f"the {w.kind!r} write of task {w.task_name!r}", codec),
         )
         for w in writes
     )
 
 
-def _dumps(obj: Any, what: str) -> bytes:
+def _dumps(obj: Any, what: str, codec: Serializer) -> bytes:
     """Encode ``obj``; a failure's message says what failed, its path stays relative to it."""
     try:
-        return serde.dumps(obj)
+        return codec.dumps(obj)
     except SerializationError as exc:
         raise SerializationError(f"{what}: {exc}", path=exc.path, type_name=exc.type_name) from exc
 
 
 # ----------------------------------------------------------------------------------- decoding
-def decode_checkpoint(body: bytes, values: dict[str, Any]) -> Checkpoint:
-    cp = _loads(body, "a checkpoint")
+def decode_checkpoint(
+    body: bytes, values: dict[str, Any], codec: Serializer = serde.DEFAULT
+) -> Checkpoint:
+    cp = _loads(body, "a checkpoint", codec)
     if not isinstance(cp, Checkpoint):
         raise SerializationError(f"stored checkpoint decoded to {type(cp).__name__}")
     return dataclasses.replace(cp, values=values)
 
 
-def decode_metadata(data: bytes) -> dict[str, Any]:
-    value = _loads(data, "checkpoint metadata")
+def decode_metadata(data: bytes, codec: Serializer = serde.DEFAULT) -> dict[str, Any]:
+    value = _loads(data, "checkpoint metadata", codec)
     return dict(value) if value is not None else {}
 
 
-def decode_write(row: WriteRow) -> TaskWrite:
-    value = _loads(row.data, f"the {row.kind!r} write of task {row.task_name!r}")
+def decode_write(row: WriteRow, codec: Serializer = serde.DEFAULT) -> TaskWrite:
+    value = _loads(row.data, f"the {row.kind!r} write of task {row.task_name!r}", codec)
     return TaskWrite(row.task_id, row.task_name, row.kind, value)  # type: ignore[arg-type]
 
 
-def wanted_blobs(body: bytes) -> tuple[Checkpoint, list[tuple[str, str]]]:
+def wanted_blobs(
+    body: bytes, codec: Serializer = serde.DEFAULT
+) -> tuple[Checkpoint, list[tuple[str, str]]]:
     """The checkpoint (without values) and the ``(key, version)`` blobs its values live in."""
-    cp = decode_checkpoint(body, {})
+    cp = decode_checkpoint(body, {}, codec)
     return cp, list(cp.versions.items())
 
 
@@ -197,6 +211,7 @@ def assemble_values(
     versions: Mapping[str, str],
     rows: Mapping[tuple[str, str], BlobRow],
     chains: Mapping[tuple[str, str], Sequence[BlobRow]],
+    codec: Serializer = serde.DEFAULT,
 ) -> dict[str, Any]:
     """Rebuild the values from their blobs; ``chains[(key, start)]`` holds the rows of a chain.
 
@@ -211,9 +226,9 @@ def assemble_values(
                 f"the stored value of key {key!r} (version {version}) is missing"
             )
         if row.base is None:
-            values[key] = _loads(row.data, f"the value of key {key!r}")
+            values[key] = _loads(row.data, f"the value of key {key!r}", codec)
         else:
-            values[key] = _walk_chain(key, row, chains.get((key, row.start), ()))
+            values[key] = _walk_chain(key, row, chains.get((key, row.start), ()), codec)
     return values
 
 
@@ -222,7 +237,7 @@ def chains_needed(rows: Iterable[BlobRow]) -> list[tuple[str, str]]:
     return sorted({(r.key, r.start) for r in rows if r.base is not None})
 
 
-def _walk_chain(key: str, head: BlobRow, chain: Sequence[BlobRow]) -> list[Any]:
+def _walk_chain(key: str, head: BlobRow, chain: Sequence[BlobRow], codec: Serializer) -> list[Any]:
     by_version = {r.version: r for r in chain}
     by_version[head.version] = head
     parts: list[BlobRow] = []
@@ -234,20 +249,20 @@ def _walk_chain(key: str, head: BlobRow, chain: Sequence[BlobRow]) -> list[Any]:
         raise SerializationError(
             f"the stored history of key {key!r} is incomplete (a delta lost its base)"
         )
-    items = _loads(row.data, f"the value of key {key!r}")
+    items = _loads(row.data, f"the value of key {key!r}", codec)
     if not isinstance(items, list):
         raise SerializationError(f"the stored value of key {key!r} is not a list: corrupted?")
     for part in reversed(parts):
-        delta = _loads(part.data, f"a delta of key {key!r}")
+        delta = _loads(part.data, f"a delta of key {key!r}", codec)
         if not isinstance(delta, list):
             raise SerializationError(f"a stored delta of key {key!r} is not a list: corrupted?")
         items.extend(delta)
     return items
 
 
-def _loads(data: bytes, what: str) -> Any:
+def _loads(data: bytes, what: str, codec: Serializer) -> Any:
     try:
-        return serde.loads(data)
+        return codec.loads(data)
     except SerializationError as exc:
         raise SerializationError(
             f"cannot load {what}: {exc}", path=exc.path, type_name=exc.type_name

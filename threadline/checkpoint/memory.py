@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from threadline import serde
 from threadline.checkpoint.base import (
     BaseSaver,
     Checkpoint,
@@ -45,6 +46,7 @@ from threadline.checkpoint.layout import (
     wanted_blobs,
 )
 from threadline.errors import ConcurrentUpdateError, SerializationError
+from threadline.serde import DEFAULT, Serializer
 
 __all__ = ["InMemorySaver", "MemorySaver"]
 
@@ -118,7 +120,9 @@ def age_cutoff(retention: Retention | None) -> float | None:
     return datetime.now(UTC).timestamp() - retention.max_age.total_seconds()
 
 
-def full_blobs(record: CheckpointRecord, keys: Iterable[str]) -> tuple[BlobRow, ...]:
+def full_blobs(
+    record: CheckpointRecord, keys: Iterable[str], codec: Serializer = serde.DEFAULT
+) -> tuple[BlobRow, ...]:
     """Full blobs of ``keys``' values, for values whose hinted blob turned out not to exist.
 
     Raises ``SerializationError`` when the checkpoint names a version it has no value for.
@@ -132,7 +136,7 @@ def full_blobs(record: CheckpointRecord, keys: Iterable[str]) -> tuple[BlobRow, 
                 "which is not stored, and carries no value for it; nothing was written"
             )
     sub = dataclasses.replace(record, pending_writes=(), hints=StorageHints(frozenset(keys)))
-    return encode_record(sub, lambda key, version: None).blobs
+    return encode_record(sub, lambda key, version: None, codec).blobs
 
 
 def _no_base(key: str, version: str) -> BlobRow | None:
@@ -171,8 +175,11 @@ class InMemorySaver(BaseSaver):
 
     in_process = True  # dicts behind a lock: no I/O, so async calls need no worker thread
 
-    def __init__(self, *, retention: Retention | None = None) -> None:
+    def __init__(
+        self, *, retention: Retention | None = None, serde: Serializer | None = None
+    ) -> None:
         self.retention = retention
+        self.serde = serde or DEFAULT
         self._lock = threading.RLock()
         # (thread, ns) -> checkpoint id -> stored row
         self._checkpoints: dict[_Key, dict[str, _Stored]] = {}
@@ -203,7 +210,7 @@ class InMemorySaver(BaseSaver):
             if stored is None:
                 return None
             snapshot = self._snapshot(key, checkpoint_id, stored)
-        return _decode(thread_id, checkpoint_ns, snapshot)
+        return _decode(thread_id, checkpoint_ns, snapshot, self.serde)
 
     def list(
         self,
@@ -219,7 +226,7 @@ class InMemorySaver(BaseSaver):
             by_id = self._checkpoints.get(key, {})
             ids = sorted((cid for cid in by_id if before is None or cid < before), reverse=True)
             snapshots = [self._snapshot(key, cid, by_id[cid]) for cid in ids]
-        return _iter(thread_id, checkpoint_ns, snapshots, filter, limit)
+        return _iter(thread_id, checkpoint_ns, snapshots, filter, limit, self.serde)
 
     def _snapshot(self, key: _Key, checkpoint_id: str, stored: _Stored) -> _Snapshot:
         blobs = self._blobs.get(key, {})
@@ -255,7 +262,7 @@ class InMemorySaver(BaseSaver):
     # -- writing ------------------------------------------------------------------------------
 
     def put(self, record: CheckpointRecord, *, fork: bool = False) -> None:
-        encoded = encode_record(record, _no_base)  # fails before anything is stored
+        encoded = encode_record(record, _no_base, self.serde)  # fails before anything is stored
         cp = record.checkpoint
         key = (record.thread_id, record.checkpoint_ns)
         stored = _Stored(
@@ -272,7 +279,7 @@ class InMemorySaver(BaseSaver):
                 k for k, v in cp.versions.items() if (k, v) not in have and (k, v) not in new
             ]
             if missing:  # hints said "unchanged", but the value is not stored: store it now
-                new.update({(b.key, b.version): b for b in full_blobs(record, missing)})
+                new.update({(b.key, b.version): b for b in full_blobs(record, missing, self.serde)})
             # Nothing can fail from here on.
             self._blobs.setdefault(key, {}).update(new)
             self._checkpoints.setdefault(key, {})[cp.id] = stored
@@ -290,7 +297,7 @@ class InMemorySaver(BaseSaver):
         checkpoint_id: str,
         writes: Sequence[TaskWrite],
     ) -> None:
-        encoded = encode_writes(writes)
+        encoded = encode_writes(writes, self.serde)
         if not encoded:
             return
         with self._lock:
@@ -398,29 +405,33 @@ def _iter(
     snapshots: Sequence[_Snapshot],
     filter: Mapping[str, Any] | None,
     limit: int | None,
+    codec: Serializer,
 ) -> Iterator[CheckpointRecord]:
     if limit is not None and limit <= 0:
         return
     count = 0
     for snapshot in snapshots:
-        if filter and not metadata_matches(decode_metadata(snapshot[0].row.metadata), filter):
+        metadata = snapshot[0].row.metadata
+        if filter and not metadata_matches(decode_metadata(metadata, codec), filter):
             continue
-        yield _decode(thread_id, checkpoint_ns, snapshot)
+        yield _decode(thread_id, checkpoint_ns, snapshot, codec)
         count += 1
         if limit is not None and count >= limit:
             return
 
 
-def _decode(thread_id: str, checkpoint_ns: str, snapshot: _Snapshot) -> CheckpointRecord:
+def _decode(
+    thread_id: str, checkpoint_ns: str, snapshot: _Snapshot, codec: Serializer
+) -> CheckpointRecord:
     stored, rows, writes = snapshot
-    cp, _ = wanted_blobs(stored.row.body)
-    values = assemble_values(cp.versions, rows, {})
+    cp, _ = wanted_blobs(stored.row.body, codec)
+    values = assemble_values(cp.versions, rows, {}, codec)
     return CheckpointRecord(
         thread_id=thread_id,
         checkpoint_ns=checkpoint_ns,
         checkpoint=dataclasses.replace(cp, values=values),
-        metadata=decode_metadata(stored.row.metadata),
-        pending_writes=tuple(decode_write(w) for w in writes),
+        metadata=decode_metadata(stored.row.metadata, codec),
+        pending_writes=tuple(decode_write(w, codec) for w in writes),
     )
 
 

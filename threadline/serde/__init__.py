@@ -4,7 +4,7 @@
 ``register``. ``Serializer(allow_pickle=True)`` is the explicit opt-in for trusted data.
 """
 
-from threadline.serde.codec import Serializer, dumps, loads
+from threadline.serde.codec import DEFAULT, Serializer, dumps, loads
 from threadline.serde.registry import lookup, name_of, register
 
-__all__ = ["Serializer", "dumps", "loads", "lookup", "name_of", "register"]
+__all__ = ["DEFAULT", "Serializer", "dumps", "loads", "lookup", "name_of", "register"]

@@ -405,6 +405,7 @@ _CONTAINER_DECODERS: dict[int, Callable[[Serializer, bytes], Any]] = {
 }
 
 _default_serializer = Serializer()
+DEFAULT = _default_serializer  # plain typed msgpack: what savers use unless given another
 
 # Bound methods, not wrappers: one Python call less on the hot path.
 dumps = _default_serializer.dumps

@@ -69,6 +69,7 @@ from threadline.checkpoint.memory import (
     now_iso,
 )
 from threadline.errors import SaverUnavailableError, SerializationError
+from threadline.serde import DEFAULT, Serializer
 
 __all__ = ["FORMAT_VERSION", "FileSaver"]
 
@@ -100,10 +101,14 @@ class FileSaver(BaseSaver):
         *,
         retention: Retention | None = None,
         previews: bool = True,
+        serde: Serializer | None = None,
     ) -> None:
         self.directory = os.path.abspath(os.fspath(directory))
         self.retention = retention
-        self.previews = previews
+        self.serde = serde or DEFAULT
+        # Readable copies of values and metadata would undo encryption at rest: none then.
+        self._encrypted = self.serde.key_id is not None
+        self.previews = previews and not self._encrypted
         self._threads = os.path.join(self.directory, "threads")
         self._swept: set[str] = set()
         self._swept_lock = threading.Lock()  # guards the two caches below
@@ -461,7 +466,7 @@ class FileSaver(BaseSaver):
                     chain.append(part)
                     base = part.base
                 chains[(key, row.start)] = chain
-        return assemble_values(versions, rows, chains)
+        return assemble_values(versions, rows, chains, self.serde)
 
     def _write_meta(self, ns_dir: str, checkpoint_id: str) -> list[tuple[str, dict[str, Any]]]:
         """``(path, parsed JSON)`` of a checkpoint's write files, in saved order."""
@@ -506,16 +511,16 @@ class FileSaver(BaseSaver):
                     f"{path!r} cannot be read ({exc})"
                 ) from exc
             row = WriteRow(doc["task_id"], doc["kind"], doc["task_name"], data)
-            writes.append(decode_write(row))
+            writes.append(decode_write(row, self.serde))
         return tuple(writes)
 
     def _load(
         self, thread_id: str, checkpoint_ns: str, ns_dir: str, row: _Row
     ) -> CheckpointRecord | None:
         try:
-            cp, _ = wanted_blobs(row.body)
+            cp, _ = wanted_blobs(row.body, self.serde)
             values = self._values(ns_dir, cp.versions)
-            metadata = decode_metadata(row.metadata)
+            metadata = decode_metadata(row.metadata, self.serde)
             writes = self._writes(ns_dir, row.checkpoint_id)
         except SerializationError as exc:
             if not os.path.exists(self._row_path(ns_dir, row.checkpoint_id)):
@@ -570,7 +575,7 @@ class FileSaver(BaseSaver):
             row = self._read_row(thread_id, paths[cid], cid)
             if row is None:
                 continue
-            if filter and not metadata_matches(decode_metadata(row.metadata), filter):
+            if filter and not metadata_matches(decode_metadata(row.metadata, self.serde), filter):
                 continue
             record = self._load(thread_id, checkpoint_ns, ns_dir, row)
             if record is None:
@@ -633,7 +638,7 @@ class FileSaver(BaseSaver):
             row = self._read_row(thread_id, self._row_path(ns_dir, head), head)
             if row is None:
                 return None
-            checkpoint, _ = wanted_blobs(row.body)
+            checkpoint, _ = wanted_blobs(row.body, self.serde)
         writes = [
             TaskWrite(doc["task_id"], doc["task_name"], doc["kind"], None)
             for _, doc in self._write_meta(ns_dir, head)
@@ -680,7 +685,7 @@ class FileSaver(BaseSaver):
                 self._sweep(ns_dir)  # HEAD names a missing row: a put crashed here
             check_put(record, head, fork=fork)  # the id sorts after the head: it is new
             row, blobs = self._encode(ns_dir, record)  # fails before anything is written
-            writes = encode_writes(record.pending_writes)
+            writes = encode_writes(record.pending_writes, self.serde)
 
             # 1. values (blobs are immutable: one already stored under its version stays)
             blobs = tuple(
@@ -733,7 +738,7 @@ class FileSaver(BaseSaver):
         def base_of(key: str, version: str) -> BlobRow | None:
             return self._read_blob(ns_dir, key, version, data=False)
 
-        encoded = encode_record(record, base_of)
+        encoded = encode_record(record, base_of, self.serde)
         cp = record.checkpoint
         written = {(b.key, b.version) for b in encoded.blobs}
         missing = [
@@ -742,11 +747,13 @@ class FileSaver(BaseSaver):
             if (key, version) not in written
             and not os.path.exists(self._blob_path(ns_dir, key, version))
         ]
-        blobs = encoded.blobs + (full_blobs(record, missing) if missing else ())
+        blobs = encoded.blobs + (full_blobs(record, missing, self.serde) if missing else ())
         return encoded.row, blobs
 
-    @staticmethod
-    def _row_json(record: CheckpointRecord, row: CheckpointRow) -> bytes:
+    def _readable(self, value: Any) -> Any:
+        return "(encrypted)" if self._encrypted else safe_render(value)
+
+    def _row_json(self, record: CheckpointRecord, row: CheckpointRow) -> bytes:
         cp = record.checkpoint
         source = record.metadata.get("source")
         doc = {
@@ -759,7 +766,7 @@ class FileSaver(BaseSaver):
             "versions": safe_render(cp.versions),
             "updated_by": list(cp.updated_by),
             "barriers": safe_render(cp.barriers),
-            "metadata": safe_render(record.metadata),
+            "metadata": self._readable(record.metadata),
             "stored": {
                 "about": "the exact bytes loaded back (threadline.checkpoint.layout), base64",
                 "body": b64(row.body),
@@ -776,7 +783,7 @@ class FileSaver(BaseSaver):
         checkpoint_id: str,
         writes: Sequence[TaskWrite],
     ) -> None:
-        encoded = encode_writes(writes)  # fails before anything is stored
+        encoded = encode_writes(writes, self.serde)  # fails before anything is stored
         if not encoded:
             return
         with self._writing(thread_id, checkpoint_ns) as ns_dir:
@@ -812,7 +819,7 @@ class FileSaver(BaseSaver):
                 "task_id": row.task_id,
                 "task_name": row.task_name,
                 "kind": row.kind,
-                "value": safe_render(write.value),
+                "value": self._readable(write.value),
                 "data": b64(row.data),
                 "sha256": hashlib.sha256(row.data).hexdigest(),
             }
@@ -911,7 +918,7 @@ class FileSaver(BaseSaver):
             if row is None:
                 continue
             try:
-                kept.append(wanted_blobs(row.body)[0])
+                kept.append(wanted_blobs(row.body, self.serde)[0])
             except SerializationError:
                 return len(drop)  # cannot tell what it needs: keep every value
         blobs_dir = os.path.join(ns_dir, "blobs")

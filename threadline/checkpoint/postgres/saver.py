@@ -57,6 +57,7 @@ from threadline.checkpoint.postgres.rows import (
 from threadline.checkpoint.postgres.schema import SCHEMA_VERSION
 from threadline.checkpoint.postgres.statements import Queries
 from threadline.errors import ConcurrentUpdateError, SerializationError
+from threadline.serde import DEFAULT, Serializer
 
 _PAGE_SIZE = 64
 
@@ -83,6 +84,7 @@ class PostgresSaver(BaseSaver):
         *,
         pool_size: int = 10,
         retention: Retention | None = None,
+        serde: Serializer | None = None,
         schema: str = "public",
         connect_timeout: float = 10.0,
         pool_timeout: float = 30.0,
@@ -94,6 +96,7 @@ class PostgresSaver(BaseSaver):
         self.url = url
         self.schema = schema
         self.retention = retention
+        self.serde = serde or DEFAULT
         self._q = Queries(schema)
         self._db = Connections(
             url,
@@ -288,7 +291,7 @@ class PostgresSaver(BaseSaver):
         (page,) = yield Batch([Stmt(query, params)], last=False)
         rows = page.rows
         last_id = rows[-1][0] if rows else None
-        matching = [r for r in rows if metadata_matches(decode_metadata(r[2]), filter)]
+        matching = [r for r in rows if metadata_matches(decode_metadata(r[2], self.serde), filter)]
         if not matching:
             return Loaded([], [], []), len(rows), last_id
         params["ids"] = [r[0] for r in matching]
@@ -311,20 +314,20 @@ class PostgresSaver(BaseSaver):
         chains = {(b.key, b.start): by_key[b.key] for b in blob_rows}
         writes: dict[str, list[TaskWrite]] = {}
         for cid, task_id, kind, task_name, data in loaded.writes:
-            write = decode_write(WriteRow(task_id, kind, task_name, data))
+            write = decode_write(WriteRow(task_id, kind, task_name, data), self.serde)
             writes.setdefault(cid, []).append(write)
         records = []
         for cid, body, metadata in loaded.checkpoints:
-            cp, _ = wanted_blobs(body)
+            cp, _ = wanted_blobs(body, self.serde)
             versions = {key: str(version) for key, version in cp.versions.items()}
             verify_blobs(thread_id, checkpoint_ns, versions, rows, damaged)
-            values = assemble_values(versions, rows, chains)
+            values = assemble_values(versions, rows, chains, self.serde)
             records.append(
                 CheckpointRecord(
                     thread_id=thread_id,
                     checkpoint_ns=checkpoint_ns,
                     checkpoint=dataclasses.replace(cp, values=values),
-                    metadata=decode_metadata(metadata),
+                    metadata=decode_metadata(metadata, self.serde),
                     pending_writes=tuple(writes.get(cid, ())),
                 )
             )
@@ -409,7 +412,7 @@ class PostgresSaver(BaseSaver):
         def base_of(key: str, version: str) -> BlobRow | None:
             return self._cache.get(thread_id, ns, key, str(version))
 
-        encoded = encode_record(record, base_of)
+        encoded = encode_record(record, base_of, self.serde)
         return encoded, [normalized(b) for b in encoded.blobs]
 
     def _store_in_full(
@@ -419,7 +422,7 @@ class PostgresSaver(BaseSaver):
         the hints called unchanged, are not stored: wrong hints, a prune, a stale cache)."""
         self._cache.drop(record.thread_id, record.checkpoint_ns)
         keys = set(gone.keys)
-        full = [normalized(b) for b in full_blobs(record, keys)]
+        full = [normalized(b) for b in full_blobs(record, keys, self.serde)]
         return [b for b in blobs if b.key not in keys] + full
 
     def _moved(
@@ -554,7 +557,7 @@ class PostgresSaver(BaseSaver):
         checkpoint_id: str,
         writes: Sequence[TaskWrite],
     ) -> Op[None] | None:
-        rows = dedupe_writes(encode_writes(writes))  # raises before anything is sent
+        rows = dedupe_writes(encode_writes(writes, self.serde))  # raises before anything is sent
         if not rows:
             return None
         params = writes_params(thread_id, checkpoint_ns, checkpoint_id, rows)

@@ -53,6 +53,7 @@ from threadline.checkpoint.redis.keys import (
 )
 from threadline.checkpoint.redis.requests import Call, Emit, Eval, Op, Pipe, pairs, text
 from threadline.errors import ConcurrentUpdateError, SaverUnavailableError, SerializationError
+from threadline.serde import DEFAULT, Serializer
 
 PAGE = 64  # checkpoints (or threads) read per round trip when listing
 _PRUNE_ATTEMPTS = 5
@@ -66,6 +67,7 @@ class Operations:
     prefix: str
     ttl_ms: int = 0
     retention: Retention | None = None
+    codec: Serializer = DEFAULT
     cache: BlobCache = field(default_factory=BlobCache)
 
     # -- reading ---------------------------------------------------------------------------
@@ -103,7 +105,7 @@ class Operations:
                     i
                     for i, row in zip(ids, rows, strict=True)
                     if row is not None
-                    and metadata_matches(_metadata(keys, thread_id, ns, i, row), filter)
+                    and metadata_matches(_metadata(keys, thread_id, ns, i, row, self.codec), filter)
                 ]
             if wanted:
                 replies = yield Pipe([_read(keys, qns, i) for i in wanted])
@@ -128,16 +130,16 @@ class Operations:
         current = keys.checkpoint(q(ns), checkpoint_id)
         try:
             _, metadata_bytes, body = unpack_checkpoint(row)
-            cp, wanted = wanted_blobs(body)
+            cp, wanted = wanted_blobs(body, self.codec)
             for i in range(0, len(blobs_flat) - 1, 2):
                 suffix = text(blobs_flat[i])
                 current = keys.tag + suffix
                 fetched.append(unpack_blob(suffix, blobs_flat[i + 1]))
             current = keys.checkpoint(q(ns), checkpoint_id)
-            values = _values(cp.versions, wanted, fetched)
-            metadata = decode_metadata(metadata_bytes)
+            values = _values(cp.versions, wanted, fetched, self.codec)
+            metadata = decode_metadata(metadata_bytes, self.codec)
             current = keys.writes(q(ns), checkpoint_id)
-            writes = tuple(decode_write(w) for w in write_rows(pairs(writes_flat)))
+            writes = tuple(decode_write(w, self.codec) for w in write_rows(pairs(writes_flat)))
         except SerializationError as exc:
             raise _in_checkpoint(exc, thread_id, ns, checkpoint_id, keys.tag) from exc
         except (KeyError, ValueError) as exc:
@@ -164,7 +166,7 @@ class Operations:
             encoded = yield from self._encode(record)
             blobs = list(encoded.blobs)
             if in_full - {b.key for b in blobs}:
-                blobs += _full_blobs(record, in_full - {b.key for b in blobs})
+                blobs += _full_blobs(record, in_full - {b.key for b in blobs}, self.codec)
             args = self._put_args(record, fork, encoded, blobs, key_of)
             resend = [*args[:18], "1", *args[19:]]
             reply = yield Eval("put", [keys.registry, keys.threads], args, resend=resend)
@@ -225,7 +227,8 @@ class Operations:
                 misses.append((key, str(version)))
             return row
 
-        encoded = encode_record(record, base_of)  # raises SerializationError before any I/O
+        # raises SerializationError before any I/O
+        encoded = encode_record(record, base_of, self.codec)
         if not misses:
             return encoded
         keys, qns = Keys(self.prefix, thread_id), q(ns)
@@ -233,12 +236,13 @@ class Operations:
         for base in bases:
             if base is not None:  # else no such base (or a damaged one): stored in full
                 self.cache.put(thread_id, ns, base)
-        return encode_record(record, lambda k, v: self.cache.get(thread_id, ns, k, str(v)))
+        cached = self.cache.get
+        return encode_record(record, lambda k, v: cached(thread_id, ns, k, str(v)), self.codec)
 
     def put_writes(
         self, thread_id: str, ns: str, checkpoint_id: str, writes: Sequence[TaskWrite]
     ) -> Op[None]:
-        encoded = encode_writes(writes)  # raises SerializationError before any I/O
+        encoded = encode_writes(writes, self.codec)  # raises SerializationError before any I/O
         if not encoded:
             return
         keys = Keys(self.prefix, thread_id)
@@ -351,7 +355,7 @@ class Operations:
                     continue
                 try:
                     created_at, _, body = unpack_checkpoint(row)
-                    cp, _ = wanted_blobs(body)
+                    cp, _ = wanted_blobs(body, self.codec)
                 except SerializationError as exc:
                     raise _in_checkpoint(exc, thread_id, ns, i, keys.tag) from exc
                 except ValueError as exc:
@@ -425,7 +429,10 @@ def _read(keys: Keys, qns: str, checkpoint_id: str | None) -> Eval:
 
 
 def _values(
-    versions: Mapping[str, Any], wanted: Sequence[tuple[str, str]], fetched: Sequence[BlobRow]
+    versions: Mapping[str, Any],
+    wanted: Sequence[tuple[str, str]],
+    fetched: Sequence[BlobRow],
+    codec: Serializer,
 ) -> dict[str, Any]:
     """The checkpoint's values from the blobs the ``read`` script fetched (chains included)."""
     by_version = {(r.key, r.version): r for r in fetched}
@@ -438,15 +445,15 @@ def _values(
         (key, start): [r for r in fetched if r.key == key and r.start == start]
         for key, start in chains_needed(rows.values())
     }
-    return assemble_values(versions, rows, chains)
+    return assemble_values(versions, rows, chains, codec)
 
 
 def _metadata(
-    keys: Keys, thread_id: str, ns: str, checkpoint_id: str, row: bytes
+    keys: Keys, thread_id: str, ns: str, checkpoint_id: str, row: bytes, codec: Serializer
 ) -> dict[str, Any]:
     """The metadata of a stored checkpoint, for ``list(filter=...)``."""
     try:
-        return decode_metadata(unpack_checkpoint(row)[1])
+        return decode_metadata(unpack_checkpoint(row)[1], codec)
     except SerializationError as exc:
         raise _in_checkpoint(exc, thread_id, ns, checkpoint_id, "") from exc
     except ValueError as exc:
@@ -511,11 +518,11 @@ def _conflict(record: CheckpointRecord, head: str | None, *, moved: bool) -> Con
     )
 
 
-def _full_blobs(record: CheckpointRecord, keys: set[str]) -> list[BlobRow]:
+def _full_blobs(record: CheckpointRecord, keys: set[str], codec: Serializer) -> list[BlobRow]:
     """Full blobs of ``keys``' values (their hinted blobs turned out not to exist)."""
     hints = StorageHints(frozenset(keys))
     sub = dataclasses.replace(record, pending_writes=(), hints=hints)
-    return list(encode_record(sub, lambda key, version: None).blobs)
+    return list(encode_record(sub, lambda key, version: None, codec).blobs)
 
 
 def _in_checkpoint(

@@ -39,6 +39,7 @@ from threadline.checkpoint.redis.migration import migrate_v1
 from threadline.checkpoint.redis.operations import Operations
 from threadline.checkpoint.redis.requests import Call, Emit, Load, Op, Request, T, text
 from threadline.errors import SaverUnavailableError
+from threadline.serde import DEFAULT, Serializer
 
 _SEND_ATTEMPTS = 3  # a request whose connection broke is sent again (idempotent ones only)
 _SEND_BACKOFF = 0.05  # seconds, doubled after each failure
@@ -63,6 +64,7 @@ class RedisSaver(BaseSaver):
         prefix: str = "threadline",
         ttl: float | None = None,
         retention: Retention | None = None,
+        serde: Serializer | None = None,
     ) -> None:
         if not prefix or any(c in prefix for c in "{}"):
             raise ValueError(f"RedisSaver prefix must be non-empty, without braces: {prefix!r}")
@@ -71,7 +73,8 @@ class RedisSaver(BaseSaver):
         self.url = url
         self.prefix = prefix
         self.ttl = ttl
-        self._ops = Operations(prefix, round(ttl * 1000) if ttl is not None else 0, retention)
+        ttl_ms = round(ttl * 1000) if ttl is not None else 0
+        self._ops = Operations(prefix, ttl_ms, retention, serde or DEFAULT)
         self._lock = threading.Lock()
         self._closed = False
         self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aredis.Redis] = (
@@ -90,6 +93,10 @@ class RedisSaver(BaseSaver):
     @property
     def retention(self) -> Retention | None:
         return self._ops.retention
+
+    @property
+    def serde(self) -> Serializer:
+        return self._ops.codec
 
     @classmethod
     def from_conn_string(cls, url: str, **options: Any) -> RedisSaver:

@@ -22,6 +22,7 @@ from threadline.checkpoint.layout import (
 )
 from threadline.checkpoint.sqlite.schema import UPSERT_WRITE
 from threadline.errors import SerializationError
+from threadline.serde import DEFAULT, Serializer
 
 CHUNK = 400  # pairs per query: 802 parameters, under the 999 of older SQLite builds
 
@@ -164,11 +165,17 @@ class Loaded:
     writes: list[WriteRow]
 
 
-def fetch(conn: sqlite3.Connection, thread_id: str, ns: str, rows: Sequence[Row]) -> list[Loaded]:
+def fetch(
+    conn: sqlite3.Connection,
+    thread_id: str,
+    ns: str,
+    rows: Sequence[Row],
+    codec: Serializer = DEFAULT,
+) -> list[Loaded]:
     """Everything needed to decode ``rows``, in three queries: blobs, chains, writes."""
     if not rows:
         return []
-    decoded = [(wanted_blobs(body), metadata) for _, body, metadata in rows]
+    decoded = [(wanted_blobs(body, codec), metadata) for _, body, metadata in rows]
     wanted = {kv for (_, pairs), _ in decoded for kv in pairs}
     crcs: dict[tuple[str, str], int] = {}
     blobs = blob_rows(conn, thread_id, ns, wanted, crcs=crcs) if wanted else {}
@@ -193,16 +200,18 @@ def fetch(conn: sqlite3.Connection, thread_id: str, ns: str, rows: Sequence[Row]
     return loaded
 
 
-def to_record(thread_id: str, ns: str, loaded: Loaded) -> CheckpointRecord:
+def to_record(
+    thread_id: str, ns: str, loaded: Loaded, codec: Serializer = DEFAULT
+) -> CheckpointRecord:
     cp = loaded.checkpoint
     _verify(thread_id, ns, loaded)
-    values = assemble_values(cp.versions, loaded.rows, loaded.chains)
+    values = assemble_values(cp.versions, loaded.rows, loaded.chains, codec)
     return CheckpointRecord(
         thread_id=thread_id,
         checkpoint_ns=ns,
         checkpoint=dataclasses.replace(cp, values=values),
-        metadata=decode_metadata(loaded.metadata),
-        pending_writes=tuple(decode_write(w) for w in loaded.writes),
+        metadata=decode_metadata(loaded.metadata, codec),
+        pending_writes=tuple(decode_write(w, codec) for w in loaded.writes),
     )
 
 

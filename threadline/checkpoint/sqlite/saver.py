@@ -62,6 +62,7 @@ from threadline.checkpoint.sqlite.schema import (
     UPSERT_THREAD,
 )
 from threadline.errors import SaverUnavailableError
+from threadline.serde import DEFAULT, Serializer
 
 _PAGE_SIZE = 64
 _CACHE_SIZE = 4096  # blob rows (metadata only) remembered for ``base_of``
@@ -86,9 +87,11 @@ class SqliteSaver(BaseSaver):
         *,
         timeout: float = 30.0,
         retention: Retention | None = None,
+        serde: Serializer | None = None,
     ):
         self.path = os.fspath(path)
         self.retention = retention
+        self.serde = serde or DEFAULT
         self._timeout = timeout
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
@@ -196,8 +199,8 @@ class SqliteSaver(BaseSaver):
                 row = conn.execute(SELECT_ONE, (thread_id, checkpoint_ns, checkpoint_id)).fetchone()
             if row is None:
                 return None
-            (loaded,) = fetch(conn, thread_id, checkpoint_ns, [row])
-        return to_record(thread_id, checkpoint_ns, loaded)
+            (loaded,) = fetch(conn, thread_id, checkpoint_ns, [row], self.serde)
+        return to_record(thread_id, checkpoint_ns, loaded, self.serde)
 
     def list(
         self,
@@ -222,11 +225,11 @@ class SqliteSaver(BaseSaver):
                 matching = [
                     row
                     for row in rows
-                    if not filter or metadata_matches(decode_metadata(row[2]), filter)
+                    if not filter or metadata_matches(decode_metadata(row[2], self.serde), filter)
                 ]
-                loaded = fetch(conn, thread_id, checkpoint_ns, matching)
+                loaded = fetch(conn, thread_id, checkpoint_ns, matching, self.serde)
             for item in loaded:
-                yield to_record(thread_id, checkpoint_ns, item)
+                yield to_record(thread_id, checkpoint_ns, item, self.serde)
                 produced += 1
                 if limit is not None and produced >= limit:
                     return
@@ -264,7 +267,7 @@ class SqliteSaver(BaseSaver):
     def put(self, record: CheckpointRecord, *, fork: bool = False) -> None:
         thread_id, ns, cp = record.thread_id, record.checkpoint_ns, record.checkpoint
         # Encoding (and looking up the blobs deltas extend) happens before the transaction.
-        encoded = encode_record(record, self._base_lookup(thread_id, ns))
+        encoded = encode_record(record, self._base_lookup(thread_id, ns), self.serde)
         with self._transaction("IMMEDIATE") as conn:
             (head,) = conn.execute(HEAD, (thread_id, ns)).fetchone()
             check_put(record, head, fork=fork)
@@ -350,7 +353,7 @@ class SqliteSaver(BaseSaver):
             ):
                 redo.add(b.key)
         if redo:
-            written.update({(b.key, b.version): b for b in full_blobs(record, redo)})
+            written.update({(b.key, b.version): b for b in full_blobs(record, redo, self.serde)})
         self._remember(thread_id, ns, stored.values())
         return list(written.values())
 
@@ -361,7 +364,7 @@ class SqliteSaver(BaseSaver):
         checkpoint_id: str,
         writes: Sequence[TaskWrite],
     ) -> None:
-        encoded = encode_writes(writes)
+        encoded = encode_writes(writes, self.serde)
         if not encoded:
             return
         with self._transaction("IMMEDIATE") as conn:
