@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from threadline import serde
-from threadline.checkpoint.base import Checkpoint, CheckpointRecord, TaskWrite
+from threadline.checkpoint.base import Checkpoint, CheckpointRecord, StorageHints, TaskWrite
 from threadline.errors import SerializationError
 from threadline.serde import Serializer
 
@@ -177,6 +177,25 @@ def _dumps(obj: Any, what: str, codec: Serializer) -> bytes:
         return codec.dumps(obj)
     except SerializationError as exc:
         raise SerializationError(f"{what}: {exc}", path=exc.path, type_name=exc.type_name) from exc
+
+
+def full_blobs(
+    record: CheckpointRecord, keys: Iterable[str], codec: Serializer = serde.DEFAULT
+) -> tuple[BlobRow, ...]:
+    """Full blobs of ``keys``' values, for values whose hinted blob turned out not to exist.
+
+    Raises ``SerializationError`` when the checkpoint names a version it has no value for.
+    """
+    cp = record.checkpoint
+    keys = sorted(set(keys))
+    for key in keys:
+        if key not in cp.values:
+            raise SerializationError(
+                f"checkpoint {cp.id} names version {cp.versions.get(key)!r} of key {key!r}, "
+                "which is not stored, and carries no value for it; nothing was written"
+            )
+    sub = dataclasses.replace(record, pending_writes=(), hints=StorageHints(frozenset(keys)))
+    return encode_record(sub, lambda key, version: None, codec).blobs
 
 
 # ----------------------------------------------------------------------------------- decoding

@@ -17,22 +17,16 @@ import dataclasses
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from threadline import serde
 from threadline.checkpoint.base import (
     BaseSaver,
-    Checkpoint,
     CheckpointRecord,
-    PlannedTask,
     Retention,
-    StorageHints,
     TaskWrite,
     ThreadInfo,
     ThreadStatus,
     metadata_matches,
-    thread_status,
 )
 from threadline.checkpoint.layout import (
     BlobRow,
@@ -43,109 +37,24 @@ from threadline.checkpoint.layout import (
     decode_write,
     encode_record,
     encode_writes,
+    full_blobs,
     wanted_blobs,
 )
-from threadline.errors import ConcurrentUpdateError, SerializationError
+from threadline.checkpoint.rules import (
+    age_cutoff,
+    check_keep_last,
+    check_put,
+    created_ts,
+    now_iso,
+    status_of,
+)
 from threadline.serde import DEFAULT, Serializer
 
 __all__ = ["InMemorySaver", "MemorySaver"]
 
 
-# --------------------------------------------------------------------------------------------
-# Rules shared by the savers
-# --------------------------------------------------------------------------------------------
-
-
-def check_put(record: CheckpointRecord, head: str | None, *, fork: bool) -> None:
-    """Raise ``ConcurrentUpdateError`` unless ``record`` may be saved on top of ``head``.
-
-    ``head`` is the newest checkpoint id of the record's thread and namespace (``None`` if it
-    has none). Without ``fork`` the checkpoint's parent must be that head. In both cases its id
-    must sort after the head: checkpoints are never replaced, and a checkpoint that would not
-    become the newest (an id made by a clock that is behind) would be silently hidden.
-    """
-    cp = record.checkpoint
-    where = f"thread {record.thread_id!r} (namespace {record.checkpoint_ns!r})"
-    if not fork and cp.parent_id != head:
-        raise ConcurrentUpdateError(
-            f"{where} has moved on: checkpoint {cp.id} was computed from parent "
-            f"{cp.parent_id!r}, but the newest checkpoint is {head!r}; nothing was written. "
-            "Load the thread again and retry, or save with fork=True to branch on purpose."
-        )
-    if head is not None and cp.id <= head:
-        raise ConcurrentUpdateError(
-            f"{where}: checkpoint {cp.id} does not sort after the newest checkpoint {head}; "
-            "nothing was written (it is saved already, and checkpoints are never replaced, or "
-            "its id was made by a clock that is behind)"
-        )
-
-
-def status_of(next_names: Sequence[str], writes: Iterable[tuple[str, str]]) -> ThreadStatus:
-    """``thread_status`` from what a thread row keeps: planned task names, ``(task_id, kind)``."""
-    planned = tuple(PlannedTask(name) for name in next_names)
-    cp = Checkpoint("", None, 0, {}, {}, planned, "")
-    return thread_status(cp, [TaskWrite(tid, "", kind, None) for tid, kind in writes])  # type: ignore[arg-type]
-
-
-_clock_lock = threading.Lock()
-_last_now = datetime.min.replace(tzinfo=UTC)
-
-
-def now_iso() -> str:
-    """The time as ``updated_at`` shows it: UTC, microseconds, increasing within a process."""
-    global _last_now
-    now = datetime.now(UTC)
-    with _clock_lock:
-        if now <= _last_now:
-            now = _last_now + timedelta(microseconds=1)
-        _last_now = now
-    return now.isoformat(timespec="microseconds")
-
-
-def created_ts(created_at: str) -> float | None:
-    """``created_at`` as Unix seconds (naive means UTC); ``None`` if it is not ISO 8601."""
-    try:
-        when = datetime.fromisoformat(created_at)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return when.timestamp()
-
-
-def age_cutoff(retention: Retention | None) -> float | None:
-    """Unix time before which retention's ``max_age`` drops checkpoints (``None``: no limit)."""
-    if retention is None or retention.max_age is None:
-        return None
-    return datetime.now(UTC).timestamp() - retention.max_age.total_seconds()
-
-
-def full_blobs(
-    record: CheckpointRecord, keys: Iterable[str], codec: Serializer = serde.DEFAULT
-) -> tuple[BlobRow, ...]:
-    """Full blobs of ``keys``' values, for values whose hinted blob turned out not to exist.
-
-    Raises ``SerializationError`` when the checkpoint names a version it has no value for.
-    """
-    cp = record.checkpoint
-    keys = sorted(set(keys))
-    for key in keys:
-        if key not in cp.values:
-            raise SerializationError(
-                f"checkpoint {cp.id} names version {cp.versions.get(key)!r} of key {key!r}, "
-                "which is not stored, and carries no value for it; nothing was written"
-            )
-    sub = dataclasses.replace(record, pending_writes=(), hints=StorageHints(frozenset(keys)))
-    return encode_record(sub, lambda key, version: None, codec).blobs
-
-
 def _no_base(key: str, version: str) -> BlobRow | None:
     return None
-
-
-def _check_keep_last(keep_last: int) -> None:
-    if keep_last < 0:
-        raise ValueError(f"keep_last must be 0 or more, not {keep_last}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -324,7 +233,7 @@ class InMemorySaver(BaseSaver):
     # -- history ------------------------------------------------------------------------------
 
     def prune(self, thread_id: str, *, keep_last: int) -> int:
-        _check_keep_last(keep_last)
+        check_keep_last(keep_last)
         deleted = 0
         with self._lock:
             for key in [k for k in self._checkpoints if k[0] == thread_id]:

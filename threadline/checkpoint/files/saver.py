@@ -57,17 +57,11 @@ from threadline.checkpoint.layout import (
     decode_write,
     encode_record,
     encode_writes,
+    full_blobs,
     referenced_blobs,
     wanted_blobs,
 )
-from threadline.checkpoint.memory import (
-    _check_keep_last,
-    age_cutoff,
-    check_put,
-    created_ts,
-    full_blobs,
-    now_iso,
-)
+from threadline.checkpoint.rules import age_cutoff, check_keep_last, check_put, created_ts, now_iso
 from threadline.errors import SaverUnavailableError, SerializationError
 from threadline.serde import DEFAULT, Serializer
 
@@ -838,7 +832,7 @@ class FileSaver(BaseSaver):
         shutil.rmtree(trash, ignore_errors=True)
 
     def prune(self, thread_id: str, *, keep_last: int) -> int:
-        _check_keep_last(keep_last)
+        check_keep_last(keep_last)
         deleted = 0
         for _, ns in self._namespaces(self._thread_dir(thread_id)):
             with self._writing(thread_id, ns) as ns_dir:

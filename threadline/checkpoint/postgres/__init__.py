@@ -3,7 +3,7 @@
 Tables (in ``schema``, all named ``threadline_*``; DDL in ``schema.py``):
 
 - ``heads``: one row per (thread, namespace) naming its newest checkpoint. ``put`` is a
-  compare-and-set on this row (``threadline_advance_head``, the rule of ``memory.check_put``):
+  compare-and-set on this row (``threadline_advance_head``, the rule of ``rules.check_put``):
   it moves only from the checkpoint the new one was computed from (anywhere for a fork), and
   only to an id that sorts after it. Root-namespace rows also keep the planned task names and
   the time of the last change, so they serve ``list_threads`` (the "threads table").

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 from threadline.checkpoint.base import Checkpoint
 from threadline.checkpoint.layout import BlobRow, WriteRow, referenced_blobs
-from threadline.checkpoint.memory import created_ts
+from threadline.checkpoint.rules import created_ts
 from threadline.errors import SerializationError
 
 

@@ -31,14 +31,8 @@ from threadline.checkpoint.layout import (
     decode_write,
     encode_record,
     encode_writes,
-    wanted_blobs,
-)
-from threadline.checkpoint.memory import (
-    _check_keep_last,
-    age_cutoff,
-    check_put,
     full_blobs,
-    status_of,
+    wanted_blobs,
 )
 from threadline.checkpoint.postgres.cache import BlobCache
 from threadline.checkpoint.postgres.connections import Connections
@@ -56,6 +50,7 @@ from threadline.checkpoint.postgres.rows import (
 )
 from threadline.checkpoint.postgres.schema import SCHEMA_VERSION
 from threadline.checkpoint.postgres.statements import Queries
+from threadline.checkpoint.rules import age_cutoff, check_keep_last, check_put, status_of
 from threadline.errors import ConcurrentUpdateError, SerializationError
 from threadline.serde import DEFAULT, Serializer
 
@@ -644,13 +639,13 @@ class PostgresSaver(BaseSaver):
         return infos, last, len(rows) == n
 
     def prune(self, thread_id: str, *, keep_last: int) -> int:
-        _check_keep_last(keep_last)
+        check_keep_last(keep_last)
         count, evicted = self._db.run(self._prune_op(thread_id, keep_last), BEGIN_WRITE)
         self._cache.discard(thread_id, evicted)
         return count
 
     async def aprune(self, thread_id: str, *, keep_last: int) -> int:
-        _check_keep_last(keep_last)
+        check_keep_last(keep_last)
         count, evicted = await self._db.arun(self._prune_op(thread_id, keep_last), BEGIN_WRITE)
         self._cache.discard(thread_id, evicted)
         return count

@@ -78,7 +78,7 @@ CREATE TABLE IF NOT EXISTS {writes} (
     PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, kind)
 )
 """,
-    # The compare-and-set of ``put`` (``memory.check_put`` in SQL): move the head only from
+    # The compare-and-set of ``put`` (``rules.check_put`` in SQL): move the head only from
     # the expected parent (from anywhere, for a fork), and only forward: the new id must sort
     # after the head. A missing head row is created, if the checkpoint may start the thread
     # (no parent, or a fork). The UPDATE row-locks the head until the transaction ends, so puts

@@ -19,7 +19,7 @@ import ormsgpack
 from threadline import serde
 from threadline.checkpoint.base import Checkpoint
 from threadline.checkpoint.layout import wanted_blobs
-from threadline.checkpoint.memory import created_ts, status_of
+from threadline.checkpoint.rules import created_ts, status_of
 from threadline.checkpoint.sqlite.schema import (
     INSERT_BLOB,
     INSERT_CHECKPOINT,

@@ -29,14 +29,14 @@ from threadline.checkpoint.layout import (
     decode_metadata,
     encode_record,
     encode_writes,
+    full_blobs,
     referenced_blobs,
 )
-from threadline.checkpoint.memory import (
-    _check_keep_last,
+from threadline.checkpoint.rules import (
     age_cutoff,
+    check_keep_last,
     check_put,
     created_ts,
-    full_blobs,
     now_iso,
     status_of,
 )
@@ -396,7 +396,7 @@ class SqliteSaver(BaseSaver):
     # -- history -------------------------------------------------------------------------------
 
     def prune(self, thread_id: str, *, keep_last: int) -> int:
-        _check_keep_last(keep_last)
+        check_keep_last(keep_last)
         deleted = 0
         with self._transaction("IMMEDIATE") as conn:
             namespaces = conn.execute(
