@@ -9,7 +9,7 @@ from typing import Annotated, TypedDict
 import pytest
 
 from threadline import END, START, Interrupt, Send, StateGraph, get_stream_writer, interrupt
-from threadline.errors import ThreadlineError
+from threadline.errors import ConfigError, ThreadlineError
 
 
 class State(TypedDict, total=False):
@@ -274,3 +274,32 @@ async def test_astream_shows_a_dynamic_interrupt(saver):
 async def test_astream_rejects_an_unknown_stream_mode():
     with pytest.raises((ThreadlineError, ValueError), match="bogus"):
         [c async for c in diamond().astream({"items": []}, stream_mode="bogus")]
+
+
+@pytest.mark.parametrize("option", [{"subgraphs": True}, {"debug": True}])
+def test_options_we_cannot_honour_yet_are_refused_not_ignored(option):
+    graph = _one_node_graph()
+    with pytest.raises(ConfigError, match=next(iter(option))):
+        list(graph.stream({"n": 0}, **option))
+    assert list(graph.stream({"n": 0}, subgraphs=False, debug=False))  # the "off" form is fine
+
+
+def test_get_state_of_subgraphs_is_refused_not_ignored():
+    from threadline.checkpoint import InMemorySaver
+
+    graph = _one_node_graph(InMemorySaver())
+    config = {"configurable": {"thread_id": "1"}}
+    graph.invoke({"n": 0}, config)
+    with pytest.raises(ConfigError, match="subgraphs=True"):
+        graph.get_state(config, subgraphs=True)
+
+
+def _one_node_graph(saver=None):
+    class N(TypedDict):
+        n: int
+
+    g = StateGraph(N)
+    g.add_node("inc", lambda s: {"n": s["n"] + 1})
+    g.add_edge(START, "inc")
+    g.add_edge("inc", END)
+    return g.compile(checkpointer=saver)

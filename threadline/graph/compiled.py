@@ -21,6 +21,16 @@ from threadline.runtime.snapshot import empty_snapshot, snapshot_of, updated_rec
 from threadline.types import RetryPolicy, StateSnapshot
 
 STREAM_MODES = ("values", "updates", "debug", "custom")
+
+# LangGraph options we accept only in their "off" form for now: silently ignoring them would
+# hand back chunks or snapshots of a different shape than the caller asked for.
+_NOT_YET = {
+    "subgraphs": "stream(subgraphs=True) is not supported yet: subgraph chunks are not streamed "
+    "with their namespace; stream the parent graph, or use stream_mode='custom' inside it",
+    "debug": "debug=True is not supported; use stream_mode='debug' to receive debug events",
+    "subgraph_state": "get_state(subgraphs=True) is not supported yet: the snapshot's "
+    "tasks do not carry their subgraphs' state",
+}
 DURABILITY = ("sync", "async", "exit")
 DEFAULT_RECURSION_LIMIT = 10_000
 _RESERVED_CONFIGURABLE = {"thread_id", "checkpoint_id", "checkpoint_ns"}
@@ -123,6 +133,9 @@ class CompiledStateGraph:
         }
         if unknown:
             raise TypeError(f"unexpected keyword argument {sorted(unknown)[0]!r}")
+        for flag in ("subgraphs", "debug"):
+            if options.get(flag):
+                raise ConfigError(_NOT_YET[flag])
         config = dict(config or {})
         parent = current_task()
         nested = parent is not None and self.checkpointer is None
@@ -167,6 +180,8 @@ class CompiledStateGraph:
     # ------------------------------------------------------------------ state
     def get_state(self, config: Mapping[str, Any], *, subgraphs: bool = False) -> StateSnapshot:
         """The thread's latest checkpoint, or the one named by ``checkpoint_id``."""
+        if subgraphs:
+            raise ConfigError(_NOT_YET["subgraph_state"])
         saver, thread_id, ns, checkpoint_id = self._address(config)
         record = saver.get_tuple(thread_id, ns, checkpoint_id)
         return self._snapshot(config, record, checkpoint_id)
@@ -174,6 +189,8 @@ class CompiledStateGraph:
     async def aget_state(
         self, config: Mapping[str, Any], *, subgraphs: bool = False
     ) -> StateSnapshot:
+        if subgraphs:
+            raise ConfigError(_NOT_YET["subgraph_state"])
         saver, thread_id, ns, checkpoint_id = self._address(config)
         record = await saver.aget_tuple(thread_id, ns, checkpoint_id)
         return self._snapshot(config, record, checkpoint_id)
