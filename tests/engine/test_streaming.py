@@ -276,12 +276,77 @@ async def test_astream_rejects_an_unknown_stream_mode():
         [c async for c in diamond().astream({"items": []}, stream_mode="bogus")]
 
 
-@pytest.mark.parametrize("option", [{"subgraphs": True}, {"debug": True}])
-def test_options_we_cannot_honour_yet_are_refused_not_ignored(option):
+def test_debug_true_is_refused_not_ignored():
     graph = _one_node_graph()
-    with pytest.raises(ConfigError, match=next(iter(option))):
-        list(graph.stream({"n": 0}, **option))
-    assert list(graph.stream({"n": 0}, subgraphs=False, debug=False))  # the "off" form is fine
+    with pytest.raises(ConfigError, match="stream_mode='debug'"):
+        list(graph.stream({"n": 0}, debug=True))
+    assert list(graph.stream({"n": 0}, debug=False))  # the "off" form is fine
+
+
+class Log(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+
+
+def _nested_graph():
+    """outer -> child (a subgraph whose node runs a grandchild subgraph)."""
+
+    def leaf(state: Log) -> dict:
+        get_stream_writer()("from the leaf")
+        return {"log": ["leaf"]}
+
+    grand = StateGraph(Log)
+    grand.add_node("leaf", leaf)
+    grand.add_edge(START, "leaf")
+    grand.add_edge("leaf", END)
+    child = StateGraph(Log)
+    child.add_node("grand", grand.compile())
+    child.add_edge(START, "grand")
+    child.add_edge("grand", END)
+    g = StateGraph(Log)
+    g.add_node("outer", lambda s: {"log": ["outer"]})
+    g.add_node("child", child.compile())
+    g.add_edge(START, "outer")
+    g.add_edge("outer", "child")
+    g.add_edge("child", END)
+    return g.compile()
+
+
+def _shape(chunks):
+    """Namespaces as node names only (task ids vary), with the payloads."""
+    return [(tuple(part.split(":")[0] for part in ns), *rest) for ns, *rest in chunks]
+
+
+def test_subgraphs_true_streams_every_level_tagged_with_its_namespace():
+    chunks = list(_nested_graph().stream({"log": []}, subgraphs=True))
+    assert _shape(chunks) == [
+        ((), {"outer": {"log": ["outer"]}}),
+        (("child", "grand"), {"leaf": {"log": ["leaf"]}}),
+        (("child",), {"grand": {"log": ["leaf"]}}),
+        ((), {"child": {"log": ["leaf"]}}),
+    ]
+    child_ns, grand_ns = chunks[2][0], chunks[1][0]
+    assert grand_ns[0] == child_ns[0]  # the grandchild runs inside the child's task
+
+
+def test_subgraphs_true_with_several_modes_yields_namespace_mode_payload():
+    chunks = list(
+        _nested_graph().stream({"log": []}, stream_mode=["updates", "custom"], subgraphs=True)
+    )
+    assert (("child", "grand"), "custom", "from the leaf") in _shape(chunks)
+    assert ((), "updates", {"child": {"log": ["leaf"]}}) in _shape(chunks)
+
+
+async def test_astream_subgraphs_true_matches_stream():
+    graph = _nested_graph()
+    chunks = [c async for c in graph.astream({"log": []}, subgraphs=True)]
+    assert _shape(chunks) == _shape(list(graph.stream({"log": []}, subgraphs=True)))
+
+
+def test_without_subgraphs_the_stream_is_unchanged():
+    assert list(_nested_graph().stream({"log": []})) == [
+        {"outer": {"log": ["outer"]}},
+        {"child": {"log": ["leaf"]}},
+    ]
 
 
 def test_get_state_of_subgraphs_is_refused_not_ignored():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from threadline.checkpoint.base import BaseSaver, CheckpointRecord
@@ -25,8 +25,6 @@ STREAM_MODES = ("values", "updates", "debug", "custom")
 # LangGraph options we accept only in their "off" form for now: silently ignoring them would
 # hand back chunks or snapshots of a different shape than the caller asked for.
 _NOT_YET = {
-    "subgraphs": "stream(subgraphs=True) is not supported yet: subgraph chunks are not streamed "
-    "with their namespace; stream the parent graph, or use stream_mode='custom' inside it",
     "debug": "debug=True is not supported; use stream_mode='debug' to receive debug events",
     "subgraph_state": "get_state(subgraphs=True) is not supported yet: the snapshot's "
     "tasks do not carry their subgraphs' state",
@@ -86,9 +84,10 @@ class CompiledStateGraph:
     ) -> Iterator[Any]:
         """Yield chunks as the run goes: ``(mode, data)`` pairs when several modes are asked."""
         modes, single = _stream_modes(stream_mode)
+        subgraphs = bool(options.get("subgraphs"))
         for item in self._drive(input, config, modes, options):
             if isinstance(item, Emit):
-                yield item.payload if single else (item.mode, item.payload)
+                yield _chunk(item, single, subgraphs)
 
     async def astream(
         self,
@@ -99,9 +98,10 @@ class CompiledStateGraph:
         **options: Any,
     ) -> AsyncIterator[Any]:
         modes, single = _stream_modes(stream_mode)
+        subgraphs = bool(options.get("subgraphs"))
         async for item in self._adrive(input, config, modes, options):
             if isinstance(item, Emit):
-                yield item.payload if single else (item.mode, item.payload)
+                yield _chunk(item, single, subgraphs)
 
     def _drive(
         self, input: Any, config: Mapping[str, Any] | None, modes: frozenset[str], options: dict
@@ -111,12 +111,18 @@ class CompiledStateGraph:
             raise GraphValidationError(
                 f"{async_only!r} is async; run this graph with ainvoke() or astream()"
             )
-        return drive_sync(self._loop(config, modes, options), input)
+        loop = self._loop(config, modes, options)
+        if loop.s.nested and loop.s.sink is not None:
+            return _forwarded(drive_sync(loop, input), loop.s.sink, loop.s.ns)
+        return drive_sync(loop, input)
 
     def _adrive(
         self, input: Any, config: Mapping[str, Any] | None, modes: frozenset[str], options: dict
     ) -> AsyncIterator[Emit | Done]:
-        return drive_async(self._loop(config, modes, options), input)
+        loop = self._loop(config, modes, options)
+        if loop.s.nested and loop.s.sink is not None:
+            return _aforwarded(drive_async(loop, input), loop.s.sink, loop.s.ns)
+        return drive_async(loop, input)
 
     def _loop(
         self, config: Mapping[str, Any] | None, modes: frozenset[str], options: dict[str, Any]
@@ -133,9 +139,8 @@ class CompiledStateGraph:
         }
         if unknown:
             raise TypeError(f"unexpected keyword argument {sorted(unknown)[0]!r}")
-        for flag in ("subgraphs", "debug"):
-            if options.get(flag):
-                raise ConfigError(_NOT_YET[flag])
+        if options.get("debug"):
+            raise ConfigError(_NOT_YET["debug"])
         config = dict(config or {})
         parent = current_task()
         nested = parent is not None and self.checkpointer is None
@@ -174,6 +179,11 @@ class CompiledStateGraph:
         )
         if nested:
             settings.writer = parent.writer
+            if parent.sink is not None:  # the caller streams subgraphs: chunks go to it
+                settings.sink = parent.sink
+                settings.stream_modes = parent.modes
+        else:
+            settings.subgraphs = bool(options.get("subgraphs"))
         store = self.store if self.store is not None or not nested else parent.store
         return RunLoop(self.spec, saver, store, settings)
 
@@ -364,3 +374,32 @@ def _config_of(record: CheckpointRecord) -> dict[str, Any]:
     from threadline.runtime.snapshot import checkpoint_config
 
     return checkpoint_config(record.thread_id, record.checkpoint_ns, record.checkpoint.id)
+
+
+def _chunk(item: Emit, single: bool, subgraphs: bool) -> Any:
+    """A stream chunk as LangGraph shapes it: the namespace first when subgraphs are streamed."""
+    if not subgraphs:
+        return item.payload if single else (item.mode, item.payload)
+    ns = tuple(item.ns.split("|")) if item.ns else ()
+    return (ns, item.payload) if single else (ns, item.mode, item.payload)
+
+
+def _forwarded(
+    items: Iterator[Emit | Done], sink: Callable[[Emit], None], ns: str
+) -> Iterator[Emit | Done]:
+    """A subgraph run's chunks go to the streaming caller, tagged with the subgraph's namespace."""
+    for item in items:
+        if isinstance(item, Emit):
+            sink(Emit(item.mode, item.payload, ns))
+        else:
+            yield item
+
+
+async def _aforwarded(
+    items: AsyncIterator[Emit | Done], sink: Callable[[Emit], None], ns: str
+) -> AsyncIterator[Emit | Done]:
+    async for item in items:
+        if isinstance(item, Emit):
+            sink(Emit(item.mode, item.payload, ns))
+        else:
+            yield item

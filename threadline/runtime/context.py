@@ -28,6 +28,9 @@ class TaskContext:
     writer: Callable[[Any], None]
     durability: str
     answers: dict[str, Any] = field(default_factory=dict)
+    # stream(subgraphs=True): where a graph this task runs sends its chunks, and which modes
+    sink: Callable[[Any], None] | None = None
+    modes: frozenset[str] = frozenset()
     calls: int = 0
     subgraph_calls: int = 0
 

@@ -10,7 +10,7 @@ import asyncio
 import contextvars
 import queue
 import threading
-from collections.abc import AsyncIterator, Generator, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -69,9 +69,12 @@ def drive_sync(loop: RunLoop, input: Any) -> Iterator[Emit | Done]:
     # A saver without I/O gains nothing from saving in the background, only the hand-off cost.
     saves = _Saves(saver, s.durability == "async" and not getattr(saver, "in_process", False))
     events: queue.SimpleQueue[Any] | None = None
-    if "custom" in s.stream_modes:
+    if "custom" in s.stream_modes or s.subgraphs:
         events = queue.SimpleQueue()
+    if events is not None and "custom" in s.stream_modes:
         s.writer = lambda item: events.put(Emit("custom", item))
+    if events is not None and s.subgraphs:
+        s.sink = events.put
     gen = loop.run(input)
     value: Any = None
     try:
@@ -140,9 +143,13 @@ async def drive_async(loop: RunLoop, input: Any) -> AsyncIterator[Emit | Done]:
     background = s.durability == "async"
     pending: asyncio.Future[Any] | None = None
     events: asyncio.Queue[Any] | None = None
-    if "custom" in s.stream_modes:
+    if "custom" in s.stream_modes or s.subgraphs:
         events = asyncio.Queue()
-        s.writer = _threadsafe_put(events)
+    if events is not None and "custom" in s.stream_modes:
+        put = _threadsafe_put(events)
+        s.writer = lambda item: put(Emit("custom", item))
+    if events is not None and s.subgraphs:
+        s.sink = _threadsafe_put(events)
     gen = loop.run(input)
     value: Any = None
     try:
@@ -183,16 +190,16 @@ async def drive_async(loop: RunLoop, input: Any) -> AsyncIterator[Emit | Done]:
             await pending
 
 
-def _threadsafe_put(inbox: asyncio.Queue[Any]) -> Any:
-    """A writer for custom chunks that keeps their order from any thread."""
+def _threadsafe_put(inbox: asyncio.Queue[Any]) -> Callable[[Emit], None]:
+    """Put chunks into ``inbox`` from any thread, keeping their order."""
     aio = asyncio.get_running_loop()
     home = threading.get_ident()
 
-    def put(item: Any) -> None:
+    def put(item: Emit) -> None:
         if threading.get_ident() == home:
-            inbox.put_nowait(Emit("custom", item))
+            inbox.put_nowait(item)
         else:
-            aio.call_soon_threadsafe(inbox.put_nowait, Emit("custom", item))
+            aio.call_soon_threadsafe(inbox.put_nowait, item)
 
     return put
 

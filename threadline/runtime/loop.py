@@ -74,6 +74,7 @@ class Execute:
 class Emit:
     mode: str
     payload: Any
+    ns: str = ""  # the subgraph run it comes from ("" for the graph being streamed)
 
 
 Effect = Load | Save | SaveWrites | Execute | Emit
@@ -96,6 +97,9 @@ class RunSettings:
     nested: bool = False
     parent_answers: dict[str, Any] = field(default_factory=dict)
     writer: Callable[[Any], None] = lambda _: None
+    # stream(subgraphs=True): subgraph runs hand their chunks to ``sink`` (set by the driver)
+    subgraphs: bool = False
+    sink: Callable[[Emit], None] | None = None
 
 
 def now_iso() -> str:
@@ -277,6 +281,8 @@ class RunLoop:
             self.store,
             self.s.writer,
             self.s.durability,
+            self.s.sink,
+            self.s.stream_modes,
         )
         return Execute(runnable, env)
 

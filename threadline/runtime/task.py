@@ -72,6 +72,8 @@ class StepEnv:
     store: Any
     writer: Callable[[Any], None]
     durability: str
+    sink: Callable[[Any], None] | None = None
+    modes: frozenset[str] = frozenset()
 
     def context(self, task: Task) -> TaskContext:
         return TaskContext(
@@ -84,6 +86,8 @@ class StepEnv:
             writer=self.writer,
             durability=self.durability,
             answers=task.answers,
+            sink=self.sink,
+            modes=self.modes,
         )
 
 
