@@ -206,9 +206,17 @@ def test_interrupt_inside_a_subgraph_surfaces_on_the_parent(saver):
     snap = graph.get_state(cfg())
     assert snap.next == ("child",)
     assert [i.value for i in snap.interrupts] == ["inner?"]
+    assert snap.tasks[0].state is None  # subgraph state only when asked for
+
+    inner = graph.get_state(cfg(), subgraphs=True).tasks[0].state
+    assert inner.values == {"items": ["start", "prep"]}
+    assert inner.next == ("inner_ask",)
+    assert [i.value for i in inner.tasks[0].interrupts] == ["inner?"]
+
     out = graph.invoke(Command(resume="yes"), cfg())
     assert out == {"items": ["start", "prep", "after"], "answer": "yes"}
     assert inner_runs == ["ask", "ask"]
+    assert graph.get_state(cfg(), subgraphs=True).tasks == ()
 
 
 def test_in_memory_interrupt_and_resume_same_process():
@@ -216,3 +224,28 @@ def test_in_memory_interrupt_and_resume_same_process():
     graph.invoke({}, cfg())
     graph.invoke(Command(resume="a"), cfg())
     assert graph.invoke(Command(resume="b"), cfg())["answer"] == "a+b"
+
+
+async def test_aget_state_with_subgraphs_shows_the_interrupted_subgraph(saver):
+    def ask(state: State) -> dict:
+        return {"answer": interrupt("deep?")}
+
+    grand = StateGraph(State)
+    grand.add_node("ask", ask)
+    grand.add_edge(START, "ask")
+    grand.add_edge("ask", END)
+    child = StateGraph(State)
+    child.add_node("grand", grand.compile())
+    child.add_edge(START, "grand")
+    child.add_edge("grand", END)
+    parent = StateGraph(State)
+    parent.add_node("child", child.compile())
+    parent.add_edge(START, "child")
+    parent.add_edge("child", END)
+    graph = parent.compile(checkpointer=saver)
+
+    await graph.ainvoke({"items": []}, cfg())
+    snap = await graph.aget_state(cfg(), subgraphs=True)
+    deepest = snap.tasks[0].state.tasks[0].state
+    assert deepest.next == ("ask",)
+    assert [i.value for i in deepest.tasks[0].interrupts] == ["deep?"]
