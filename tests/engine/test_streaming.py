@@ -349,16 +349,6 @@ def test_without_subgraphs_the_stream_is_unchanged():
     ]
 
 
-def test_get_state_of_subgraphs_is_refused_not_ignored():
-    from threadline.checkpoint import InMemorySaver
-
-    graph = _one_node_graph(InMemorySaver())
-    config = {"configurable": {"thread_id": "1"}}
-    graph.invoke({"n": 0}, config)
-    with pytest.raises(ConfigError, match="subgraphs=True"):
-        graph.get_state(config, subgraphs=True)
-
-
 def _one_node_graph(saver=None):
     class N(TypedDict):
         n: int
