@@ -9,7 +9,7 @@ from typing import Annotated, Literal, TypedDict
 import pytest
 
 from threadline import END, START, Command, StateGraph
-from threadline.errors import GraphValidationError
+from threadline.errors import ConfigError, GraphValidationError
 
 
 class State(TypedDict, total=False):
@@ -349,3 +349,13 @@ def test_draw_mermaid_shows_every_node_and_edge_with_conditional_edges_dotted():
         ("parse", "save", False),
         ("save", END, False),
     }
+
+
+def test_compile_debug_true_is_refused_not_ignored():
+    g = StateGraph(State)
+    g.add_node("a", lambda s: {})
+    g.add_edge(START, "a")
+    g.add_edge("a", END)
+    with pytest.raises(ConfigError, match="stream_mode='debug'"):
+        g.compile(debug=True)
+    assert g.compile(debug=False) is not None

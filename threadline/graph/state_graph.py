@@ -6,7 +6,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from threadline.constants import END, RESERVED_NAMES, START
-from threadline.errors import GraphValidationError
+from threadline.errors import ConfigError, GraphValidationError
 from threadline.graph.schema import read_schema
 from threadline.graph.spec import (
     Branch,
@@ -37,7 +37,6 @@ class StateGraph:
         self.edges: list[tuple[str, str]] = []
         self.joins: list[Join] = []
         self.branches: list[Branch] = []
-        self._compiled = False
 
     def add_node(
         self,
@@ -127,6 +126,12 @@ class StateGraph:
     ) -> CompiledStateGraph:
         """Validate the graph and freeze it into something that can run."""
         from threadline.graph.compiled import CompiledStateGraph
+
+        if debug:
+            raise ConfigError(
+                "compile(debug=True) is not supported; use stream_mode='debug' to receive "
+                "debug events"
+            )
 
         spec = self._spec()
         before = _breakpoints(spec, interrupt_before, "interrupt_before")
