@@ -22,7 +22,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, Self, TypeVar
 
 from threadline.errors import InvalidStoreInputError
 
@@ -78,6 +78,15 @@ class BaseStore(ABC):
     because most backends block on I/O. Backends that never block (``InMemoryStore``) override
     ``_call`` to skip the thread hop; backends with a native async driver override ``a*``.
     """
+
+    def close(self) -> None:  # noqa: B027 - optional hook, deliberately not abstract
+        """Release connections; a no-op for stores that hold none."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def __init__(
         self, *, clock: Callable[[], datetime] | None = None, refresh_on_read: bool = True

@@ -53,7 +53,6 @@ import math
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from types import TracebackType
 from typing import Any, LiteralString
 
 from psycopg import sql
@@ -217,17 +216,6 @@ class PostgresStore(BaseStore):
             self._closed = True
         if self._owns_pool:
             self._pool.close()
-
-    def __enter__(self) -> PostgresStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"

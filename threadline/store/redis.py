@@ -45,7 +45,6 @@ import math
 import threading
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from types import TracebackType
 from typing import Any
 
 import redis
@@ -224,17 +223,6 @@ class RedisStore(BaseStore):
             self._closed = True
         if self._owns_client:
             self._redis.close()
-
-    def __enter__(self) -> RedisStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"

@@ -44,7 +44,6 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from types import TracebackType
 from typing import Any
 
 from threadline.errors import StoreUnavailableError
@@ -219,17 +218,6 @@ class SqliteStore(BaseStore):
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
-
-    def __enter__(self) -> SqliteStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self._conn is None else "open"
