@@ -769,6 +769,44 @@ async def test_fork_branches_from_an_old_checkpoint(api: Api) -> None:
     await assert_loads(api, "t1", [nxt.checkpoint])
 
 
+async def grow(
+    api: Api, thread_id: str, n: int, parent: Checkpoint | None = None, first: int = 0
+) -> list[Checkpoint]:
+    """Append one 2 KB item per checkpoint to ``log``, long enough to be compacted often."""
+    log = list(parent.values["log"]) if parent is not None else []
+    cps: list[Checkpoint] = []
+    for i in range(first, first + n):
+        log = [*log, item(i, 2000)]
+        record = step(thread_id, {"log": log, "n": i}, parent)
+        await api.put(record, fork=parent is not None and not cps and first > 0)
+        parent = record.checkpoint
+        cps.append(parent)
+    return cps
+
+
+async def test_every_version_of_a_compacted_list_loads(api: Api) -> None:
+    cps = await grow(api, "t1", 60)
+    await assert_loads(api, "t1", cps)
+    assert [r.checkpoint for r in await api.list("t1")] == cps[::-1]
+
+
+async def test_forks_from_compacted_versions_grow_and_load(api: Api) -> None:
+    cps = await grow(api, "t1", 40)
+    branch = await grow(api, "t1", 30, parent=cps[3], first=1000)  # compacted long ago
+    await assert_loads(api, "t1", [*cps, *branch])
+    again = await grow(api, "t1", 30, parent=cps[-1], first=2000)  # back to the first line
+    await assert_loads(api, "t1", [*cps, *branch, *again])
+
+
+async def test_prune_and_copy_after_compaction(api: Api) -> None:
+    cps = await grow(api, "t1", 50)
+    await api.prune("t1", keep_last=5)
+    await assert_loads(api, "t1", cps[-5:])
+    more = await grow(api, "t1", 20, parent=cps[-1], first=100)
+    await api.copy_thread("t1", "t2")
+    await assert_loads(api, "t2", [*cps[-5:], *more])
+
+
 def _race_once(saver: BaseSaver, thread_id: str, parent: Checkpoint) -> list[str]:
     """Two threads put children of ``parent`` at once; returns ``won``/``lost`` per thread."""
     records = [step(thread_id, {"who": who, "i": 1}, parent) for who in ("a", "b")]

@@ -451,25 +451,30 @@ def file_size(path: Path) -> int:
     return sum(os.path.getsize(p) for p in (str(path), f"{path}-wal") if os.path.exists(p))
 
 
-def test_deltas_form_chains_that_compact(tmp_path: Path) -> None:
+def test_compaction_keeps_each_item_about_once_and_every_version_loads(tmp_path: Path) -> None:
     path = tmp_path / "c.db"
+    records: list[CheckpointRecord] = []
     with SqliteSaver(path) as saver:
         parent: Checkpoint | None = None
         messages: list[str] = []
-        for i in range(60):
+        for i in range(200):
             messages = [*messages, item(i, 500)]
-            record = step("t1", {"messages": messages}, parent)
-            saver.put(record)
-            parent = record.checkpoint
-    rows = query(
-        path, "SELECT version, start, base, chain_bytes, full_bytes FROM blobs ORDER BY version"
-    )
-    fulls = [r for r in rows if r[2] is None]
-    deltas = [r for r in rows if r[2] is not None]
-    assert 2 <= len(fulls) <= 6 and len(deltas) == 60 - len(fulls)
-    for version, start, base, chain_bytes, full_bytes in deltas:
-        assert chain_bytes <= 2 * full_bytes
-        assert start in {f[0] for f in fulls} and base < version
+            records.append(step("t1", {"messages": messages}, parent))
+            saver.put(records[-1])
+            parent = records[-1].checkpoint
+        for r in records:
+            got = saver.get_tuple("t1", "", r.checkpoint.id)
+            assert got is not None and got.checkpoint.values == r.checkpoint.values
+    rows = query(path, "SELECT version, base, chain_bytes, length(data), items FROM blobs")
+    fulls = [r for r in rows if r[1] is None]
+    prefixes = [r for r in rows if r[1] is not None and r[2] == 0]
+    deltas = [r for r in rows if r[2] > 0]
+    assert len(fulls) == 1 and len(fulls) + len(prefixes) + len(deltas) == 200
+    assert len(deltas) < 60  # the chain after the newest full blob stays short
+    assert all(r[3] == 0 and r[1] == fulls[0][0] for r in prefixes)
+    assert sorted(r[4] for r in rows) == list(range(1, 201))
+    stored = sum(r[3] for r in rows)
+    assert stored < 1.1 * len(serde.DEFAULT.dumps(messages))  # not 2x, not 200 copies
 
 
 def test_a_fork_shares_the_chain_it_branches_from(tmp_path: Path) -> None:
@@ -1002,8 +1007,16 @@ V2_INDEXES = (
 )
 
 
+def as_version_3(path: Path) -> None:
+    """Turn a current file into the version-3 layout: blobs do not record list lengths."""
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("ALTER TABLE blobs DROP COLUMN items")
+        conn.execute("UPDATE threadline_schema_version SET version = 3")
+
+
 def as_version_2(path: Path) -> None:
     """Turn a current file into the version-2 layout of the same rows, as version 2 wrote it."""
+    as_version_3(path)
     with closing(sqlite3.connect(path)) as conn, conn:
         conn.execute("ALTER TABLE checkpoints RENAME TO current")
         conn.execute(V2_CHECKPOINTS)
@@ -1040,6 +1053,37 @@ def test_a_version_2_database_is_migrated_on_open(tmp_path: Path) -> None:
     assert "threads_by_status" not in schema and "blobs_by_chain" not in schema
     assert {*TABLES, "threadline_schema_version"} <= set(schema)
     assert not any(name.startswith("threadline_v2") for name in schema)
+
+
+def test_a_version_3_database_is_migrated_and_its_chains_still_load(tmp_path: Path) -> None:
+    """Rows written without lengths stay as they are; the list goes on and compacts later."""
+    path = tmp_path / "v3.db"
+    records: list[CheckpointRecord] = []
+    messages: list[str] = []
+    parent: Checkpoint | None = None
+
+    def grow(saver: SqliteSaver, n: int) -> None:
+        nonlocal messages, parent
+        for _ in range(n):
+            messages = [*messages, item(len(messages), 2000)]
+            records.append(step("t1", {"messages": messages}, parent))
+            saver.put(records[-1])
+            parent = records[-1].checkpoint
+
+    with SqliteSaver(path) as saver:
+        grow(saver, 6)  # a full blob and deltas, no compaction yet
+    as_version_3(path)
+    with SqliteSaver(path) as saver:
+        assert query(path, "SELECT version FROM threadline_schema_version") == [(SCHEMA_VERSION,)]
+        grow(saver, 60)
+        for r in records:
+            got = saver.get_tuple("t1", "", r.checkpoint.id)
+            assert got is not None and got.checkpoint.values == r.checkpoint.values
+    old = query(path, "SELECT length(data) FROM blobs WHERE items IS NULL")
+    assert len(old) == 6 and all(size > 0 for (size,) in old)  # never turned into prefixes
+    assert query(path, "SELECT COUNT(*) FROM blobs WHERE chain_bytes = 0 AND base IS NOT NULL")[0][
+        0
+    ] > 0
 
 
 def test_another_tools_database_is_refused(tmp_path: Path) -> None:

@@ -5,11 +5,17 @@ blob that holds the key's value. A value that did not change keeps its version, 
 written again: a 10 MB value set once is stored once.
 
 A list that grew by appending (a conversation) is stored as a **delta**: only the new items,
-pointing at the blob it extends. Deltas form a chain that starts at a full blob; a new full blob
-is written when the chain's deltas outweigh ``COMPACT_RATIO`` times that full blob. For a list
-that grows steadily this bounds storage to about 2.5x the list's final size (each item once in a
-delta, plus full blobs of geometrically growing size), against O(n^2) when every step rewrites
-the list. Loading a chained value reads its chain in one query and concatenates.
+pointing at the blob it extends. Deltas form a chain that starts at a full blob. Once a chain's
+deltas outweigh ``COMPACT_RATIO`` times its full blob (and ``MIN_CHAIN_BYTES``), the next
+version is written in full and the chain it grew from is **compacted into it**: each older
+version of the chain becomes a *prefix row* ("my value is the first ``items`` items of version
+X") and loses its bytes. So every item is stored about once however long the list grows
+(against O(n^2) when every step rewrites the list), and loading the newest value reads one full
+blob and a short chain. Older versions load through their prefix row.
+
+Rewriting old rows is safe because a version's value never changes: every version on the chain
+is a prefix of the new full value, so pointing it there (even from a stale view of the chain, or
+twice) keeps what it loads.
 
 Backends (SQLite, PostgreSQL, Redis, files) store these rows as they are; the functions here do
 all encoding, decoding and compaction decisions, so every backend stores the same bytes.
@@ -18,7 +24,7 @@ all encoding, decoding and compaction decisions, so every backend stores the sam
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,13 +33,23 @@ from threadline.checkpoint.base import Checkpoint, CheckpointRecord, StorageHint
 from threadline.errors import SerializationError
 from threadline.serde import Serializer
 
-#: A chain gets a new full blob once its deltas would exceed this many times the last full one.
-COMPACT_RATIO = 2.0
+#: A chain gets a new full blob once its deltas would exceed this many times its full blob ...
+COMPACT_RATIO = 0.25
+#: ... and this many bytes (so a short list is not rewritten at every step).
+MIN_CHAIN_BYTES = 16 * 1024
+#: Hops a value may take through prefix rows and deltas before the data is called corrupted.
+_MAX_HOPS = 100_000
 
 
 @dataclass(frozen=True, slots=True)
 class BlobRow:
-    """One stored value: full (``base is None``) or the items appended since ``base``."""
+    """One stored value, in one of three forms.
+
+    - full: ``base is None``; ``data`` is the value.
+    - delta: ``data`` holds the items appended to the value of version ``base``.
+    - prefix: ``base`` names a later version and the value is its first ``items`` items;
+      no data of its own (``chain_bytes == 0``). Written by compaction, see ``is_prefix``.
+    """
 
     key: str
     version: str
@@ -42,6 +58,25 @@ class BlobRow:
     chain_bytes: int  # bytes of the chain's deltas up to and including this one
     full_bytes: int  # bytes of the chain's full blob
     data: bytes
+    items: int | None = None  # length of the value, for a list (None: not a list, or unknown)
+
+    @property
+    def is_prefix(self) -> bool:
+        """A delta always holds bytes (``chain_bytes > 0``); a prefix row holds none."""
+        return self.base is not None and self.chain_bytes == 0
+
+    def prefix_of(self, target: BlobRow) -> BlobRow:
+        """This version rewritten as the first ``self.items`` items of ``target``."""
+        return BlobRow(
+            self.key,
+            self.version,
+            target.version,
+            target.version,
+            0,
+            target.full_bytes,
+            b"",
+            self.items,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,9 +103,16 @@ class CheckpointRow:
 
 @dataclass(frozen=True, slots=True)
 class EncodedCheckpoint:
+    """What a put stores: the row, new blobs, writes, and stored blobs to overwrite.
+
+    ``prefixes`` replace existing rows of the same ``(key, version)`` (compaction); a backend
+    writes them in the put's transaction, after ``blobs``.
+    """
+
     row: CheckpointRow
     blobs: tuple[BlobRow, ...]
     writes: tuple[WriteRow, ...]
+    prefixes: tuple[BlobRow, ...] = ()
 
 
 BaseLookup = Callable[[str, str], BlobRow | None]
@@ -92,11 +134,16 @@ def encode_record(
             f"checkpoint {cp.id} has a value but no version for key {unversioned[0]!r}: "
             "values are stored under their versions, so every key needs one"
         )
-    blobs = tuple(
-        _blob(key, cp.values[key], cp.versions[key], extends.get(key), base_of, codec)
-        for key in sorted(keys)
-        if key in cp.values
-    )
+    blobs: list[BlobRow] = []
+    prefixes: list[BlobRow] = []
+    for key in sorted(keys):
+        if key in cp.values:
+            blob, outgrown = _blob(
+                key, cp.values[key], cp.versions[key], extends.get(key), base_of, codec
+            )
+            blobs.append(blob)
+            if outgrown is not None:
+                prefixes += _compacted(blob, outgrown, base_of)
     body = _dumps(_without_values(cp), f"checkpoint {cp.id}", codec)
     row = CheckpointRow(
         checkpoint_id=cp.id,
@@ -106,7 +153,8 @@ def encode_record(
         body=body,
         metadata=_dumps(dict(record.metadata), f"the metadata of checkpoint {cp.id}", codec),
     )
-    return EncodedCheckpoint(row, blobs, encode_writes(record.pending_writes, codec))
+    writes = encode_writes(record.pending_writes, codec)
+    return EncodedCheckpoint(row, tuple(blobs), writes, tuple(prefixes))
 
 
 def _without_values(cp: Checkpoint) -> Checkpoint:
@@ -131,16 +179,19 @@ def _blob(
     extends: tuple[str, int] | None,
     base_of: BaseLookup,
     codec: Serializer,
-) -> BlobRow:
+) -> tuple[BlobRow, BlobRow | None]:
+    """The blob of a changed value, and the stored base it outgrew (to compact), if any."""
+    base = None
     if extends is not None:
         base_version, base_len = extends
         base = base_of(key, base_version)
         if base is not None and isinstance(value, list) and 0 <= base_len <= len(value):
             delta = _delta(key, value, base_len, version, base, codec)
             if delta is not None:
-                return delta
+                return delta, None
     data = codec.dumps(value, path_prefix=key)
-    return BlobRow(key, version, version, None, 0, len(data), data)
+    items = len(value) if isinstance(value, list) else None
+    return BlobRow(key, version, version, None, 0, len(data), data, items), base
 
 
 def _delta(
@@ -152,9 +203,30 @@ def _delta(
         codec.dumps(value, path_prefix=key)  # raises with the path inside the whole list
         raise
     chain_bytes = base.chain_bytes + len(data)
-    if chain_bytes > COMPACT_RATIO * base.full_bytes:
+    if chain_bytes > max(COMPACT_RATIO * base.full_bytes, MIN_CHAIN_BYTES):
         return None  # time for a new full blob
-    return BlobRow(key, version, base.start, base.version, chain_bytes, base.full_bytes, data)
+    return BlobRow(
+        key, version, base.start, base.version, chain_bytes, base.full_bytes, data, len(value)
+    )
+
+
+def _compacted(full: BlobRow, base: BlobRow, base_of: BaseLookup) -> list[BlobRow]:
+    """The chain ending at ``base``, rewritten as prefixes of the new ``full`` blob.
+
+    Walks base pointers down to the chain's full blob. It stops at a prefix row (its own chain
+    was compacted already) and skips rows of unknown length (written before lengths were kept).
+    """
+    rewritten: list[BlobRow] = []
+    row: BlobRow | None = base
+    for _ in range(_MAX_HOPS):
+        if row is None or row.is_prefix:
+            break
+        if row.items is not None and row.items <= (full.items or 0) and row.version != full.version:
+            rewritten.append(row.prefix_of(full))
+        if row.base is None:
+            break
+        row = base_of(full.key, row.base)
+    return rewritten
 
 
 def encode_writes(
@@ -226,57 +298,92 @@ def wanted_blobs(
     return cp, list(cp.versions.items())
 
 
+Pool = Mapping[tuple[str, str], BlobRow]
+"""Blob rows with their data by ``(key, version)``: the rows a checkpoint's values need, and any
+others (rows of other branches of a chain are ignored: values are rebuilt through ``base``)."""
+
+
 def assemble_values(
     versions: Mapping[str, str],
-    rows: Mapping[tuple[str, str], BlobRow],
-    chains: Mapping[tuple[str, str], Sequence[BlobRow]],
+    pool: Pool,
     codec: Serializer = serde.DEFAULT,
+    check: Callable[[BlobRow], None] | None = None,
 ) -> dict[str, Any]:
-    """Rebuild the values from their blobs; ``chains[(key, start)]`` holds the rows of a chain.
+    """Rebuild the values from their blobs; ``check`` sees every row used (checksums)."""
+    return {key: _value(key, version, pool, codec, check) for key, version in versions.items()}
 
-    Chains are walked through ``base`` pointers, so rows of other branches sharing the chain
-    (after a fork) are ignored.
+
+def missing_rows(versions: Mapping[str, str], pool: Pool) -> set[tuple[str, str]]:
+    """``(key, version)`` of rows that rebuilding ``versions`` needs next and ``pool`` lacks.
+
+    Backends fetch these and ask again until nothing is missing (or nothing more is found):
+    a prefix row leads to a later version, which may be a delta with its own chain.
     """
-    values: dict[str, Any] = {}
-    for key, version in versions.items():
-        row = rows.get((key, version))
-        if row is None:
-            raise SerializationError(
-                f"the stored value of key {key!r} (version {version}) is missing"
-            )
-        if row.base is None:
-            values[key] = _loads(row.data, f"the value of key {key!r}", codec)
-        else:
-            values[key] = _walk_chain(key, row, chains.get((key, row.start), ()), codec)
-    return values
+    missing: set[tuple[str, str]] = set()
+    for key, ref in versions.items():
+        for _ in range(_MAX_HOPS):
+            row = pool.get((key, ref))
+            if row is None:
+                missing.add((key, ref))
+            if row is None or row.base is None:
+                break
+            ref = row.base
+    return missing
+
+
+def with_chains(
+    rows: Mapping[tuple[str, str], BlobRow], chains: Iterable[Iterable[BlobRow]]
+) -> dict[tuple[str, str], BlobRow]:
+    """One pool of ``rows`` and the rows of ``chains``."""
+    pool = dict(rows)
+    for chain in chains:
+        pool.update({(r.key, r.version): r for r in chain})
+    return pool
 
 
 def chains_needed(rows: Iterable[BlobRow]) -> list[tuple[str, str]]:
     """``(key, start)`` of the chains that the delta rows among ``rows`` belong to."""
-    return sorted({(r.key, r.start) for r in rows if r.base is not None})
+    return sorted({(r.key, r.start) for r in rows if r.base is not None and not r.is_prefix})
 
 
-def _walk_chain(key: str, head: BlobRow, chain: Sequence[BlobRow], codec: Serializer) -> list[Any]:
-    by_version = {r.version: r for r in chain}
-    by_version[head.version] = head
-    parts: list[BlobRow] = []
-    row: BlobRow | None = head
-    while row is not None and row.base is not None:
-        parts.append(row)
-        row = by_version.get(row.base)
+def _value(
+    key: str, version: str, pool: Pool, codec: Serializer, check: Callable[[BlobRow], None] | None
+) -> Any:
+    """Walk from the version down to a full blob, then replay the deltas and prefixes upwards."""
+    row = pool.get((key, version))
     if row is None:
-        raise SerializationError(
-            f"the stored history of key {key!r} is incomplete (a delta lost its base)"
-        )
-    items = _loads(row.data, f"the value of key {key!r}", codec)
-    if not isinstance(items, list):
+        raise SerializationError(f"the stored value of key {key!r} (version {version}) is missing")
+    steps: list[BlobRow] = []  # deltas and prefix rows, newest first
+    for _ in range(_MAX_HOPS):
+        if check is not None:
+            check(row)
+        if row.base is None:
+            break
+        steps.append(row)
+        below = pool.get((key, row.base))
+        if below is None:
+            raise SerializationError(
+                f"the stored history of key {key!r} is incomplete (a delta lost its base)"
+            )
+        row = below
+    else:
+        raise SerializationError(f"the stored history of key {key!r} loops: corrupted?")
+    value = _loads(row.data, f"the value of key {key!r}", codec)
+    if steps and not isinstance(value, list):
         raise SerializationError(f"the stored value of key {key!r} is not a list: corrupted?")
-    for part in reversed(parts):
-        delta = _loads(part.data, f"a delta of key {key!r}", codec)
+    for step in reversed(steps):
+        if step.is_prefix:
+            if step.items is None or step.items > len(value):
+                raise SerializationError(
+                    f"a stored prefix of key {key!r} is longer than its value: corrupted?"
+                )
+            del value[step.items :]
+            continue
+        delta = _loads(step.data, f"a delta of key {key!r}", codec)
         if not isinstance(delta, list):
             raise SerializationError(f"a stored delta of key {key!r} is not a list: corrupted?")
-        items.extend(delta)
-    return items
+        value.extend(delta)
+    return value
 
 
 def _loads(data: bytes, what: str, codec: Serializer) -> Any:

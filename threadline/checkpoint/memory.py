@@ -334,7 +334,7 @@ def _decode(
 ) -> CheckpointRecord:
     stored, rows, writes = snapshot
     cp, _ = wanted_blobs(stored.row.body, codec)
-    values = assemble_values(cp.versions, rows, {}, codec)
+    values = assemble_values(cp.versions, rows, codec)
     return CheckpointRecord(
         thread_id=thread_id,
         checkpoint_ns=checkpoint_ns,

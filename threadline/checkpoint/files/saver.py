@@ -60,6 +60,7 @@ from threadline.checkpoint.layout import (
     full_blobs,
     referenced_blobs,
     wanted_blobs,
+    with_chains,
 )
 from threadline.checkpoint.rules import age_cutoff, check_keep_last, check_put, created_ts, now_iso
 from threadline.errors import SaverUnavailableError, SerializationError
@@ -460,7 +461,7 @@ class FileSaver(BaseSaver):
                     chain.append(part)
                     base = part.base
                 chains[(key, row.start)] = chain
-        return assemble_values(versions, rows, chains, self.serde)
+        return assemble_values(versions, with_chains(rows, chains.values()), self.serde)
 
     def _write_meta(self, ns_dir: str, checkpoint_id: str) -> list[tuple[str, dict[str, Any]]]:
         """``(path, parsed JSON)`` of a checkpoint's write files, in saved order."""

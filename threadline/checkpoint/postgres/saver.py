@@ -300,13 +300,8 @@ class PostgresSaver(BaseSaver):
         blob_rows = [blob_row(r[:7]) for r in loaded.blobs]
         damaged = {(r[0], r[1]) for r in loaded.blobs if zlib.crc32(r[6]) != r[7]}
         self._cache.add(thread_id, checkpoint_ns, blob_rows)
+        # Exactly the rows the chains need were fetched: values are rebuilt through ``base``.
         rows = {(b.key, b.version): b for b in blob_rows}
-        # Exactly the rows the chains need were fetched; walking a chain follows ``base``
-        # pointers through every fetched row of its key.
-        by_key: dict[str, list[BlobRow]] = {}
-        for b in blob_rows:
-            by_key.setdefault(b.key, []).append(b)
-        chains = {(b.key, b.start): by_key[b.key] for b in blob_rows}
         writes: dict[str, list[TaskWrite]] = {}
         for cid, task_id, kind, task_name, data in loaded.writes:
             write = decode_write(WriteRow(task_id, kind, task_name, data), self.serde)
@@ -316,7 +311,7 @@ class PostgresSaver(BaseSaver):
             cp, _ = wanted_blobs(body, self.serde)
             versions = {key: str(version) for key, version in cp.versions.items()}
             verify_blobs(thread_id, checkpoint_ns, versions, rows, damaged)
-            values = assemble_values(versions, rows, chains, self.serde)
+            values = assemble_values(versions, rows, self.serde)
             records.append(
                 CheckpointRecord(
                     thread_id=thread_id,

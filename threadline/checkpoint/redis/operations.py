@@ -28,13 +28,13 @@ from threadline.checkpoint.layout import (
     BlobRow,
     EncodedCheckpoint,
     assemble_values,
-    chains_needed,
     decode_metadata,
     decode_write,
     encode_record,
     encode_writes,
     referenced_blobs,
     wanted_blobs,
+    with_chains,
 )
 from threadline.checkpoint.redis.cache import BlobCache
 from threadline.checkpoint.redis.keys import (
@@ -441,11 +441,7 @@ def _values(
         for key, version in wanted
         if (key, str(version)) in by_version
     }
-    chains = {
-        (key, start): [r for r in fetched if r.key == key and r.start == start]
-        for key, start in chains_needed(rows.values())
-    }
-    return assemble_values(versions, rows, chains, codec)
+    return assemble_values(versions, with_chains(rows, [fetched]), codec)
 
 
 def _metadata(

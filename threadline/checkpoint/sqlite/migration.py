@@ -1,8 +1,9 @@
 """Opening a database: WAL mode, the schema version check, and migrating older versions.
 
 Version 1 kept each checkpoint's values in one blob; version 2 had today's rows in a rowid
-``checkpoints`` table, with two more indexes. Each migration runs inside the
-transaction that opens the file, so a failure leaves it as it was.
+``checkpoints`` table, with two more indexes; version 3 did not record the length of stored
+lists (its chains are never compacted into prefix rows, and load as they are). Each migration
+runs inside the transaction that opens the file, so a failure leaves it as it was.
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ def prepare(conn: sqlite3.Connection, path: str, timeout: float) -> None:
 
     One transaction: a migration that fails leaves the file as it was.
     """
+    # Compaction frees the pages of rewritten blobs; with incremental auto-vacuum (settable only
+    # before the first table exists: a no-op on older files) ``put`` gives them back to the OS.
+    conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
     # Switching to WAL needs an exclusive lock and, unlike other statements, can fail with
     # "database is locked" at once instead of waiting for the busy timeout when several
     # connections open a new file together: retry it within the timeout.
@@ -89,6 +93,8 @@ def _upgrade(conn: sqlite3.Connection, path: str, found: int | None) -> None:
             ) from exc
     elif found == 2:
         migrate_v2(conn)
+    elif found == 3:
+        migrate_v3(conn)
     else:
         for statement in SCHEMA:
             conn.execute(statement)
@@ -243,6 +249,14 @@ def migrate_v2(conn: sqlite3.Connection) -> None:
     conn.execute("DROP TABLE threadline_v2_checkpoints")
     conn.execute("DROP INDEX IF EXISTS threads_by_status")
     conn.execute("DROP INDEX IF EXISTS blobs_by_chain")
+    migrate_v3(conn)
+
+
+def migrate_v3(conn: sqlite3.Connection) -> None:
+    """Schema 3 -> 4: blobs gain ``items``, the length of a stored list (NULL in old rows)."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(blobs)")}
+    if "items" not in columns:
+        conn.execute("ALTER TABLE blobs ADD COLUMN items INTEGER")
     conn.execute("UPDATE threadline_schema_version SET version = ?", (SCHEMA_VERSION,))
 
 
@@ -286,7 +300,7 @@ def migrate_v1(conn: sqlite3.Connection) -> None:
             conn.executemany(
                 INSERT_BLOB,
                 [
-                    (thread_id, ns, key, cid, cid, None, 0, len(data), zlib.crc32(data), data)
+                    (thread_id, ns, key, cid, cid, None, 0, len(data), zlib.crc32(data), data, None)
                     for key, data in blobs.items()
                 ],
             )

@@ -18,6 +18,7 @@ from threadline.checkpoint.layout import (
     assemble_values,
     decode_metadata,
     decode_write,
+    missing_rows,
     wanted_blobs,
 )
 from threadline.checkpoint.sqlite.schema import UPSERT_WRITE
@@ -35,8 +36,13 @@ def names_json(names: tuple[str, ...]) -> str:
     return json.dumps(list(names))
 
 
-def meta_of(row: BlobRow) -> tuple[str, str, str, str | None, int, int]:
-    return row.key, row.version, row.start, row.base, row.chain_bytes, row.full_bytes
+def without_data(row: BlobRow) -> BlobRow:
+    return dataclasses.replace(row, data=b"") if row.data else row
+
+
+def meta_row(r: Sequence[Any]) -> BlobRow:
+    """A blob row from the ``BLOB_META`` columns: everything but the data."""
+    return BlobRow(r[0], r[1], r[2], r[3], r[4], r[5], b"", r[6])
 
 
 def ids_past(conn: sqlite3.Connection, thread_id: str, ns: str, keep: int) -> list[str]:
@@ -49,7 +55,7 @@ def ids_past(conn: sqlite3.Connection, thread_id: str, ns: str, keep: int) -> li
     return [r[0] for r in rows]
 
 
-_META_COLUMNS = "b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes"
+_META_COLUMNS = "b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes, b.items"
 _DATA_COLUMNS = _META_COLUMNS + ", b.data, b.crc32"
 
 
@@ -146,10 +152,10 @@ def _rows(
         )
         for r in rows:
             if crcs is None:
-                found[(r[0], r[1])] = BlobRow(*r, b"")
+                found[(r[0], r[1])] = meta_row(r)
             else:
-                found[(r[0], r[1])] = BlobRow(*r[:7])
-                crcs[(r[0], r[1])] = r[7]
+                found[(r[0], r[1])] = BlobRow(*r[:6], r[7], r[6])
+                crcs[(r[0], r[1])] = r[8]
     return found
 
 
@@ -159,8 +165,7 @@ class Loaded:
 
     checkpoint: Checkpoint  # without values
     metadata: bytes
-    rows: dict[tuple[str, str], BlobRow]
-    chains: dict[tuple[str, str], list[BlobRow]]
+    pool: dict[tuple[str, str], BlobRow]  # shared by the checkpoints fetched together
     crcs: dict[tuple[str, str], int]
     writes: list[WriteRow]
 
@@ -172,15 +177,26 @@ def fetch(
     rows: Sequence[Row],
     codec: Serializer = DEFAULT,
 ) -> list[Loaded]:
-    """Everything needed to decode ``rows``, in three queries: blobs, chains, writes."""
+    """Everything needed to decode ``rows``: blobs with their chains, then writes.
+
+    Usually two blob queries (the rows, then the chains of the deltas among them); prefix rows
+    of compacted chains lead to later versions, fetched the same way until nothing is missing.
+    """
     if not rows:
         return []
     decoded = [(wanted_blobs(body, codec), metadata) for _, body, metadata in rows]
-    wanted = {kv for (_, pairs), _ in decoded for kv in pairs}
     crcs: dict[tuple[str, str], int] = {}
-    blobs = blob_rows(conn, thread_id, ns, wanted, crcs=crcs) if wanted else {}
-    deltas = [row for row in blobs.values() if row.base is not None]
-    chains = chain_rows(conn, thread_id, ns, deltas, crcs) if deltas else {}
+    pool: dict[tuple[str, str], BlobRow] = {}
+    wanted = {kv for (_, pairs), _ in decoded for kv in pairs}
+    while wanted:
+        found = blob_rows(conn, thread_id, ns, wanted, crcs=crcs)
+        pool.update(found)
+        deltas = [row for row in found.values() if row.base is not None and not row.is_prefix]
+        for chain in chain_rows(conn, thread_id, ns, deltas, crcs).values():
+            pool.update({(r.key, r.version): r for r in chain})
+        if not found:
+            break  # assemble_values names what is missing
+        wanted = set().union(*(missing_rows(dict(pairs), pool) for (_, pairs), _ in decoded))
     ids = [r[0] for r in rows]
     writes: dict[str, list[WriteRow]] = {cid: [] for cid in ids}
     for i in range(0, len(ids), CHUNK):
@@ -193,19 +209,24 @@ def fetch(
             [thread_id, ns, *chunk],
         ):
             writes[cid].append(WriteRow(task_id, kind, task_name, value))
-    loaded = []
-    for (cp, pairs), metadata in decoded:
-        mine = {kv: blobs[kv] for kv in pairs if kv in blobs}
-        loaded.append(Loaded(cp, metadata, mine, chains, crcs, writes[cp.id]))
-    return loaded
+    return [Loaded(cp, metadata, pool, crcs, writes[cp.id]) for (cp, _), metadata in decoded]
 
 
 def to_record(
     thread_id: str, ns: str, loaded: Loaded, codec: Serializer = DEFAULT
 ) -> CheckpointRecord:
     cp = loaded.checkpoint
-    _verify(thread_id, ns, loaded)
-    values = assemble_values(cp.versions, loaded.rows, loaded.chains, codec)
+
+    def check(row: BlobRow) -> None:
+        """The CRC-32 of every blob a value is rebuilt from must match."""
+        crc = loaded.crcs.get((row.key, row.version))
+        if crc is not None and zlib.crc32(row.data) != crc:
+            raise SerializationError(
+                f"the stored value of key {row.key!r} (version {row.version}) of thread "
+                f"{thread_id!r} (namespace {ns!r}) is corrupted: its checksum does not match"
+            )
+
+    values = assemble_values(cp.versions, loaded.pool, codec, check)
     return CheckpointRecord(
         thread_id=thread_id,
         checkpoint_ns=ns,
@@ -213,21 +234,6 @@ def to_record(
         metadata=decode_metadata(loaded.metadata, codec),
         pending_writes=tuple(decode_write(w, codec) for w in loaded.writes),
     )
-
-
-def _verify(thread_id: str, ns: str, loaded: Loaded) -> None:
-    """Check the CRC-32 of every blob the checkpoint's values are rebuilt from."""
-    for row in loaded.rows.values():
-        chain = {r.version: r for r in loaded.chains.get((row.key, row.start), ())}
-        part: BlobRow | None = row
-        while part is not None:
-            crc = loaded.crcs.get((part.key, part.version))
-            if crc is not None and zlib.crc32(part.data) != crc:
-                raise SerializationError(
-                    f"the stored value of key {part.key!r} (version {part.version}) of thread "
-                    f"{thread_id!r} (namespace {ns!r}) is corrupted: its checksum does not match"
-                )
-            part = chain.get(part.base) if part.base is not None else None
 
 
 def insert_writes(

@@ -9,7 +9,7 @@ import threading
 import zlib
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from threadline.checkpoint.base import (
@@ -42,24 +42,28 @@ from threadline.checkpoint.rules import (
 )
 from threadline.checkpoint.sqlite.migration import body_versions, prepare
 from threadline.checkpoint.sqlite.queries import (
+    CHUNK,
     Row,
     blob_rows,
     fetch,
     ids_past,
     insert_writes,
-    meta_of,
+    meta_row,
     names_json,
     to_record,
+    without_data,
 )
 from threadline.checkpoint.sqlite.schema import (
     BLOB_META,
     HEAD,
     INSERT_BLOB,
     INSERT_CHECKPOINT,
+    REPLACE_WITH_PREFIX,
     SELECT_LATEST,
     SELECT_ONE,
     SELECT_PAGE,
     UPSERT_THREAD,
+    repoint_prefixes,
 )
 from threadline.errors import SaverUnavailableError
 from threadline.serde import DEFAULT, Serializer
@@ -301,10 +305,20 @@ class SqliteSaver(BaseSaver):
                         b.full_bytes,
                         zlib.crc32(b.data),
                         b.data,
+                        b.items,
                     )
                     for b in blobs
                 ],
             )
+            conn.executemany(
+                REPLACE_WITH_PREFIX,
+                [
+                    (thread_id, ns, p.key, p.version, p.start, p.base, p.full_bytes, p.items)
+                    for p in encoded.prefixes
+                ],
+            )
+            if encoded.prefixes:
+                self._repoint(conn, thread_id, ns, encoded.prefixes)
             insert_writes(conn, thread_id, ns, cp.id, encoded.writes)
             if ns == "":
                 status = thread_status(cp, record.pending_writes)
@@ -312,8 +326,34 @@ class SqliteSaver(BaseSaver):
                 conn.execute(UPSERT_THREAD, (thread_id, status, cp.id, now_iso(), planned))
             if self.retention is not None:
                 self._retain(conn, thread_id, ns, cp.id)
-        self._remember(thread_id, ns, blobs)
+        self._remember(thread_id, ns, [*blobs, *encoded.prefixes])
         self._remember_head(thread_id, ns, cp)
+        if encoded.prefixes:
+            self._release_free_pages()
+
+    def _release_free_pages(self) -> None:
+        """Give the pages compaction freed back to the OS (files created since schema 4).
+
+        Its own transaction: ``executescript`` (the one call that runs the pragma to the end)
+        commits first. Best effort: pages left on the freelist are reused by later writes.
+        """
+        with self._lock, suppress(sqlite3.Error):
+            self._connection().executescript("PRAGMA incremental_vacuum;")
+
+    @staticmethod
+    def _repoint(
+        conn: sqlite3.Connection, thread_id: str, ns: str, prefixes: Sequence[BlobRow]
+    ) -> None:
+        by_target: dict[tuple[str, str], list[BlobRow]] = {}
+        for p in prefixes:
+            by_target.setdefault((p.key, p.base or ""), []).append(p)
+        for (key, target), rows in by_target.items():
+            for i in range(0, len(rows), CHUNK):
+                versions = [r.version for r in rows[i : i + CHUNK]]
+                conn.execute(
+                    repoint_prefixes(len(versions)),
+                    (target, target, rows[0].full_bytes, thread_id, ns, key, *versions),
+                )
 
     def _complete(
         self,
@@ -451,8 +491,8 @@ class SqliteSaver(BaseSaver):
                 return  # an unreadable checkpoint: keep every blob rather than guess
             kept.append(Checkpoint("", None, 0, {}, versions, (), ""))
         rows = {
-            (key, version): BlobRow(key, version, start, base, chain, full, b"")
-            for key, version, start, base, chain, full in conn.execute(
+            (r[0], r[1]): meta_row(r)
+            for r in conn.execute(
                 f"SELECT {BLOB_META} FROM blobs WHERE thread_id = ? AND checkpoint_ns = ?",
                 (thread_id, ns),
             )
@@ -495,7 +535,7 @@ class SqliteSaver(BaseSaver):
             )
             conn.execute(
                 "INSERT INTO blobs SELECT ?, checkpoint_ns, key, version, start, base, "
-                "chain_bytes, full_bytes, crc32, data FROM blobs WHERE thread_id = ?",
+                "chain_bytes, full_bytes, crc32, data, items FROM blobs WHERE thread_id = ?",
                 (dst, src),
             )
             conn.execute(
@@ -535,7 +575,7 @@ class SqliteSaver(BaseSaver):
                     raise self._unavailable(exc) from exc
                 if found is None:
                     return None
-                row = BlobRow(*found, b"")
+                row = meta_row(found)
                 self._remember(thread_id, ns, [row])
                 return row
 
@@ -545,7 +585,7 @@ class SqliteSaver(BaseSaver):
         with self._lock:
             cache = self._blob_cache
             for row in rows:
-                meta = row if not row.data else BlobRow(*meta_of(row), b"")
+                meta = without_data(row)
                 cache[(thread_id, ns, row.key, row.version)] = meta
                 cache.move_to_end((thread_id, ns, row.key, row.version))
             while len(cache) > _CACHE_SIZE:

@@ -1,4 +1,4 @@
-"""The SQLite tables (schema version 3) and the statements that write their rows.
+"""The SQLite tables (schema version 4) and the statements that write their rows.
 
 ``checkpoints`` is a ``WITHOUT ROWID`` table: its primary key is the table, so a put writes one
 b-tree, not a table and an index. ``blobs`` keeps a rowid (its rows hold values of any size) and
@@ -6,7 +6,7 @@ has no index but its primary key: a delta chain is a range of it (see ``queries.
 Every b-tree a put touches costs it a page written to the WAL.
 """
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 SCHEMA = (
     """
@@ -35,6 +35,7 @@ SCHEMA = (
         full_bytes    INTEGER NOT NULL,
         crc32         INTEGER NOT NULL,
         data          BLOB    NOT NULL,
+        items         INTEGER,
         PRIMARY KEY (thread_id, checkpoint_ns, key, version)
     )
     """,
@@ -72,12 +73,36 @@ INSERT_CHECKPOINT = """
     ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 
-# Blobs are immutable: a (key, version) stored already holds the same value.
+# A (key, version) stored already holds the same value (perhaps as a prefix row): keep it.
 INSERT_BLOB = """
     INSERT OR IGNORE INTO blobs (
-        thread_id, checkpoint_ns, key, version, start, base, chain_bytes, full_bytes, crc32, data
-    ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        thread_id, checkpoint_ns, key, version, start, base, chain_bytes, full_bytes, crc32, data,
+        items
+    ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
+
+# Compaction: an older version becomes a prefix of a newer full blob and drops its bytes. A
+# replace, not an update: the shrunk row moves to the end of the table instead of leaving a
+# mostly empty page behind, so emptied pages go to the freelist (and back to the OS).
+REPLACE_WITH_PREFIX = """
+    INSERT OR REPLACE INTO blobs (
+        thread_id, checkpoint_ns, key, version, start, base, chain_bytes, full_bytes, crc32, data,
+        items
+    ) VALUES (?, ?, ?, ?, ?, ?, 0, ?, 0, x'', ?)
+"""
+
+
+def repoint_prefixes(versions: int) -> str:
+    """Prefix rows of ``versions`` (just compacted) point straight at the new full blob.
+
+    Without this, a version compacted n times ago would load through n prefix rows.
+    """
+    marks = ", ".join("?" * versions)
+    return f"""
+    UPDATE blobs SET start = ?, base = ?, full_bytes = ?
+     WHERE thread_id = ? AND checkpoint_ns = ? AND key = ? AND chain_bytes = 0
+       AND base IN ({marks})
+    """
 
 # ``seq`` keeps writes in insertion order; replacing a write keeps its original position.
 UPSERT_WRITE = """
@@ -125,4 +150,4 @@ SELECT_PAGE = """
      ORDER BY checkpoint_id DESC LIMIT ?
 """
 
-BLOB_META = "key, version, start, base, chain_bytes, full_bytes"
+BLOB_META = "key, version, start, base, chain_bytes, full_bytes, items"
