@@ -341,11 +341,6 @@ def with_chains(
     return pool
 
 
-def chains_needed(rows: Iterable[BlobRow]) -> list[tuple[str, str]]:
-    """``(key, start)`` of the chains that the delta rows among ``rows`` belong to."""
-    return sorted({(r.key, r.start) for r in rows if r.base is not None and not r.is_prefix})
-
-
 def _value(
     key: str, version: str, pool: Pool, codec: Serializer, check: Callable[[BlobRow], None] | None
 ) -> Any:
