@@ -34,7 +34,7 @@ from threadline.errors import SerializationError
 from threadline.serde import Serializer
 
 #: A chain gets a new full blob once its deltas would exceed this many times its full blob ...
-COMPACT_RATIO = 0.25
+COMPACT_RATIO = 0.1
 #: ... and this many bytes (so a short list is not rewritten at every step).
 MIN_CHAIN_BYTES = 16 * 1024
 #: Hops a value may take through prefix rows and deltas before the data is called corrupted.
