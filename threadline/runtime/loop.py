@@ -13,6 +13,7 @@ Resume, replay and recovery after a crash are the same loop started from a saved
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -102,8 +103,18 @@ class RunSettings:
     sink: Callable[[Emit], None] | None = None
 
 
+_second: tuple[int, str] = (-1, "")  # the last whole second formatted, reused within it
+
+
 def now_iso() -> str:
-    return datetime.now(UTC).isoformat()
+    """UTC ISO 8601 with microseconds; formats the date part once a second (per-step cost)."""
+    global _second
+    seconds, micros = divmod(time.time_ns() // 1000, 1_000_000)
+    cached = _second  # one read: another thread may replace it meanwhile
+    if seconds != cached[0]:
+        cached = (seconds, datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S"))
+        _second = cached
+    return f"{cached[1]}.{micros:06d}+00:00"
 
 
 class RunLoop:
