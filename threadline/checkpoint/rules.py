@@ -6,9 +6,8 @@ scripts) implement the same checks there; their tests hold them to the same conf
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from threadline.checkpoint.base import (
     Checkpoint,
@@ -19,6 +18,7 @@ from threadline.checkpoint.base import (
     ThreadStatus,
     thread_status,
 )
+from threadline.clock import increasing_iso
 from threadline.errors import ConcurrentUpdateError
 
 
@@ -53,19 +53,7 @@ def status_of(next_names: Sequence[str], writes: Iterable[tuple[str, str]]) -> T
     return thread_status(cp, [TaskWrite(tid, "", kind, None) for tid, kind in writes])  # type: ignore[arg-type]
 
 
-_clock_lock = threading.Lock()
-_last_now = datetime.min.replace(tzinfo=UTC)
-
-
-def now_iso() -> str:
-    """The time as ``updated_at`` shows it: UTC, microseconds, increasing within a process."""
-    global _last_now
-    now = datetime.now(UTC)
-    with _clock_lock:
-        if now <= _last_now:
-            now = _last_now + timedelta(microseconds=1)
-        _last_now = now
-    return now.isoformat(timespec="microseconds")
+now_iso = increasing_iso  # ``updated_at`` of thread rows: increasing, so it orders them
 
 
 def created_ts(created_at: str) -> float | None:

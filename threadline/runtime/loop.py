@@ -13,10 +13,8 @@ Resume, replay and recovery after a crash are the same loop started from a saved
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from threadline.checkpoint.base import (
@@ -27,6 +25,7 @@ from threadline.checkpoint.base import (
     TaskWrite,
 )
 from threadline.checkpoint.ids import new_checkpoint_id
+from threadline.clock import now_iso
 from threadline.constants import INTERRUPT_KEY, START
 from threadline.errors import (
     CheckpointerRequiredError,
@@ -101,20 +100,6 @@ class RunSettings:
     # stream(subgraphs=True): subgraph runs hand their chunks to ``sink`` (set by the driver)
     subgraphs: bool = False
     sink: Callable[[Emit], None] | None = None
-
-
-_second: tuple[int, str] = (-1, "")  # the last whole second formatted, reused within it
-
-
-def now_iso() -> str:
-    """UTC ISO 8601 with microseconds; formats the date part once a second (per-step cost)."""
-    global _second
-    seconds, micros = divmod(time.time_ns() // 1000, 1_000_000)
-    cached = _second  # one read: another thread may replace it meanwhile
-    if seconds != cached[0]:
-        cached = (seconds, datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S"))
-        _second = cached
-    return f"{cached[1]}.{micros:06d}+00:00"
 
 
 class RunLoop:

@@ -7,10 +7,11 @@ from typing import Any
 
 from threadline.checkpoint.base import CheckpointRecord, PlannedTask, TaskWrite
 from threadline.checkpoint.ids import new_checkpoint_id
+from threadline.clock import now_iso
 from threadline.constants import START
 from threadline.errors import InvalidUpdateError
 from threadline.graph.spec import GraphSpec
-from threadline.runtime.loop import BREAKPOINT_TASK, now_iso, pending_interrupts, storage_hints
+from threadline.runtime.loop import BREAKPOINT_TASK, pending_interrupts, storage_hints
 from threadline.runtime.planning import plan_next, task_id, tasks_of
 from threadline.runtime.task import start_result
 from threadline.runtime.writes import apply_writes, normalize_output

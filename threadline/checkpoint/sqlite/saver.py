@@ -310,14 +310,14 @@ class SqliteSaver(BaseSaver):
                     for b in blobs
                 ],
             )
-            conn.executemany(
-                REPLACE_WITH_PREFIX,
-                [
-                    (thread_id, ns, p.key, p.version, p.start, p.base, p.full_bytes, p.items)
-                    for p in encoded.prefixes
-                ],
-            )
             if encoded.prefixes:
+                conn.executemany(
+                    REPLACE_WITH_PREFIX,
+                    [
+                        (thread_id, ns, p.key, p.version, p.start, p.base, p.full_bytes, p.items)
+                        for p in encoded.prefixes
+                    ],
+                )
                 self._repoint(conn, thread_id, ns, encoded.prefixes)
             insert_writes(conn, thread_id, ns, cp.id, encoded.writes)
             if ns == "":
