@@ -1086,6 +1086,30 @@ def test_a_version_3_database_is_migrated_and_its_chains_still_load(tmp_path: Pa
     ] > 0
 
 
+def test_checkpoint_bodies_stored_as_whole_records_still_load(tmp_path: Path) -> None:
+    """Bodies written before the plain-list form (``layout.BODY_TAG``) were typed records."""
+    path = tmp_path / "old-bodies.db"
+    records = []
+    parent: Checkpoint | None = None
+    with SqliteSaver(path) as saver:
+        for i in range(4):
+            records.append(step("t1", {"log": [item(j) for j in range(i + 1)], "i": i}, parent))
+            saver.put(records[-1])
+            parent = records[-1].checkpoint
+    with closing(sqlite3.connect(path)) as conn, conn:
+        for r in records:
+            old = dataclasses.replace(r.checkpoint, values={})
+            conn.execute(
+                "UPDATE checkpoints SET body = ? WHERE checkpoint_id = ?",
+                (serde.DEFAULT.dumps(old), r.checkpoint.id),
+            )
+    with SqliteSaver(path) as saver:
+        assert [t.checkpoint for t in saver.list("t1")] == [r.checkpoint for r in records[::-1]]
+        assert saver.prune("t1", keep_last=1) == 3  # reads versions from the old bodies
+        got = saver.get_tuple("t1")
+        assert got is not None and got.checkpoint == records[-1].checkpoint
+
+
 def test_another_tools_database_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "other.db"
     execute(path, "CREATE TABLE checkpoints (thread_id TEXT, checkpoint BLOB)")

@@ -29,7 +29,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from threadline import serde
-from threadline.checkpoint.base import Checkpoint, CheckpointRecord, StorageHints, TaskWrite
+from threadline.checkpoint.base import (
+    Checkpoint,
+    CheckpointRecord,
+    PlannedTask,
+    StorageHints,
+    TaskWrite,
+)
 from threadline.errors import SerializationError
 from threadline.serde import Serializer
 
@@ -144,7 +150,7 @@ def encode_record(
             blobs.append(blob)
             if outgrown is not None:
                 prefixes += _compacted(blob, outgrown, base_of)
-    body = _dumps(_without_values(cp), f"checkpoint {cp.id}", codec)
+    body = _dumps(_body(cp), f"checkpoint {cp.id}", codec)
     row = CheckpointRow(
         checkpoint_id=cp.id,
         parent_id=cp.parent_id,
@@ -157,18 +163,43 @@ def encode_record(
     return EncodedCheckpoint(row, tuple(blobs), writes, tuple(prefixes))
 
 
-def _without_values(cp: Checkpoint) -> Checkpoint:
-    """The checkpoint as its row stores it: values live in blobs (built directly: hot path)."""
-    return Checkpoint(
+BODY_TAG = "cp2"
+"""First item of a checkpoint body in the plain-list form; bodies without it are whole
+``Checkpoint`` records (as stored before), which still load."""
+
+
+def _body(cp: Checkpoint) -> list[Any]:
+    """The checkpoint as its row stores it, values aside (they live in blobs).
+
+    Plain lists in a fixed order: about 120 bytes smaller per checkpoint than the typed record
+    (no class or field names), and faster to encode and decode. Only task arguments (``Send``
+    payloads) may hold typed values.
+    """
+    return [
+        BODY_TAG,
         cp.id,
         cp.parent_id,
         cp.step,
-        {},
-        cp.versions,
-        cp.next,
         cp.created_at,
-        cp.barriers,
-        cp.updated_by,
+        cp.versions,
+        [[t.name, t.arg, t.send] for t in cp.next],
+        {key: list(names) for key, names in cp.barriers.items()},
+        list(cp.updated_by),
+    ]
+
+
+def _from_body(body: list[Any]) -> Checkpoint:
+    _, cp_id, parent_id, step, created_at, versions, next_, barriers, updated_by = body
+    return Checkpoint(
+        cp_id,
+        parent_id,
+        step,
+        {},
+        versions,
+        tuple(PlannedTask(name, arg, send) for name, arg, send in next_),
+        created_at,
+        {key: tuple(names) for key, names in barriers.items()},
+        tuple(updated_by),
     )
 
 
@@ -274,9 +305,16 @@ def full_blobs(
 def decode_checkpoint(
     body: bytes, values: dict[str, Any], codec: Serializer = serde.DEFAULT
 ) -> Checkpoint:
-    cp = _loads(body, "a checkpoint", codec)
-    if not isinstance(cp, Checkpoint):
-        raise SerializationError(f"stored checkpoint decoded to {type(cp).__name__}")
+    stored = _loads(body, "a checkpoint", codec)
+    if isinstance(stored, list) and stored and stored[0] == BODY_TAG:
+        try:
+            cp = _from_body(stored)
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise SerializationError(f"a stored checkpoint is malformed: {exc}") from exc
+    elif isinstance(stored, Checkpoint):
+        cp = stored
+    else:
+        raise SerializationError(f"stored checkpoint decoded to {type(stored).__name__}")
     return dataclasses.replace(cp, values=values)
 
 

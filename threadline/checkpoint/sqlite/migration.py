@@ -19,7 +19,7 @@ import ormsgpack
 
 from threadline import serde
 from threadline.checkpoint.base import Checkpoint
-from threadline.checkpoint.layout import wanted_blobs
+from threadline.checkpoint.layout import BODY_TAG, wanted_blobs
 from threadline.checkpoint.rules import created_ts, status_of
 from threadline.checkpoint.sqlite.schema import (
     INSERT_BLOB,
@@ -173,8 +173,11 @@ def _raw_blob(blob: bytes) -> Any:
 def body_versions(body: bytes) -> dict[str, str] | None:
     """The ``versions`` of a stored checkpoint body, or ``None`` if it cannot be read."""
     try:
-        _, fields = _raw_record(_raw_blob(body))
-        versions = fields["versions"]
+        stored = _raw_blob(body)
+        if type(stored) is list and stored and stored[0] == BODY_TAG:
+            versions = stored[5]  # see layout._body
+        else:
+            versions = _raw_record(stored)[1]["versions"]
         if type(versions) is dict and all(type(v) is str for v in versions.values()):
             return versions
     except Exception:
