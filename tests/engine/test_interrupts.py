@@ -7,7 +7,7 @@ from typing import Annotated, TypedDict
 
 import pytest
 
-from threadline import END, START, Command, Interrupt, Send, StateGraph, interrupt
+from threadline import END, START, Command, Interrupt, RetryPolicy, Send, StateGraph, interrupt
 from threadline.checkpoint import InMemorySaver
 from threadline.errors import (
     CheckpointerRequiredError,
@@ -142,6 +142,48 @@ def test_resume_none_and_not_interrupted_are_clear_errors(saver):
     graph.invoke(Command(resume="2"), cfg())
     with pytest.raises(NothingToResumeError):
         graph.invoke(Command(resume="3"), cfg())
+
+
+def test_resume_after_update_state_answers_the_rerun_interrupt(saver):
+    """update_state makes a new checkpoint: the interrupt it replaced no longer waits, but the
+    node runs again and its interrupt() takes the resume value (LangGraph does the same)."""
+    graph, runs = approval_graph(saver)
+    graph.invoke({"items": []}, cfg())
+    graph.update_state(cfg(), {"items": ["edited"]})
+    assert graph.get_state(cfg()).interrupts == ()
+    out = graph.invoke(Command(resume="one"), cfg())
+    assert out["__interrupt__"][0].value == "second?"  # "first?" took the value
+    out = graph.invoke(Command(resume="two"), cfg())
+    assert out == {"items": ["edited"], "answer": "one+two"}
+    assert runs == ["ask"] * 3
+
+
+def test_resume_at_a_static_breakpoint_goes_on(saver):
+    graph, calls = three_steps(saver, interrupt_before=["b"])
+    graph.invoke({"items": []}, cfg())
+    assert graph.invoke(Command(resume="ignored"), cfg())["items"] == ["a", "b", "c"]
+    assert calls == ["a", "b", "c"]
+
+
+def test_a_retried_node_gets_the_spare_answer_again(saver):
+    attempts: list[str] = []
+
+    def ask(state: State) -> dict:
+        answer = interrupt("ok?")
+        attempts.append(answer)
+        if len(attempts) == 1:
+            raise ConnectionError("flaky")
+        return {"answer": answer}
+
+    g = StateGraph(State)
+    g.add_node("ask", ask, retry_policy=RetryPolicy(max_attempts=2, initial_interval=0))
+    g.add_edge(START, "ask")
+    g.add_edge("ask", END)
+    graph = g.compile(checkpointer=saver)
+    graph.invoke({"items": []}, cfg())
+    graph.update_state(cfg(), {"items": ["x"]})
+    assert graph.invoke(Command(resume="yes"), cfg())["answer"] == "yes"
+    assert attempts == ["yes", "yes"]
 
 
 def test_new_input_abandons_a_pending_interrupt(saver):

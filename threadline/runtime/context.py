@@ -6,6 +6,7 @@ It lives in a context variable holding a small dataclass, never in the user's co
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ class TaskContext:
     writer: Callable[[Any], None]
     durability: str
     answers: dict[str, Any] = field(default_factory=dict)
+    spare: SpareAnswer | None = None
     # stream(subgraphs=True): where a graph this task runs sends its chunks, and which modes
     sink: Callable[[Any], None] | None = None
     modes: frozenset[str] = frozenset()
@@ -44,6 +46,24 @@ class TaskContext:
         index = self.subgraph_calls
         self.subgraph_calls += 1
         return self.ns if index == 0 else f"{self.ns}#{index}"
+
+
+class SpareAnswer:
+    """A ``Command(resume=...)`` given while no interrupt was waiting (after ``update_state``,
+    or at a static breakpoint): the step's first ``interrupt()`` call without an answer of its
+    own takes it, as in LangGraph. Taken once, whichever task asks first."""
+
+    def __init__(self, value: Any) -> None:
+        self._value = value
+        self._taken = False
+        self._lock = threading.Lock()
+
+    def take(self) -> tuple[bool, Any]:
+        with self._lock:
+            if self._taken:
+                return False, None
+            self._taken = True
+            return True, self._value
 
 
 _current: ContextVar[TaskContext | None] = ContextVar("threadline_task", default=None)
@@ -84,6 +104,11 @@ def interrupt(value: Any) -> Any:
     iid = interrupt_id(ctx.ns, index)
     if iid in ctx.answers:
         return ctx.answers[iid]
+    if ctx.spare is not None:
+        taken, answer = ctx.spare.take()
+        if taken:
+            ctx.answers[iid] = answer  # a retry of the node asks again: same answer
+            return answer
     raise GraphInterrupt((Interrupt(value=value, id=iid),))
 
 

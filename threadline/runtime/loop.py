@@ -39,12 +39,14 @@ from threadline.errors import (
     ThreadlineError,
 )
 from threadline.graph.spec import GraphSpec
+from threadline.runtime.context import SpareAnswer
 from threadline.runtime.planning import plan_next, task_id, tasks_of
 from threadline.runtime.task import Outcome, StepEnv, Task, TaskResult, start_result
 from threadline.runtime.writes import apply_writes, updates_of
 from threadline.types import Command, Interrupt
 
 BREAKPOINT_TASK = "__breakpoint__"
+SPARE_ANSWER_TASK = "__resume__"  # task id of a resume value no waiting interrupt took
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,16 +198,17 @@ class RunLoop:
         self._adopt(record)
         pending = self._pending_interrupts()
         if not pending:
-            next_names = self._next_names()
-            advice = (
-                "use invoke(None, config) to continue"
-                if next_names
-                else "its run has finished; pass a new input to run again"
-            )
-            raise NothingToResumeError(
-                f"thread {self.s.thread_id!r} is not waiting at an interrupt "
-                f"(next: {next_names}); {advice}"
-            )
+            if not self._next_names():
+                raise NothingToResumeError(
+                    f"thread {self.s.thread_id!r} is not waiting at an interrupt and its run "
+                    "has finished; pass a new input to run again"
+                )
+            # Nothing waits (state was updated, or a static breakpoint stopped the run): the
+            # value goes to the first interrupt() the next step calls.
+            spare = TaskWrite(SPARE_ANSWER_TASK, SPARE_ANSWER_TASK, "resume", command.resume)
+            self._add_write(spare)
+            yield from self._emit_values()
+            return
         answers = _match_answers(command.resume, pending)
         self._record_answers(answers, pending)
         yield from self._emit_values()
@@ -269,6 +272,7 @@ class RunLoop:
             resume = self.writes.get((task.id, "resume"))
             if resume is not None or parent_answers:
                 task.answers = {**parent_answers, **(resume.value if resume else {})}
+        spare = self.writes.get((SPARE_ANSWER_TASK, "resume"))
         env = StepEnv(
             self.spec,
             cp.values,
@@ -279,6 +283,7 @@ class RunLoop:
             self.s.durability,
             self.s.sink,
             self.s.stream_modes,
+            SpareAnswer(spare.value) if spare is not None else None,
         )
         return Execute(runnable, env)
 

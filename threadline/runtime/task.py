@@ -19,7 +19,7 @@ from threadline import serde
 from threadline.constants import END, START
 from threadline.errors import GraphInterrupt, InvalidUpdateError, ParentCommand
 from threadline.graph.spec import Branch, GraphSpec, NodeSpec
-from threadline.runtime.context import TaskContext, enter_task, leave_task
+from threadline.runtime.context import SpareAnswer, TaskContext, enter_task, leave_task
 from threadline.runtime.writes import Update, apply_writes, normalize_output
 from threadline.types import Command, Interrupt, RetryPolicy, Send
 
@@ -74,6 +74,7 @@ class StepEnv:
     durability: str
     sink: Callable[[Any], None] | None = None
     modes: frozenset[str] = frozenset()
+    spare: SpareAnswer | None = None
 
     def context(self, task: Task) -> TaskContext:
         return TaskContext(
@@ -86,6 +87,7 @@ class StepEnv:
             writer=self.writer,
             durability=self.durability,
             answers=task.answers,
+            spare=self.spare,
             sink=self.sink,
             modes=self.modes,
         )
