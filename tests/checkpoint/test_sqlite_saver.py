@@ -684,6 +684,34 @@ def test_a_damaged_full_value_names_its_key(tmp_path: Path) -> None:
                 saver.get_tuple("t2")
 
 
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        ("UPDATE blobs SET items = 1000000 WHERE version = :v", "longer than its value"),
+        ("UPDATE blobs SET base = version WHERE version = :v", "loops"),
+        ("DELETE FROM blobs WHERE version = (SELECT base FROM blobs WHERE version = :v)", "lost"),
+    ],
+    ids=["too-long", "loop", "target-gone"],
+)
+def test_a_damaged_prefix_row_fails_clearly(tmp_path: Path, damage: str, message: str) -> None:
+    path = tmp_path / "c.db"
+    cps: list[Checkpoint] = []
+    with SqliteSaver(path) as saver:
+        parent: Checkpoint | None = None
+        for i in range(30):
+            record = step("t1", {"log": [item(j, 2000) for j in range(i + 1)]}, parent)
+            saver.put(record)
+            cps.append(parent := record.checkpoint)
+    old = cps[1].versions["log"]
+    assert query(path, "SELECT chain_bytes, length(data) FROM blobs WHERE version = ?", old) == [
+        (0, 0)
+    ]  # compacted into a prefix row
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute(damage, {"v": old})
+    with SqliteSaver(path) as saver, pytest.raises(SerializationError, match=message):
+        saver.get_tuple("t1", "", cps[1].id)
+
+
 def test_a_missing_value_names_its_key(tmp_path: Path) -> None:
     path = tmp_path / "c.db"
     with two_threads(path) as (cps, _):
