@@ -350,6 +350,42 @@ def test_loading_takes_a_few_queries(tmp_path: Path) -> None:
         assert len(trace.log) <= 8, trace.log
 
 
+def test_a_large_value_is_read_from_the_file_once(tmp_path: Path) -> None:
+    """Its verified bytes stay in the process: the next load reads only the small rows."""
+    path = tmp_path / "c.db"
+    big = [item(j, 1000) for j in range(200)]  # ~200 KB: above bytecache.MIN_BYTES
+    with SqliteSaver(path) as writer, SqliteSaver(path) as reader:
+        record = step("t1", {"log": big}, None)
+        writer.put(record)
+        for expected_big_reads in (1, 0):
+            with Statements(reader) as trace:
+                got = reader.get_tuple("t1")
+            assert got is not None and got.checkpoint == record.checkpoint
+            big_reads = [q for q in trace.log if "SELECT b.key, b.version, b.data" in q]
+            assert len(big_reads) == expected_big_reads, trace.log
+        with Statements(writer) as trace:  # the writer kept what it wrote
+            assert writer.get_tuple("t1") is not None
+        assert not any("SELECT b.key, b.version, b.data" in q for q in trace.log)
+
+
+def test_cached_bytes_survive_another_process_compacting_the_chain(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    records: list[CheckpointRecord] = []
+    parent: Checkpoint | None = None
+    with SqliteSaver(path) as writer, SqliteSaver(path) as reader:
+        for i in range(120):
+            log = [item(j, 2000) for j in range(i + 1)]
+            records.append(step("t1", {"log": log}, parent))
+            writer.put(records[-1])
+            parent = records[-1].checkpoint
+            if i % 7 == 0:  # the reader caches blobs the writer later turns into prefix rows
+                got = reader.get_tuple("t1")
+                assert got is not None and got.checkpoint == parent
+        for r in records:
+            got = reader.get_tuple("t1", "", r.checkpoint.id)
+            assert got is not None and got.checkpoint == r.checkpoint
+
+
 # -- storing only what changed -------------------------------------------------------------------
 
 

@@ -11,7 +11,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from threadline.checkpoint import bytecache
 from threadline.checkpoint.base import Checkpoint, CheckpointRecord
+from threadline.checkpoint.bytecache import ByteCache
 from threadline.checkpoint.layout import (
     BlobRow,
     WriteRow,
@@ -56,7 +58,10 @@ def ids_past(conn: sqlite3.Connection, thread_id: str, ns: str, keep: int) -> li
 
 
 _META_COLUMNS = "b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes, b.items"
-_DATA_COLUMNS = _META_COLUMNS + ", b.data, b.crc32"
+# Large data comes in a second query, unless the process has it already (``ByteCache``).
+_DATA_COLUMNS = (
+    _META_COLUMNS + f", CASE WHEN length(b.data) < {bytecache.MIN_BYTES} THEN b.data END, b.crc32"
+)
 
 
 def blob_rows(
@@ -154,9 +159,48 @@ def _rows(
             if crcs is None:
                 found[(r[0], r[1])] = meta_row(r)
             else:
-                found[(r[0], r[1])] = BlobRow(*r[:6], r[7], r[6])
+                found[(r[0], r[1])] = BlobRow(*r[:6], r[7] or b"", r[6])
                 crcs[(r[0], r[1])] = r[8]
     return found
+
+
+def _deferred(pool: dict[tuple[str, str], BlobRow]) -> list[tuple[str, str]]:
+    """Rows whose (large) data was left out: only prefix rows hold no data of their own."""
+    return [kv for kv, row in pool.items() if not row.data and not row.is_prefix]
+
+
+def _fill_large(
+    conn: sqlite3.Connection,
+    thread_id: str,
+    ns: str,
+    pool: dict[tuple[str, str], BlobRow],
+    crcs: dict[tuple[str, str], int],
+    cache: ByteCache,
+) -> set[tuple[str, str]]:
+    """Give large rows their data, from the cache or one query; returns the rows verified."""
+    verified: set[tuple[str, str]] = set()
+    missing: list[tuple[str, str]] = []
+    for kv in _deferred(pool):
+        data = cache.get((thread_id, ns, *kv, crcs[kv]))
+        if data is None:
+            missing.append(kv)
+        else:
+            pool[kv] = dataclasses.replace(pool[kv], data=data)
+            verified.add(kv)
+    for i in range(0, len(missing), CHUNK):
+        chunk = missing[i : i + CHUNK]
+        marks = ", ".join(["(?, ?)"] * len(chunk))
+        for key, version, data in conn.execute(
+            f"WITH w (k, v) AS (VALUES {marks}) SELECT b.key, b.version, b.data FROM w "
+            "CROSS JOIN blobs AS b WHERE b.thread_id = ? AND b.checkpoint_ns = ? "
+            "AND b.key = w.k AND b.version = w.v",
+            [*(part for kv in chunk for part in kv), thread_id, ns],
+        ):
+            pool[(key, version)] = dataclasses.replace(pool[(key, version)], data=data)
+            if zlib.crc32(data) == crcs[(key, version)]:
+                cache.add((thread_id, ns, key, version, crcs[(key, version)]), data)
+                verified.add((key, version))
+    return verified
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +211,7 @@ class Loaded:
     metadata: bytes
     pool: dict[tuple[str, str], BlobRow]  # shared by the checkpoints fetched together
     crcs: dict[tuple[str, str], int]
+    verified: set[tuple[str, str]]  # rows whose checksum needs no second look
     writes: list[WriteRow]
 
 
@@ -176,6 +221,7 @@ def fetch(
     ns: str,
     rows: Sequence[Row],
     codec: Serializer = DEFAULT,
+    cache: ByteCache | None = None,
 ) -> list[Loaded]:
     """Everything needed to decode ``rows``: blobs with their chains, then writes.
 
@@ -197,6 +243,7 @@ def fetch(
         if not found:
             break  # assemble_values names what is missing
         wanted = set().union(*(missing_rows(dict(pairs), pool) for (_, pairs), _ in decoded))
+    verified = _fill_large(conn, thread_id, ns, pool, crcs, cache or ByteCache(0))
     ids = [r[0] for r in rows]
     writes: dict[str, list[WriteRow]] = {cid: [] for cid in ids}
     for i in range(0, len(ids), CHUNK):
@@ -209,7 +256,9 @@ def fetch(
             [thread_id, ns, *chunk],
         ):
             writes[cid].append(WriteRow(task_id, kind, task_name, value))
-    return [Loaded(cp, metadata, pool, crcs, writes[cp.id]) for (cp, _), metadata in decoded]
+    return [
+        Loaded(cp, metadata, pool, crcs, verified, writes[cp.id]) for (cp, _), metadata in decoded
+    ]
 
 
 def to_record(
@@ -219,8 +268,9 @@ def to_record(
 
     def check(row: BlobRow) -> None:
         """The CRC-32 of every blob a value is rebuilt from must match."""
-        crc = loaded.crcs.get((row.key, row.version))
-        if crc is not None and zlib.crc32(row.data) != crc:
+        kv = (row.key, row.version)
+        crc = loaded.crcs.get(kv)
+        if crc is not None and kv not in loaded.verified and zlib.crc32(row.data) != crc:
             raise SerializationError(
                 f"the stored value of key {row.key!r} (version {row.version}) of thread "
                 f"{thread_id!r} (namespace {ns!r}) is corrupted: its checksum does not match"

@@ -23,6 +23,7 @@ from threadline.checkpoint.base import (
     metadata_matches,
     thread_status,
 )
+from threadline.checkpoint.bytecache import ByteCache
 from threadline.checkpoint.layout import (
     BaseLookup,
     BlobRow,
@@ -101,6 +102,7 @@ class SqliteSaver(BaseSaver):
         self._conn: sqlite3.Connection | None = None
         # (thread, ns, key, version) -> the blob's row without its data, for ``base_of``
         self._blob_cache: OrderedDict[tuple[str, str, str, str], BlobRow] = OrderedDict()
+        self._bytes = ByteCache()  # large values' bytes, so a long conversation is not reread
         # (thread, ns) -> (id, versions) of the checkpoint this saver last saved there
         self._head_versions: OrderedDict[tuple[str, str], tuple[str, dict[str, str]]] = (
             OrderedDict()
@@ -203,7 +205,7 @@ class SqliteSaver(BaseSaver):
                 row = conn.execute(SELECT_ONE, (thread_id, checkpoint_ns, checkpoint_id)).fetchone()
             if row is None:
                 return None
-            (loaded,) = fetch(conn, thread_id, checkpoint_ns, [row], self.serde)
+            (loaded,) = fetch(conn, thread_id, checkpoint_ns, [row], self.serde, self._bytes)
         return to_record(thread_id, checkpoint_ns, loaded, self.serde)
 
     def list(
@@ -231,7 +233,7 @@ class SqliteSaver(BaseSaver):
                     for row in rows
                     if not filter or metadata_matches(decode_metadata(row[2], self.serde), filter)
                 ]
-                loaded = fetch(conn, thread_id, checkpoint_ns, matching, self.serde)
+                loaded = fetch(conn, thread_id, checkpoint_ns, matching, self.serde, self._bytes)
             for item in loaded:
                 yield to_record(thread_id, checkpoint_ns, item, self.serde)
                 produced += 1
@@ -291,6 +293,7 @@ class SqliteSaver(BaseSaver):
                     row.metadata,
                 ),
             )
+            crcs = [zlib.crc32(b.data) for b in blobs]
             conn.executemany(
                 INSERT_BLOB,
                 [
@@ -303,11 +306,11 @@ class SqliteSaver(BaseSaver):
                         b.base,
                         b.chain_bytes,
                         b.full_bytes,
-                        zlib.crc32(b.data),
+                        crc,
                         b.data,
                         b.items,
                     )
-                    for b in blobs
+                    for b, crc in zip(blobs, crcs, strict=True)
                 ],
             )
             if encoded.prefixes:
@@ -328,6 +331,8 @@ class SqliteSaver(BaseSaver):
                 self._retain(conn, thread_id, ns, cp.id)
         self._remember(thread_id, ns, [*blobs, *encoded.prefixes])
         self._remember_head(thread_id, ns, cp)
+        for b, crc in zip(blobs, crcs, strict=True):
+            self._bytes.add((thread_id, ns, b.key, b.version, crc), b.data)
         if encoded.prefixes:
             self._release_free_pages()
 
@@ -609,5 +614,7 @@ class SqliteSaver(BaseSaver):
                 return
             for k in [k for k in cache if k[0] == thread_id and (ns is None or k[1] == ns)]:
                 del cache[k]
+            if ns is None:
+                self._bytes.forget_thread(thread_id)
             for h in [h for h in self._head_versions if h[0] == thread_id]:
                 del self._head_versions[h]
