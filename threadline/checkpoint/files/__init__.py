@@ -27,17 +27,21 @@ What is stored: the bytes ``threadline.checkpoint.layout`` produces, exactly. A 
 the layout's checkpoint ``body`` and ``metadata`` bytes in base64 (with a SHA-256 over both)
 next to a readable rendering (step, next task names, versions, metadata as JSON where it can be
 shown); loading uses only the stored bytes. A blob file starts with a JSON line holding its
-``BlobRow`` fields, size and SHA-256, then the value's msgpack bytes. A write file holds task
-id, name, kind, a readable preview and the value bytes in base64 with their SHA-256. Truncated
-or altered files raise ``SerializationError`` naming the file (and the key, for values); other
-checkpoints and threads stay readable.
+``BlobRow`` fields (``items``: a list's length; absent in files written before lengths were
+kept), size and SHA-256, then the value's msgpack bytes. When compaction writes a list in full
+again, the blobs of the versions it grew from are replaced by prefix rows: the header line
+alone, its ``base`` naming the later version whose first ``items`` items they are. A write file
+holds task id, name, kind, a readable preview and the value bytes in base64 with their SHA-256.
+Truncated or altered files raise ``SerializationError`` naming the file (and the key, for
+values); other checkpoints and threads stay readable.
 
 ``values/<id>.json`` is a best-effort JSON rendering of a checkpoint's state (long strings and
 collections cut short) written for people reading the folder; it is never read back, and
 ``FileSaver(..., previews=False)`` skips it.
 
 Crash safety: every file is written to a ``.tmp-*`` file in its own folder, flushed, fsynced,
-renamed into place with ``os.replace`` and its folder fsynced. ``put`` writes the blobs, then
+renamed into place with ``os.replace`` and its folder fsynced. ``put`` writes the blobs, then the
+prefix rows that replace older blobs (once the new full blob they point at is durable), then
 the pending writes, the preview and ``HEAD``, and the row file **last**: a checkpoint exists
 once its row file does, so a crash mid-put leaves the previous checkpoint the newest. ``HEAD`` is
 written before the row, so a ``HEAD`` naming a missing row means a crash: readers then scan
@@ -49,16 +53,18 @@ exclusively around check-and-write, so compare-and-set ``put`` works across proc
 also hold the thread's ``.lock`` shared, which ``delete_thread`` and ``copy_thread`` (target)
 take exclusively (a ``.gate`` lock keeps a stream of writers from starving them). Readers take
 no lock: every file they read appears atomically. No file is modified in place (files are
-written whole and renamed; blobs and rows, once there, are never rewritten), so
-``copy_thread`` hard-links them. ``delete_thread`` renames the thread folder away (one atomic
-step) and then removes it.
+written whole and renamed; rows, once there, are never rewritten, and a blob is only ever
+replaced by a prefix row holding the same value), so ``copy_thread`` hard-links them.
+``delete_thread`` renames the thread folder away (one atomic step) and then removes it.
 
 Not atomic under a crash: a ``put_writes`` batch (each write is; a crash can keep a prefix of a
 batch, as if the crash came a little earlier in the step); ``thread.json`` after
 ``put_writes`` (its status can lag until the next write; a stale head is detected and
 recomputed by ``list_threads``); ``copy_thread`` (namespace by namespace, the root one last, so
 an interrupted copy never shows in ``list_threads``; delete the target and copy again). Blobs
-of a put that crashed stay on disk until the namespace is next pruned (``prune`` or retention).
+of a put that crashed stay on disk until the namespace is next pruned (``prune`` or retention);
+if it crashed while compacting, the versions it had already made prefix rows of its new full
+blob load through that blob, which stays as long as they are kept.
 
 The package, by layer: ``disk.py`` (safe names, atomic and durable file writes), ``preview.py``
 (the readable renderings), ``saver.py`` (``FileSaver``: the layout, locks, and the saver API).

@@ -51,6 +51,7 @@ from threadline.checkpoint.files.preview import preview_values, safe_render
 from threadline.checkpoint.layout import (
     BlobRow,
     CheckpointRow,
+    EncodedCheckpoint,
     WriteRow,
     assemble_values,
     decode_metadata,
@@ -60,7 +61,6 @@ from threadline.checkpoint.layout import (
     full_blobs,
     referenced_blobs,
     wanted_blobs,
-    with_chains,
 )
 from threadline.checkpoint.rules import age_cutoff, check_keep_last, check_put, created_ts, now_iso
 from threadline.errors import SaverUnavailableError, SerializationError
@@ -68,6 +68,9 @@ from threadline.serde import DEFAULT, Serializer
 
 __all__ = ["FORMAT_VERSION", "FileSaver"]
 
+# Still 1 with ``items`` and prefix rows: older code never loads a wrong value from them (a
+# version stored as a prefix row raises ``SerializationError`` there; the others load), and
+# what it writes (no ``items``) loads here and is left as it is by compaction.
 FORMAT_VERSION = 1
 _FORMAT_NAME = "threadline.files"
 
@@ -80,6 +83,43 @@ class _Row:
     body: bytes
     metadata: bytes
     created_at: str
+
+
+def _blob_file(blob: BlobRow) -> bytes:
+    """A blob file: one JSON line with the row's fields, size and SHA-256, then the bytes.
+
+    A prefix row is the header line alone (``base`` names the version it is a prefix of).
+    """
+    header = {
+        "key": blob.key,
+        "version": blob.version,
+        "start": blob.start,
+        "base": blob.base,
+        "chain_bytes": blob.chain_bytes,
+        "full_bytes": blob.full_bytes,
+        "items": blob.items,
+        "size": len(blob.data),
+        "sha256": hashlib.sha256(blob.data).hexdigest(),
+    }
+    return json.dumps(header, ensure_ascii=True).encode("ascii") + b"\n" + blob.data
+
+
+def _blob_row(header: dict[str, Any], data: bytes) -> BlobRow:
+    """The row a blob file's header describes; ``items`` is absent in files written before
+    list lengths were kept (such rows are never compacted into prefix rows)."""
+    if not isinstance(header, dict):
+        raise ValueError("the header is not a JSON object")
+    items = header.get("items")
+    return BlobRow(
+        key=header["key"],
+        version=header["version"],
+        start=header["start"],
+        base=header["base"],
+        chain_bytes=int(header["chain_bytes"]),
+        full_bytes=int(header["full_bytes"]),
+        data=data,
+        items=int(items) if items is not None else None,
+    )
 
 
 class FileSaver(BaseSaver):
@@ -426,15 +466,7 @@ class FileSaver(BaseSaver):
                     raise ValueError(f"{len(payload)} bytes instead of {header['size']}")
                 if hashlib.sha256(payload).hexdigest() != header["sha256"]:
                     raise ValueError("checksum mismatch")
-            return BlobRow(
-                key=key,
-                version=version,
-                start=header["start"],
-                base=header["base"],
-                chain_bytes=int(header["chain_bytes"]),
-                full_bytes=int(header["full_bytes"]),
-                data=payload,
-            )
+            return _blob_row(header, payload)
         except (ValueError, KeyError, TypeError) as exc:
             raise SerializationError(
                 f"the stored value of key {key!r} (version {version}) is corrupted: "
@@ -442,26 +474,23 @@ class FileSaver(BaseSaver):
             ) from exc
 
     def _values(self, ns_dir: str, versions: Mapping[str, Any]) -> dict[str, Any]:
-        rows: dict[tuple[str, str], BlobRow] = {}
-        chains: dict[tuple[str, str], list[BlobRow]] = {}
+        """Read each value's rows, following ``base`` to a full blob: down a delta chain, or
+        from a prefix row up to the later version it is a prefix of (which may be a delta or
+        a prefix row again). A file missing ends the walk; ``assemble_values`` names it.
+
+        A compaction racing this read can turn a row of the walk into a prefix row: either
+        form of a version holds the same value, so the walk just goes on from what it finds.
+        """
+        pool: dict[tuple[str, str], BlobRow] = {}
         for key, version in versions.items():
-            row = self._read_blob(ns_dir, key, version)
-            if row is None:
-                continue  # assemble_values names the missing key
-            rows[(key, version)] = row
-            if row.base is not None:
-                chain: list[BlobRow] = []
-                seen = {row.version}
-                base = row.base
-                while base is not None and base not in seen and len(seen) < 1_000_000:
-                    seen.add(base)
-                    part = self._read_blob(ns_dir, key, base)
-                    if part is None:
-                        break  # assemble_values reports the broken chain
-                    chain.append(part)
-                    base = part.base
-                chains[(key, row.start)] = chain
-        return assemble_values(versions, with_chains(rows, chains.values()), self.serde)
+            ref: Any = version
+            while ref is not None and (key, ref) not in pool:  # a loop ends at a seen row
+                row = self._read_blob(ns_dir, key, ref)
+                if row is None:
+                    break
+                pool[(key, ref)] = row
+                ref = row.base
+        return assemble_values(versions, pool, self.serde)
 
     def _write_meta(self, ns_dir: str, checkpoint_id: str) -> list[tuple[str, dict[str, Any]]]:
         """``(path, parsed JSON)`` of a checkpoint's write files, in saved order."""
@@ -679,32 +708,12 @@ class FileSaver(BaseSaver):
             if head_hint != head:
                 self._sweep(ns_dir)  # HEAD names a missing row: a put crashed here
             check_put(record, head, fork=fork)  # the id sorts after the head: it is new
-            row, blobs = self._encode(ns_dir, record)  # fails before anything is written
-            writes = encode_writes(record.pending_writes, self.serde)
-
-            # 1. values (blobs are immutable: one already stored under its version stays)
-            blobs = tuple(
-                b for b in blobs if not os.path.exists(self._blob_path(ns_dir, b.key, b.version))
-            )
-            if blobs:
-                for blob in blobs:
-                    header = {
-                        "key": blob.key,
-                        "version": blob.version,
-                        "start": blob.start,
-                        "base": blob.base,
-                        "chain_bytes": blob.chain_bytes,
-                        "full_bytes": blob.full_bytes,
-                        "size": len(blob.data),
-                        "sha256": hashlib.sha256(blob.data).hexdigest(),
-                    }
-                    line = json.dumps(header, ensure_ascii=True).encode("ascii") + b"\n"
-                    path = self._blob_path(ns_dir, blob.key, blob.version)
-                    write_file(path, line + blob.data, sync_dir=False)
-                fsync_dir(os.path.join(ns_dir, "blobs"))
+            encoded = self._encode(ns_dir, record)  # fails before anything is written
+            # 1. values, and the older rows compaction rewrote as prefixes of a new one
+            self._store_blobs(ns_dir, encoded)
             # 2. pending writes (a put of this id that crashed may have left some: drop them)
             shutil.rmtree(self._writes_dir(ns_dir, cp.id), ignore_errors=True)
-            self._store_writes(ns_dir, cp.id, writes, record.pending_writes)
+            self._store_writes(ns_dir, cp.id, encoded.writes, record.pending_writes)
             # 3. the preview, for people
             if self.previews:
                 preview = {
@@ -717,7 +726,7 @@ class FileSaver(BaseSaver):
             # 4. HEAD, then the row: the checkpoint exists from this rename on
             head_doc = json_bytes({"checkpoint_id": cp.id})
             write_file(os.path.join(ns_dir, "HEAD"), head_doc, sync_dir=False)
-            write_file(self._row_path(ns_dir, cp.id), self._row_json(record, row))
+            write_file(self._row_path(ns_dir, cp.id), self._row_json(record, encoded.row))
             fsync_dir(ns_dir)
             # 5. after the fact: retention, and the thread summary
             if self.retention is not None:
@@ -725,10 +734,8 @@ class FileSaver(BaseSaver):
             if ns == "":
                 self._refresh_thread_json(thread_id, ns_dir, cp)
 
-    def _encode(
-        self, ns_dir: str, record: CheckpointRecord
-    ) -> tuple[CheckpointRow, tuple[BlobRow, ...]]:
-        """The row and the blobs to write: changed values, and any the hints wrongly skip."""
+    def _encode(self, ns_dir: str, record: CheckpointRecord) -> EncodedCheckpoint:
+        """What to write: changed values, any the hints wrongly skip, and prefix rows."""
 
         def base_of(key: str, version: str) -> BlobRow | None:
             return self._read_blob(ns_dir, key, version, data=False)
@@ -742,8 +749,33 @@ class FileSaver(BaseSaver):
             if (key, version) not in written
             and not os.path.exists(self._blob_path(ns_dir, key, version))
         ]
-        blobs = encoded.blobs + (full_blobs(record, missing, self.serde) if missing else ())
-        return encoded.row, blobs
+        if not missing:
+            return encoded
+        return dataclasses.replace(
+            encoded, blobs=encoded.blobs + full_blobs(record, missing, self.serde)
+        )
+
+    def _store_blobs(self, ns_dir: str, encoded: EncodedCheckpoint) -> None:
+        """Write the new blobs, then replace the rows compaction turned into prefix rows.
+
+        A stored version keeps its value whatever its form, so a new blob already on disk (from
+        a put that crashed, perhaps since compacted) is skipped. Prefix rows point at the new
+        full blob: it is durable before the first of them is renamed into place. They go oldest
+        first: a crash midway leaves the newer versions deltas, which the next compaction still
+        reaches (it stops at the first prefix row it meets). Renaming, not rewriting, keeps the
+        old file intact for a copied thread that hard-linked it.
+        """
+        new = [
+            b
+            for b in encoded.blobs
+            if not os.path.exists(self._blob_path(ns_dir, b.key, b.version))
+        ]
+        for rows in (new, encoded.prefixes[::-1]):
+            for row in rows:
+                path = self._blob_path(ns_dir, row.key, row.version)
+                write_file(path, _blob_file(row), sync_dir=False)
+            if rows:
+                fsync_dir(os.path.join(ns_dir, "blobs"))
 
     def _readable(self, value: Any) -> Any:
         return "(encrypted)" if self._encrypted else safe_render(value)
@@ -906,7 +938,8 @@ class FileSaver(BaseSaver):
             remove_file(self._preview_path(ns_dir, cid))
         if not keep:
             remove_file(os.path.join(ns_dir, "HEAD"))
-        # Values: keep every blob a kept checkpoint needs, chains included.
+        # Values: keep every blob a kept checkpoint needs: its chain, and the later version a
+        # prefix row is a prefix of (``base`` leads to both).
         kept: list[Checkpoint] = []
         for cid in keep:
             row = self._read_row(thread_id, self._row_path(ns_dir, cid), cid)
@@ -923,9 +956,9 @@ class FileSaver(BaseSaver):
             try:
                 with open(os.path.join(blobs_dir, name), "rb") as f:
                     header = json.loads(f.readline())
-                ref = (header["key"], header["version"])
-                headers[ref] = BlobRow(ref[0], ref[1], header["start"], header["base"], 0, 0, b"")
-                names[ref] = name
+                row = _blob_row(header, b"")
+                headers[(row.key, row.version)] = row
+                names[(row.key, row.version)] = name
             except (OSError, ValueError, KeyError, TypeError):
                 continue  # unreadable: leave it be
         needed = referenced_blobs(kept, headers)
