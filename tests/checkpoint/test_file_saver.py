@@ -137,8 +137,10 @@ def test_row_file_is_readable_json(saver: FileSaver) -> None:
     assert set(row["stored"]) >= {"body", "metadata", "sha256"}
 
     preview = json.loads((folder / "values" / f"{second.id}.json").read_text())
-    assert preview["values"] == {"topic": "cats", "messages": ["hi", "there"]}
+    assert preview["values"] == {"messages": ["hi", "there"]}  # what this checkpoint changed
     assert "never read back" in preview["about"]
+    first_preview = json.loads((folder / "values" / f"{first.id}.json").read_text())
+    assert first_preview["values"] == {"topic": "cats", "messages": ["hi"]}
 
     (write_file,) = (folder / "writes" / second.id).iterdir()
     assert write_file.name.startswith("000001-interrupt-")
@@ -163,6 +165,17 @@ def test_row_file_is_readable_json(saver: FileSaver) -> None:
         "next": ["agent", "tools"],
     }
     assert json.loads((folder / "HEAD").read_text()) == {"checkpoint_id": second.id}
+
+
+def test_the_preview_of_a_list_that_grew_shows_its_new_items(saver: FileSaver) -> None:
+    parent = None
+    for n in range(1, 4):
+        record = step("t1", {"log": [f"line {i}" for i in range(n)], "k": 1}, parent)
+        saver.put(record)
+        parent = record.checkpoint
+    assert parent is not None
+    preview = json.loads((ns_dir(saver, "t1") / "values" / f"{parent.id}.json").read_text())
+    assert preview["values"] == {"log": {"$appended": ["line 2"], "$length": 3}}
 
 
 def test_loading_ignores_the_readable_rendering(saver: FileSaver) -> None:

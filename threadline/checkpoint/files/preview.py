@@ -14,6 +14,8 @@ from datetime import date, datetime
 from datetime import time as dtime
 from typing import Any
 
+from threadline.checkpoint.base import StorageHints
+
 _MAX_STR = 2000
 _MAX_ITEMS = 100
 _MAX_DEPTH = 16
@@ -86,10 +88,22 @@ def safe_render(obj: Any) -> Any:
         return {"$error": f"cannot render: {type(exc).__name__}"}
 
 
-def preview_values(values: Mapping[str, Any]) -> dict[str, Any]:
+def preview_changes(values: Mapping[str, Any], hints: StorageHints | None) -> dict[str, Any]:
+    """The values a checkpoint changed; of a list that grew, only its new items.
+
+    A preview of every value at every checkpoint would repeat a long conversation at each step
+    and outweigh the stored values many times over.
+    """
+    changed = hints.changed if hints is not None else values.keys()
+    extends = hints.extends if hints is not None else {}
     out: dict[str, Any] = {}
-    for key, value in values.items():
-        rendered = safe_render(value)
+    for key in sorted(k for k in changed if k in values):
+        value = values[key]
+        grew = extends.get(key)
+        if grew is not None and isinstance(value, list):
+            rendered: Any = {"$appended": safe_render(value[grew[1] :]), "$length": len(value)}
+        else:
+            rendered = safe_render(value)
         text = json.dumps(rendered, ensure_ascii=False)
         if len(text) > _MAX_PREVIEW:
             rendered = {"$truncated": f"{len(text)} characters", "head": text[:_MAX_STR]}

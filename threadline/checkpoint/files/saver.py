@@ -47,7 +47,7 @@ from threadline.checkpoint.files.disk import (
     write_file,
     write_key,
 )
-from threadline.checkpoint.files.preview import preview_values, safe_render
+from threadline.checkpoint.files.preview import preview_changes, safe_render
 from threadline.checkpoint.layout import (
     BlobRow,
     CheckpointRow,
@@ -717,10 +717,11 @@ class FileSaver(BaseSaver):
             # 3. the preview, for people
             if self.previews:
                 preview = {
-                    "about": "a preview of the state values for people; never read back",
+                    "about": "the state values this checkpoint changed (for a list that grew, "
+                    "the items it gained), for people; never read back",
                     "checkpoint_id": cp.id,
                     "step": cp.step,
-                    "values": preview_values(cp.values),
+                    "values": preview_changes(cp.values, record.hints),
                 }
                 write_file(self._preview_path(ns_dir, cp.id), json_bytes(preview))
             # 4. HEAD, then the row: the checkpoint exists from this rename on
