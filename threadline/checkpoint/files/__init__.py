@@ -13,7 +13,7 @@ Layout (``FileSaver("checkpoints")`` after one run of thread ``order-42``)::
             │   ├── namespace.json       the real thread id and namespace
             │   ├── HEAD                 the newest checkpoint id (a hint; see below)
             │   ├── checkpoints/<id>.json   one row per checkpoint (readable + exact bytes)
-            │   ├── values/<id>.json     preview of the state values, for humans only
+            │   ├── values/<id>.json     preview of the values it changed, for humans only
             │   ├── blobs/<key>@<version>.blob   one JSON header line, then the value bytes
             │   └── writes/<id>/000001-result-<hash>.json   pending writes, in order
             └── ns-child%3Aabc/ ...
@@ -35,9 +35,9 @@ holds task id, name, kind, a readable preview and the value bytes in base64 with
 Truncated or altered files raise ``SerializationError`` naming the file (and the key, for
 values); other checkpoints and threads stay readable.
 
-``values/<id>.json`` is a best-effort JSON rendering of a checkpoint's state (long strings and
-collections cut short) written for people reading the folder; it is never read back, and
-``FileSaver(..., previews=False)`` skips it.
+``values/<id>.json`` is a best-effort JSON rendering of the values a checkpoint changed (of a
+list that grew, only its new items; long strings and collections cut short) written for people
+reading the folder; it is never read back, and ``FileSaver(..., previews=False)`` skips it.
 
 Crash safety: every file is written to a ``.tmp-*`` file in its own folder, flushed, fsynced,
 renamed into place with ``os.replace`` and its folder fsynced. ``put`` writes the blobs, then the
