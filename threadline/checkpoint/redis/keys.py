@@ -85,32 +85,41 @@ def blob_prefix(qns: str) -> str:
 
 
 # -------------------------------------------------------------------------------- blobs
-# A blob is "<kind>|<start>|<chain_bytes>|<full_bytes>|<base>\n<data>": kind ``f`` (full) or
-# ``d`` (delta), versions quoted. The scripts read only ``<base>``, to follow a delta's chain.
+# A blob is "<kind>|<start>|<chain_bytes>|<full_bytes>|<base>|<items>\n<data>": kind ``f``
+# (full), ``d`` (delta) or ``p`` (prefix row, no data: the first <items> items of version <base>),
+# versions quoted, <items> empty when unknown. Blobs stored before list lengths were kept have
+# no <items> field. The scripts read only ``<base>``, to follow a delta or a prefix row.
+_KINDS = {"f", "d", "p"}
 
 
 def pack_blob(blob: BlobRow) -> bytes:
     """The stored form of ``blob``: its header line, then its data."""
-    kind, base = ("f", "") if blob.base is None else ("d", q(str(blob.base)))
-    header = f"{kind}|{q(str(blob.start))}|{blob.chain_bytes}|{blob.full_bytes}|{base}\n"
+    if blob.base is None:
+        kind, base = "f", ""
+    else:
+        kind, base = ("p" if blob.is_prefix else "d"), q(str(blob.base))
+    items = "" if blob.items is None else str(blob.items)
+    header = f"{kind}|{q(str(blob.start))}|{blob.chain_bytes}|{blob.full_bytes}|{base}|{items}\n"
     return header.encode() + blob.data
 
 
 def unpack_blob(suffix: str, stored: bytes, *, with_data: bool = True) -> BlobRow:
     """The blob stored under ``suffix`` (``:b:<ns>:<key>:<version>``); ValueError if damaged."""
     header, sep, data = stored.partition(b"\n")
-    kind, start, chain_bytes, full_bytes, base = header.decode().split("|")
-    if not sep or kind not in ("f", "d"):
+    kind, start, chain_bytes, full_bytes, base, *rest = header.decode().split("|")
+    if not sep or kind not in _KINDS or len(rest) > 1:
         raise ValueError("the blob's header is damaged")
+    items = rest[0] if rest else ""
     _, _, _, key, version = suffix.split(":")
     return BlobRow(
         key=unquote(key),
         version=unquote(version),
         start=unquote(start),
-        base=unquote(base) if kind == "d" else None,
+        base=unquote(base) if kind != "f" else None,
         chain_bytes=int(chain_bytes),
         full_bytes=int(full_bytes),
         data=data if with_data else b"",
+        items=int(items) if items else None,
     )
 
 

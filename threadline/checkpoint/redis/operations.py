@@ -185,6 +185,8 @@ class Operations:
                     self.cache.drop_one(thread_id, ns, b.key, str(b.version))
                 else:
                     self.cache.put(thread_id, ns, _stringly(b))
+            for p in encoded.prefixes:
+                self.cache.put(thread_id, ns, _stringly(p))
             yield from self._retain(keys, thread_id, ns, int(reply[1]), reply[2])
             return
         raise SaverUnavailableError(
@@ -210,11 +212,14 @@ class Operations:
             "1" if fork else "0", thread_id, self.ttl_ms, score, updated_at,
             "1" if cp.next else "0", serde.dumps([t.name for t in cp.next]),
             pack_checkpoint(encoded.row, list(key_of)), " ".join(key_of),
-            len(blobs), len(bases), len(encoded.writes), "0",
+            len(blobs), len(bases), len(encoded.writes), "0", len(encoded.prefixes),
         ]  # fmt: skip
         for b in blobs:
             args += [blob_suffix(qns, b.key, b.version), pack_blob(b)]
-        return args + bases + write_args(encoded.writes)
+        args += bases + write_args(encoded.writes)
+        for p in encoded.prefixes:
+            args += [blob_suffix(qns, p.key, p.version), pack_blob(p)]
+        return args
 
     def _encode(self, record: CheckpointRecord) -> Op[EncodedCheckpoint]:
         """Encode, fetching the metadata of delta bases this process has not seen yet."""
@@ -490,6 +495,7 @@ def _stringly(blob: BlobRow) -> BlobRow:
         blob.chain_bytes,
         blob.full_bytes,
         b"",
+        blob.items,
     )
 
 

@@ -64,8 +64,9 @@ end
 # KEYS: registry, global threads zset.
 # ARGV: 1 tag, 2 ns, 3 qns, 4 id, 5 parent, 6 has_parent, 7 fork, 8 thread_id, 9 ttl_ms,
 # 10 score, 11 updated_at, 12 has_next, 13 next, 14 packed checkpoint, 15 blob suffixes
-# (space-separated), 16 n_blobs, 17 n_bases, 18 n_writes, 19 resent; then 2 per blob (suffix,
-# packed blob), one per delta base that must exist (suffix), 2 per write (field, value).
+# (space-separated), 16 n_blobs, 17 n_bases, 18 n_writes, 19 resent, 20 n_prefixes; then 2 per
+# blob (suffix, packed blob), one per delta base that must exist (suffix), 2 per write (field,
+# value), 2 per prefix row (suffix, packed row) that replaces a stored blob (compaction).
 # Replies {'ok', count, oldest created_at, blobs that existed}, {'conflict', head, moved},
 # {'nobase', suffix} or {'missing', {suffixes}}; only 'ok' has written anything.
 PUT = (
@@ -98,14 +99,14 @@ if moved or behind then
 end
 
 local nb, nbase, nw = tonumber(ARGV[16]), tonumber(ARGV[17]), tonumber(ARGV[18])
-local first_base = 20 + nb * 2
+local first_base = 21 + nb * 2
 for i = 0, nbase - 1 do
   local s = ARGV[first_base + i]
   if redis.call('EXISTS', tag .. s) == 0 then return {'nobase', s} end
 end
 -- every value the checkpoint names must be stored already or come with it
 local new, missing = {}, {}
-for i = 0, nb - 1 do new[ARGV[20 + i * 2]] = true end
+for i = 0, nb - 1 do new[ARGV[21 + i * 2]] = true end
 for s in string.gmatch(ARGV[15], '[^ ]+') do
   if not new[s] and redis.call('EXISTS', tag .. s) == 0 then missing[#missing + 1] = s end
 end
@@ -118,8 +119,8 @@ redis.call('SADD', reg, ':ns', idx_s, cp_s)
 
 local existed = {}
 for i = 0, nb - 1 do
-  local s = ARGV[20 + i * 2]
-  if redis.call('SET', tag .. s, ARGV[21 + i * 2], 'NX') then
+  local s = ARGV[21 + i * 2]
+  if redis.call('SET', tag .. s, ARGV[22 + i * 2], 'NX') then
     redis.call('SADD', reg, s)
   else
     existed[#existed + 1] = s
@@ -127,6 +128,12 @@ for i = 0, nb - 1 do
 end
 
 store_writes(tag, reg, w_s, first_base + nbase, nw)
+
+-- compaction: older versions become prefix rows of a blob stored above (a pruned one stays gone)
+local first_prefix = first_base + nbase + nw * 2
+for i = 0, tonumber(ARGV[20]) - 1 do
+  redis.call('SET', tag .. ARGV[first_prefix + i * 2], ARGV[first_prefix + i * 2 + 1], 'XX')
+end
 
 if ns == '' then
   redis.call('HSET', tag .. ':meta', 'thread_id', ARGV[8], 'checkpoint_id', cid,
@@ -183,8 +190,9 @@ for s in string.gmatch(string.match(row, '^[^\n]*'), '[^ ]+') do
     if not blob then break end
     out[#out + 1] = s
     out[#out + 1] = blob
-    local base = string.match(blob, '^d|[^|\n]*|[^|\n]*|[^|\n]*|([^|\n]*)\n')
-    s = base and (string.match(s, '^(.*:)') .. base)  -- a delta's base, nil for a full blob
+    local base = string.match(blob, '^[dp]|[^|\n]*|[^|\n]*|[^|\n]*|([^|\n]*)[|\n]')
+    -- a delta's base, or the later version a prefix row is part of; nil for a full blob
+    s = base and (string.match(s, '^(.*:)') .. base)
   end
 end
 return {cid, row, writes, out}
