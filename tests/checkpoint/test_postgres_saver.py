@@ -45,6 +45,7 @@ from builders import item, make_cp, rec, step, w
 from psycopg import sql
 from services import postgres_url, require_postgres
 
+from threadline import serde
 from threadline.checkpoint.base import (
     Checkpoint,
     CheckpointRecord,
@@ -645,6 +646,58 @@ def test_setup_migrates_version_1_and_keeps_its_data(url: str) -> None:
             assert [r.checkpoint for r in new.list("t1")] == [
                 r.checkpoint for r in reversed(records)
             ]
+
+
+def test_setup_migrates_version_2_whose_blobs_have_no_lengths(url: str) -> None:
+    """Version 2 did not record list lengths: its rows load as they are and are never turned
+    into prefix rows; the list goes on growing and compacting."""
+    records = chain("t1", 60, size=2000)
+    with postgres_saver() as old:
+        for record in records[:6]:
+            old.put(record)
+        query(old.schema, "ALTER TABLE {s}.threadline_blobs DROP COLUMN items")
+        query(old.schema, "UPDATE {s}.threadline_schema_version SET version = 2")
+        with PostgresSaver(url, schema=old.schema) as new:
+            new.setup()
+            assert query(old.schema, "SELECT version FROM {s}.threadline_schema_version") == [
+                (SCHEMA_VERSION,)
+            ]
+            for record in records[6:]:
+                new.put(record)
+            for record in records:
+                got = new.get_tuple("t1", "", record.checkpoint.id)
+                assert got is not None and got.checkpoint == record.checkpoint
+        rows = query(
+            old.schema,
+            "SELECT items IS NULL, length(data), chain_bytes FROM {s}.threadline_blobs"
+            " WHERE key = 'messages'",
+        )
+        assert sum(1 for unknown, size, _ in rows if unknown and size > 0) == 6
+        assert any(not unknown and size == 0 and chain == 0 for unknown, size, chain in rows)
+
+
+def test_compaction_keeps_full_blobs_and_drops_the_deltas_they_hold(
+    saver: PostgresSaver,
+) -> None:
+    """PostgreSQL keeps an updated row's TOAST until a vacuum: old full blobs stay (fewer,
+    growing geometrically), and the deltas each new one holds become prefix rows."""
+    records = chain("t1", 150, size=2000)
+    for record in records:
+        saver.put(record)
+    rows = query(
+        saver.schema,
+        "SELECT base IS NULL, chain_bytes, length(data) FROM {s}.threadline_blobs"
+        " WHERE key = 'messages'",
+    )
+    fulls = [r for r in rows if r[0]]
+    prefixes = [r for r in rows if not r[0] and r[1] == 0]
+    assert 2 <= len(fulls) <= 6 and len(prefixes) > 60 and all(r[2] == 0 for r in prefixes)
+    final = records[-1].checkpoint.values["messages"]
+    assert sum(r[2] for r in rows) < 2.5 * len(serde.DEFAULT.dumps(final))
+    with PostgresSaver(saver.url, schema=saver.schema) as fresh:  # no cache: all from SQL
+        for record in records[::7]:
+            got = fresh.get_tuple("t1", "", record.checkpoint.id)
+            assert got is not None and got.checkpoint == record.checkpoint
 
 
 def test_missing_tables_say_to_call_setup(url: str) -> None:

@@ -6,7 +6,7 @@ written again: a 10 MB value set once is stored once.
 
 A list that grew by appending (a conversation) is stored as a **delta**: only the new items,
 pointing at the blob it extends. Deltas form a chain that starts at a full blob. Once a chain's
-deltas outweigh ``COMPACT_RATIO`` times its full blob (and ``MIN_CHAIN_BYTES``), the next
+deltas outweigh ``Compaction.ratio`` times its full blob (and ``min_chain_bytes``), the next
 version is written in full and the chain it grew from is **compacted into it**: each older
 version of the chain becomes a *prefix row* ("my value is the first ``items`` items of version
 X") and loses its bytes. So every item is stored about once however long the list grows
@@ -39,10 +39,25 @@ from threadline.checkpoint.base import (
 from threadline.errors import SerializationError
 from threadline.serde import Serializer
 
-#: A chain gets a new full blob once its deltas would exceed this many times its full blob ...
-COMPACT_RATIO = 0.1
-#: ... and this many bytes (so a short list is not rewritten at every step).
-MIN_CHAIN_BYTES = 16 * 1024
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """When a chain gets a new full blob, and what becomes of the versions it grew from.
+
+    A new full blob is written once the chain's deltas would exceed ``ratio`` times its full
+    blob and ``min_chain_bytes``. ``rewrite_full``: the chain's old full blob becomes a prefix
+    row too. A database that keeps deleted bytes until a vacuum (PostgreSQL: an updated row's
+    TOAST stays dead until then) does better keeping old full blobs and rewriting only the
+    small deltas, with fewer, larger steps between full blobs.
+    """
+
+    ratio: float = 0.1
+    min_chain_bytes: int = 16 * 1024
+    rewrite_full: bool = True
+
+
+#: What SQLite, Redis and files do: each item stored about once.
+REPLACE = Compaction()
 #: Hops a value may take through prefix rows and deltas before the data is called corrupted.
 _MAX_HOPS = 100_000
 
@@ -127,7 +142,10 @@ BaseLookup = Callable[[str, str], BlobRow | None]
 
 # ----------------------------------------------------------------------------------- encoding
 def encode_record(
-    record: CheckpointRecord, base_of: BaseLookup, codec: Serializer = serde.DEFAULT
+    record: CheckpointRecord,
+    base_of: BaseLookup,
+    codec: Serializer = serde.DEFAULT,
+    compaction: Compaction = REPLACE,
 ) -> EncodedCheckpoint:
     """Encode a record; raises ``SerializationError`` before anything is stored."""
     cp = record.checkpoint
@@ -144,12 +162,13 @@ def encode_record(
     prefixes: list[BlobRow] = []
     for key in sorted(keys):
         if key in cp.values:
+            value, version = cp.values[key], cp.versions[key]
             blob, outgrown = _blob(
-                key, cp.values[key], cp.versions[key], extends.get(key), base_of, codec
+                key, value, version, extends.get(key), base_of, codec, compaction
             )
             blobs.append(blob)
             if outgrown is not None:
-                prefixes += _compacted(blob, outgrown, base_of)
+                prefixes += _compacted(blob, outgrown, base_of, compaction.rewrite_full)
     body = _dumps(_body(cp), f"checkpoint {cp.id}", codec)
     row = CheckpointRow(
         checkpoint_id=cp.id,
@@ -210,6 +229,7 @@ def _blob(
     extends: tuple[str, int] | None,
     base_of: BaseLookup,
     codec: Serializer,
+    compaction: Compaction,
 ) -> tuple[BlobRow, BlobRow | None]:
     """The blob of a changed value, and the stored base it outgrew (to compact), if any."""
     base = None
@@ -217,7 +237,7 @@ def _blob(
         base_version, base_len = extends
         base = base_of(key, base_version)
         if base is not None and isinstance(value, list) and 0 <= base_len <= len(value):
-            delta = _delta(key, value, base_len, version, base, codec)
+            delta = _delta(key, value, base_len, version, base, codec, compaction)
             if delta is not None:
                 return delta, None
     data = codec.dumps(value, path_prefix=key)
@@ -226,7 +246,13 @@ def _blob(
 
 
 def _delta(
-    key: str, value: list[Any], base_len: int, version: str, base: BlobRow, codec: Serializer
+    key: str,
+    value: list[Any],
+    base_len: int,
+    version: str,
+    base: BlobRow,
+    codec: Serializer,
+    compaction: Compaction,
 ) -> BlobRow | None:
     try:
         data = codec.dumps(value[base_len:])
@@ -234,14 +260,16 @@ def _delta(
         codec.dumps(value, path_prefix=key)  # raises with the path inside the whole list
         raise
     chain_bytes = base.chain_bytes + len(data)
-    if chain_bytes > max(COMPACT_RATIO * base.full_bytes, MIN_CHAIN_BYTES):
+    if chain_bytes > max(compaction.ratio * base.full_bytes, compaction.min_chain_bytes):
         return None  # time for a new full blob
     return BlobRow(
         key, version, base.start, base.version, chain_bytes, base.full_bytes, data, len(value)
     )
 
 
-def _compacted(full: BlobRow, base: BlobRow, base_of: BaseLookup) -> list[BlobRow]:
+def _compacted(
+    full: BlobRow, base: BlobRow, base_of: BaseLookup, rewrite_full: bool
+) -> list[BlobRow]:
     """The chain ending at ``base``, rewritten as prefixes of the new ``full`` blob.
 
     Walks base pointers down to the chain's full blob. It stops at a prefix row (its own chain
@@ -252,7 +280,8 @@ def _compacted(full: BlobRow, base: BlobRow, base_of: BaseLookup) -> list[BlobRo
     for _ in range(_MAX_HOPS):
         if row is None or row.is_prefix:
             break
-        if row.items is not None and row.items <= (full.items or 0) and row.version != full.version:
+        fits = row.items is not None and row.items <= (full.items or 0)
+        if fits and row.version != full.version and (rewrite_full or row.base is not None):
             rewritten.append(row.prefix_of(full))
         if row.base is None:
             break

@@ -269,7 +269,12 @@ class Connections:
         try:
             pool = self._sync_pool()
             with pool.connection() as conn:
-                return drive(conn, op, begin)
+                try:
+                    return drive(conn, op, begin)
+                except psycopg.Error as exc:
+                    if _unexpected(exc):
+                        conn.close()
+                    raise
         except Exception as exc:
             mapped = self.map_error(exc)
             if mapped is None:
@@ -282,7 +287,12 @@ class Connections:
         try:
             pool = await self._async_pool()
             async with pool.connection() as conn:
-                return await adrive(conn, op, begin)
+                try:
+                    return await adrive(conn, op, begin)
+                except psycopg.Error as exc:
+                    if _unexpected(exc):
+                        await conn.close()
+                    raise
         except Exception as exc:
             mapped = self.map_error(exc)
             if mapped is None:
@@ -297,3 +307,14 @@ class Connections:
             f"schema version {found}: they were made by a newer threadline (this one reads up "
             f"to version {SCHEMA_VERSION}); upgrade threadline to use them"
         )
+
+
+def _unexpected(exc: psycopg.Error) -> bool:
+    """An error other than a lost compare-and-set or missing values (which the put expects).
+
+    After a statement fails in a pipeline, psycopg may believe statements queued behind it were
+    prepared (their Parse never ran), and later uses fail with "prepared statement does not
+    exist" (seen after a put on tables not set up yet): such a connection is closed, so the
+    pool replaces it.
+    """
+    return exc.sqlstate not in (CAS_SQLSTATE, REFS_SQLSTATE)

@@ -19,7 +19,7 @@ class Loaded(NamedTuple):
 
     checkpoints: list[tuple[Any, ...]]  # (checkpoint_id, body, metadata), newest first
     writes: list[tuple[Any, ...]]  # (checkpoint_id, task_id, kind, task_name, data) by seq
-    blobs: list[tuple[Any, ...]]  # (key, version, start, base, chain, full, data, crc32)
+    blobs: list[tuple[Any, ...]]  # (key, version, start, base, chain, full, data, crc32, items)
 
 
 class HeadMoved(Exception):
@@ -76,9 +76,10 @@ def normalized(row: BlobRow) -> BlobRow:
     )
 
 
-def blob_row(row: Sequence[Any]) -> BlobRow:
-    key, version, start, base, chain_bytes, full_bytes, *rest = row
-    return BlobRow(key, version, start, base, chain_bytes, full_bytes, rest[0] if rest else b"")
+def blob_row(row: Sequence[Any], data: bytes = b"") -> BlobRow:
+    """A row from ``key, version, start, base, chain_bytes, full_bytes, items``."""
+    key, version, start, base, chain_bytes, full_bytes, items = row
+    return BlobRow(key, version, start, base, chain_bytes, full_bytes, data, items)
 
 
 def verify_blobs(

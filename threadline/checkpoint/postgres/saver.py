@@ -24,6 +24,7 @@ from threadline.checkpoint.base import (
 )
 from threadline.checkpoint.layout import (
     BlobRow,
+    Compaction,
     EncodedCheckpoint,
     WriteRow,
     assemble_values,
@@ -54,6 +55,9 @@ from threadline.checkpoint.rules import age_cutoff, check_keep_last, check_put, 
 from threadline.errors import ConcurrentUpdateError, SerializationError
 from threadline.serde import DEFAULT, Serializer
 
+# An updated row's TOAST stays until a vacuum, so old full blobs are kept, not rewritten (their
+# deltas still become prefix rows), and chains grow longer between full blobs.
+COMPACTION = Compaction(ratio=2.0, rewrite_full=False)
 _PAGE_SIZE = 64
 
 
@@ -155,8 +159,10 @@ class PostgresSaver(BaseSaver):
         if found is not None and found > SCHEMA_VERSION:
             raise self._db.too_new(found)
         # Version 1 -> 2 added ``threadline_put`` (tables unchanged): the DDL below, which is
-        # idempotent, is the whole migration.
+        # idempotent, is that migration; 2 -> 3 adds a column first.
         stmts = [Stmt(ddl, prepare=False) for ddl in q.ddl]
+        if found is not None and found < 3:
+            stmts.insert(0, Stmt(q.ddl_add_items, prepare=False))
         if found is None:
             stmts.append(
                 Stmt(
@@ -297,7 +303,7 @@ class PostgresSaver(BaseSaver):
     def _decode(self, thread_id: str, checkpoint_ns: str, loaded: Loaded) -> list[CheckpointRecord]:
         if not loaded.checkpoints:
             return []
-        blob_rows = [blob_row(r[:7]) for r in loaded.blobs]
+        blob_rows = [blob_row((*r[:6], r[8]), r[6]) for r in loaded.blobs]
         damaged = {(r[0], r[1]) for r in loaded.blobs if zlib.crc32(r[6]) != r[7]}
         self._cache.add(thread_id, checkpoint_ns, blob_rows)
         # Exactly the rows the chains need were fetched: values are rebuilt through ``base``.
@@ -344,7 +350,7 @@ class PostgresSaver(BaseSaver):
                 raise self._moved(record, fork, moved) from None
             except NotStored as still:
                 raise self._not_stored(record, still) from None
-        self._after_put(record, blobs, evicted)
+        self._after_put(record, [*blobs, *map(normalized, encoded.prefixes)], evicted)
 
     async def aput(self, record: CheckpointRecord, *, fork: bool = False) -> None:
         missing = self._missing_bases(record)
@@ -365,7 +371,7 @@ class PostgresSaver(BaseSaver):
                 raise self._moved(record, fork, moved) from None
             except NotStored as still:
                 raise self._not_stored(record, still) from None
-        self._after_put(record, blobs, evicted)
+        self._after_put(record, [*blobs, *map(normalized, encoded.prefixes)], evicted)
 
     def _missing_bases(self, record: CheckpointRecord) -> list[tuple[str, str]]:
         """(key, version) of list bases a delta could extend that the cache does not know."""
@@ -402,7 +408,7 @@ class PostgresSaver(BaseSaver):
         def base_of(key: str, version: str) -> BlobRow | None:
             return self._cache.get(thread_id, ns, key, str(version))
 
-        encoded = encode_record(record, base_of, self.serde)
+        encoded = encode_record(record, base_of, self.serde, COMPACTION)
         return encoded, [normalized(b) for b in encoded.blobs]
 
     def _store_in_full(
@@ -447,6 +453,7 @@ class PostgresSaver(BaseSaver):
         """
         thread_id, ns, cp = record.thread_id, record.checkpoint_ns, record.checkpoint
         writes = dedupe_writes(encoded.writes)
+        prefixes = [normalized(p) for p in encoded.prefixes]
         refs = sorted((key, str(version)) for key, version in cp.versions.items())
         # A value this put stores in full is there once it commits; only the others (values
         # the hints call unchanged, deltas and their bases) need checking.
@@ -457,10 +464,14 @@ class PostgresSaver(BaseSaver):
             "refs": refs,
             "check": check,
             "blobs": [
-                [b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes, zlib.crc32(b.data)]
+                [
+                    *(b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes),
+                    *(zlib.crc32(b.data), b.items),
+                ]
                 for b in blobs
             ],
             "writes": [[r.task_id, r.kind, r.task_name] for r in writes],
+            "prefixes": [[p.key, p.version, p.base, p.full_bytes, p.items] for p in prefixes],
         }
         params: dict[str, Any] = {
             "thread": thread_id,

@@ -1,13 +1,14 @@
 """The PostgreSQL saver's tables and server-side functions, and ``setup``'s migrations.
 
-Version 1 had the tables; version 2 added ``threadline_put`` (``put`` in one statement). The
+Version 1 had the tables; version 2 added ``threadline_put`` (``put`` in one statement);
+version 3 added ``blobs.items`` (a list's length) and compaction's prefix rows to the put. The
 functions raise SQLSTATE ``TL409`` when a put lost its compare-and-set and ``TL410`` when values
 a checkpoint relies on are not stored; ``connections.map_error`` turns them into exceptions.
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 CAS_SQLSTATE = "TL409"  # raised by threadline_advance_head when the head moved
 REFS_SQLSTATE = "TL410"  # raised by threadline_check_refs when values are not stored
@@ -19,6 +20,11 @@ CREATE TABLE IF NOT EXISTS {version} (
     version integer NOT NULL
 )
 """
+
+# Version 2 -> 3, run only on older tables (an ALTER, even one that changes nothing, makes
+# connections re-plan their prepared statements): rows stored before list lengths were kept
+# have none, and are never compacted into prefix rows.
+DDL_ADD_ITEMS = "ALTER TABLE {blobs} ADD COLUMN IF NOT EXISTS items bigint"
 
 DDL = (
     """
@@ -62,9 +68,11 @@ CREATE TABLE IF NOT EXISTS {blobs} (
     full_bytes    bigint NOT NULL,
     crc32         bigint NOT NULL,
     data          bytea  NOT NULL,
+    items         bigint,
     PRIMARY KEY (thread_id, checkpoint_ns, key, version)
 )
 """,
+
     """
 CREATE TABLE IF NOT EXISTS {writes} (
     thread_id     text COLLATE "C" NOT NULL,
@@ -152,9 +160,11 @@ $threadline$
     # value it names and did not store in full is stored. Any exception undoes all of it.
     # ``p_shape`` holds everything but the bytes, as JSON: ``{"next": [name], "refs": [[key,
     # version]], "check": [[key, version]], "blobs": [[key, version, start, base, chain_bytes,
-    # full_bytes, crc32]], "writes": [[task_id, kind, task_name]]}``; ``p_data`` and
-    # ``p_write_data`` hold the bytes of ``blobs`` and ``writes``, in the same order. (One JSON
-    # value costs the client far less to send than a dozen typed arrays.)
+    # full_bytes, crc32, items]], "writes": [[task_id, kind, task_name]], "prefixes": [[key,
+    # version, target, full_bytes, items]]}``; ``p_data`` and ``p_write_data`` hold the bytes of
+    # ``blobs`` and ``writes``, in the same order. (One JSON value costs the client far less to
+    # send than a dozen typed arrays.) ``prefixes`` (compaction) turn stored versions into
+    # prefix rows of a blob inserted above; they are tiny, so the rewrite leaves little behind.
     """
 CREATE OR REPLACE FUNCTION {put}(
     p_thread text, p_ns text, p_cid text, p_parent text, p_fork boolean, p_step integer,
@@ -177,15 +187,23 @@ BEGIN
                     WITH ORDINALITY AS x(r, i) ORDER BY i)
     );
     IF cardinality(p_data) > 0 THEN
-        -- Blobs are immutable: a (key, version) stored once is never rewritten.
+        -- A (key, version) stored already holds the same value (perhaps as a prefix row).
         INSERT INTO {blobs} (
             thread_id, checkpoint_ns, key, version, start, base, chain_bytes, full_bytes,
-            crc32, data
+            crc32, data, items
         )
         SELECT p_thread, p_ns, b->>0, b->>1, b->>2, b->>3, (b->>4)::bigint, (b->>5)::bigint,
-               (b->>6)::bigint, p_data[i]
+               (b->>6)::bigint, p_data[i], (b->>7)::bigint
           FROM json_array_elements(p_shape->'blobs') WITH ORDINALITY AS x(b, i)
         ON CONFLICT (thread_id, checkpoint_ns, key, version) DO NOTHING;
+    END IF;
+    IF json_array_length(COALESCE(p_shape->'prefixes', '[]'::json)) > 0 THEN
+        UPDATE {blobs} AS b
+           SET start = r->>2, base = r->>2, chain_bytes = 0, full_bytes = (r->>3)::bigint,
+               crc32 = 0, data = ''::bytea, items = (r->>4)::bigint
+          FROM json_array_elements(p_shape->'prefixes') AS x(r)
+         WHERE b.thread_id = p_thread AND b.checkpoint_ns = p_ns
+           AND b.key = r->>0 AND b.version = r->>1;
     END IF;
     IF json_array_length(p_shape->'check') > 0 THEN
         PERFORM {check_refs}(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from psycopg import sql
 
-from threadline.checkpoint.postgres.schema import DDL, DDL_VERSION_TABLE
+from threadline.checkpoint.postgres.schema import DDL, DDL_ADD_ITEMS, DDL_VERSION_TABLE
 
 _PUT = """
 SELECT {put}(
@@ -32,7 +32,7 @@ UPDATE {heads} SET updated_at = clock_timestamp()
 """
 
 _SELECT_BASES = """
-SELECT b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes
+SELECT b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes, b.items
   FROM {blobs} b
   JOIN unnest(%(keys)s::text[], %(versions)s::text[]) AS n(key, version)
     ON b.key = n.key AND b.version = n.version
@@ -67,7 +67,8 @@ SELECT w.checkpoint_id, w.task_id, w.kind, w.task_name, w.data FROM {writes} w
  ORDER BY w.seq
 """
 
-# Every blob the target checkpoints' values live in, following delta chains to their full blob.
+# Every blob the target checkpoints' values live in, following ``base`` to a full blob: down a
+# delta chain, or from a prefix row to the later version it is part of.
 # Each blob is looked up by its primary key (``LATERAL ... LIMIT 1``, which the planner cannot
 # flatten into a join): a join let it hash every blob of the thread, so loading one checkpoint
 # cost more as the thread grew.
@@ -84,7 +85,7 @@ WITH RECURSIVE need(key, version) AS (
               AND b.key = n.key AND b.version = n.version AND b.base IS NOT NULL
             LIMIT 1) d
 )
-SELECT b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes, b.data, b.crc32
+SELECT b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes, b.data, b.crc32, b.items
   FROM need n CROSS JOIN LATERAL (
        SELECT * FROM {blobs} b
         WHERE b.thread_id = %(thread)s AND b.checkpoint_ns = %(ns)s
@@ -204,10 +205,11 @@ SELECT %(target)s, checkpoint_ns, checkpoint_id, parent_id, step, created_at, bo
 """,
     """
 INSERT INTO {blobs} (
-    thread_id, checkpoint_ns, key, version, start, base, chain_bytes, full_bytes, crc32, data
+    thread_id, checkpoint_ns, key, version, start, base, chain_bytes, full_bytes, crc32, data,
+    items
 )
 SELECT %(target)s, checkpoint_ns, key, version, start, base, chain_bytes, full_bytes, crc32,
-       data
+       data, items
   FROM {blobs} WHERE thread_id = %(source)s
 """,
     """
@@ -242,6 +244,7 @@ class Queries:
         f = self.format
         self.ddl_version_table = f(DDL_VERSION_TABLE)
         self.ddl = tuple(f(stmt) for stmt in DDL)
+        self.ddl_add_items = f(DDL_ADD_ITEMS)
         self.put = f(_PUT)
         self.upsert_writes = f(_UPSERT_WRITES)
         self.touch_head = f(_TOUCH_HEAD)
