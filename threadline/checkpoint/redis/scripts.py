@@ -12,16 +12,30 @@ from __future__ import annotations
 
 import hashlib
 
-# Helpers shared by the scripts that write. ``refresh`` re-arms the TTL of every key of a
-# thread; ``status_of`` is ``base.thread_status`` over the fields of a writes hash
+# Helpers shared by the scripts that write. ``each_key`` calls ``fn`` with the suffix of every
+# key of a thread: those its registry names, and the checkpoint and writes keys of each
+# namespace index, which are not registered (they follow from the index; registering them cost
+# Redis about a quarter of a long conversation's size). ``refresh`` re-arms the TTL of every key
+# of a thread; ``status_of`` is ``base.thread_status`` over the fields of a writes hash
 # (``<kind>:<task>``); ``store_writes`` adds writes, keeping the sequence number of one that is
 # replaced.
 _COMMON = r"""
+local function each_key(tag, reg, fn)
+  for _, s in ipairs(redis.call('SMEMBERS', reg)) do
+    fn(s)
+    if string.sub(s, 1, 5) == ':idx:' then
+      local qns = string.sub(s, 6)
+      for _, cid in ipairs(redis.call('ZRANGE', tag .. s, 0, -1)) do
+        fn(':c:' .. qns .. ':' .. cid)
+        fn(':w:' .. qns .. ':' .. cid)
+      end
+    end
+  end
+end
+
 local function refresh(tag, reg, ttl)
   if ttl > 0 then
-    for _, s in ipairs(redis.call('SMEMBERS', reg)) do
-      redis.call('PEXPIRE', tag .. s, ttl)
-    end
+    each_key(tag, reg, function(s) redis.call('PEXPIRE', tag .. s, ttl) end)
     redis.call('PEXPIRE', reg, ttl)
   end
 end
@@ -57,7 +71,6 @@ local function store_writes(tag, reg, wsuffix, first, n)
     local seq = old and string.match(old, '^(%d+)|') or redis.call('HINCRBY', wkey, 'n', 1)
     redis.call('HSET', wkey, field, seq .. '|' .. value)
   end
-  redis.call('SADD', reg, wsuffix)
 end
 """
 
@@ -115,7 +128,7 @@ if #missing > 0 then return {'missing', missing} end
 redis.call('SET', cp, ARGV[14])
 redis.call('ZADD', idx, 0, cid)
 redis.call('SADD', tag .. ':ns', ns)
-redis.call('SADD', reg, ':ns', idx_s, cp_s)
+redis.call('SADD', reg, ':ns', idx_s)
 
 local existed = {}
 for i = 0, nb - 1 do
@@ -157,6 +170,8 @@ local tag, ns, qns, cid = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local reg = KEYS[1]
 local w_s = ':w:' .. qns .. ':' .. cid
 store_writes(tag, reg, w_s, 10, tonumber(ARGV[9]))
+-- registered: the checkpoint may be missing from the index (then nothing else finds them)
+if tonumber(ARGV[9]) > 0 then redis.call('SADD', reg, w_s) end
 local meta = tag .. ':meta'
 if ns == '' and redis.call('HGET', meta, 'checkpoint_id') == cid then
   local has_next = redis.call('HGET', meta, 'has_next')
@@ -199,18 +214,20 @@ return {cid, row, writes, out}
 """
 
 # KEYS: registry, global threads zset. ARGV: 1 tag, 2 thread_id.
-DELETE = r"""
+DELETE = (
+    _COMMON
+    + r"""
 local tag = ARGV[1]
-local batch = {}
-for _, s in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-  batch[#batch + 1] = tag .. s
-  if #batch >= 500 then redis.call('UNLINK', unpack(batch)); batch = {} end
+local keys = {}
+each_key(tag, KEYS[1], function(s) keys[#keys + 1] = tag .. s end)
+for i = 1, #keys, 500 do
+  redis.call('UNLINK', unpack(keys, i, math.min(i + 499, #keys)))
 end
-if #batch > 0 then redis.call('UNLINK', unpack(batch)) end
 redis.call('UNLINK', KEYS[1], tag .. ':meta', tag .. ':ns')
 redis.call('ZREM', KEYS[2], ARGV[2])
 return 'ok'
 """
+)
 
 # KEYS: registry, global threads zset. ARGV: 1 tag, 2 qns, 3 expected head, 4 n ids, 5 n blobs,
 # 6 ns, 7 thread_id, then the ids and the blob suffixes to delete. Refuses (-1) when the head
@@ -257,13 +274,13 @@ if redis.call('EXISTS', src .. ':ns') == 0 then return 'empty' end
 -- the target may hold writes saved against checkpoints it does not have: drop them
 for _, s in ipairs(redis.call('SMEMBERS', KEYS[2])) do redis.call('UNLINK', dst .. s) end
 redis.call('UNLINK', KEYS[2])
-local members = redis.call('SMEMBERS', KEYS[1])
-for _, s in ipairs(members) do
+each_key(src, KEYS[1], function(s)
   if redis.call('COPY', src .. s, dst .. s, 'REPLACE') == 1 then
-    redis.call('SADD', KEYS[2], s)
+    local kind = string.sub(s, 1, 3)
+    if kind ~= ':c:' and kind ~= ':w:' then redis.call('SADD', KEYS[2], s) end
     redis.call('PERSIST', dst .. s)
   end
-end
+end)
 local meta = dst .. ':meta'
 if redis.call('EXISTS', meta) == 1 then
   redis.call('HSET', meta, 'thread_id', ARGV[3], 'updated_at', ARGV[6])
