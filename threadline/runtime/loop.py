@@ -13,6 +13,8 @@ Resume, replay and recovery after a crash are the same loop started from a saved
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import secrets
 from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -119,6 +121,9 @@ class RunLoop:
         self.saved: Checkpoint | None = None  # the newest checkpoint actually persisted
         self.fork_next = False  # the next save starts a branch from an older checkpoint
         self.dirty = False
+        # Checkpoints nobody saves are never seen by id or time: cheap ids, no clock.
+        self._new_id = new_checkpoint_id if saver is not None else _run_local_ids()
+        self._now = now_iso if saver is not None else str
 
     @property
     def saved_id(self) -> str | None:
@@ -145,7 +150,7 @@ class RunLoop:
         """New input: an ``input`` checkpoint whose START task carries the input."""
         schema = self.spec.schema
         updates = updates_of(schema, "input", schema.input_values(input))
-        cp_id = new_checkpoint_id()
+        cp_id = self._new_id()
         if record is None:
             values, step = schema.initial_values(), -1
             versions = dict.fromkeys(values, cp_id)
@@ -173,7 +178,7 @@ class RunLoop:
         self.saved = base
         self.fork_next = True
         fork = dataclasses.replace(
-            base, id=new_checkpoint_id(), parent_id=base.id, created_at=now_iso()
+            base, id=self._new_id(), parent_id=base.id, created_at=self._now()
         )
         yield from self._commit(fork, "fork", _carried_inputs(record, fork))
 
@@ -326,7 +331,7 @@ class RunLoop:
         results: list[tuple[str, TaskResult]] = [
             (t.name, self.writes[(t.id, "result")].value) for t in tasks
         ]
-        new_id = new_checkpoint_id()
+        new_id = self._new_id()
         try:
             values, versions = apply_writes(
                 self.spec.schema,
@@ -377,7 +382,7 @@ class RunLoop:
             values=values,
             versions=versions,
             next=next_,
-            created_at=now_iso(),
+            created_at=self._now(),
             barriers=barriers,
             updated_by=updated_by,
         )
@@ -575,3 +580,11 @@ def _task_result_event(step: int, o: Outcome) -> dict[str, Any]:
         error=repr(o.error) if o.error else None,
         interrupts=o.interrupts,
     )
+
+
+def _run_local_ids() -> Callable[[], str]:
+    """Ids for the checkpoints of a run without a saver: unique within the run (task ids are
+    derived from them), made without the lock and clock of ``new_checkpoint_id``."""
+    prefix = f"run-{secrets.token_hex(8)}-"
+    counter = itertools.count()
+    return lambda: f"{prefix}{next(counter):08x}"
