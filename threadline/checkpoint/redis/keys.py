@@ -8,7 +8,8 @@ ids are kept in the data::
     P:schema_version             string: the layout version of everything under P
     P:threads                    zset: thread id -> last update (µs), for list_threads
     T:meta                       hash: root-namespace head, status, next task names, updated_at
-    T:keys                       set: the suffix (after T) of every other key of the thread
+    T:keys                       set: the suffix (after T) of the thread's other keys, but
+                                 checkpoints and their writes (each index lists those)
     T:ns                         set: the thread's namespaces
     T:idx:<ns>                   zset: checkpoint ids, all scored 0, so ordered by id
     T:c:<ns>:<id>                string: one checkpoint (``pack_checkpoint``)
