@@ -11,7 +11,8 @@ version is written in full and the chain it grew from is **compacted into it**: 
 version of the chain becomes a *prefix row* ("my value is the first ``items`` items of version
 X") and loses its bytes. So every item is stored about once however long the list grows
 (against O(n^2) when every step rewrites the list), and loading the newest value reads one full
-blob and a short chain. Older versions load through their prefix row.
+blob and a short chain. Older versions load through their prefix row. (That is the ``REPLACE``
+policy; a saver may keep old full blobs instead, see ``Compaction``.)
 
 Rewriting old rows is safe because a version's value never changes: every version on the chain
 is a prefix of the new full value, so pointing it there (even from a stale view of the chain, or
