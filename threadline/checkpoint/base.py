@@ -21,9 +21,12 @@ T = TypeVar("T")
 WriteKind = Literal["result", "error", "interrupt", "resume", "breakpoint"]
 ThreadStatus = Literal["idle", "interrupted", "error", "running"]
 
+# Records made at every step are not frozen: a frozen dataclass costs about five times as much
+# to build, a measurable share of a step. Treat them as immutable (``dataclasses.replace``).
+
 
 @serde.register(name="threadline.PlannedTask")
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PlannedTask:
     """A task planned for the next step: a node triggered by an edge, or a ``Send``."""
 
@@ -33,7 +36,7 @@ class PlannedTask:
 
 
 @serde.register(name="threadline.Checkpoint")
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Checkpoint:
     """One snapshot of a thread, taken at the end of a superstep (or by an input/update/fork)."""
 
@@ -49,7 +52,7 @@ class Checkpoint:
 
 
 @serde.register(name="threadline.TaskWrite")
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TaskWrite:
     """What one task of a step left behind: its result, error, interrupts or resume answers.
 
@@ -76,7 +79,7 @@ class StorageHints:
     extends: Mapping[str, tuple[str, int]] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CheckpointRecord:
     """A checkpoint as a saver returns it: with its metadata and the pending writes against it.
 

@@ -1,6 +1,6 @@
 """What a running task may reach: its interrupt answers, stream writer, store and config.
 
-It lives in a context variable holding a small dataclass, never in the user's config dict.
+It lives in a context variable holding a small object, never in the user's config dict.
 """
 
 from __future__ import annotations
@@ -9,32 +9,40 @@ import hashlib
 import threading
 from collections.abc import Callable
 from contextvars import ContextVar
-from dataclasses import dataclass, field
 from typing import Any
 
 from threadline.errors import CheckpointerRequiredError, GraphInterrupt
 from threadline.types import Interrupt
 
 
-@dataclass(slots=True)
 class TaskContext:
-    """The running task's view of its run."""
+    """The running task's view of its run: its task and what the step's tasks share.
 
-    task_id: str
-    name: str
-    ns: str
-    config: dict[str, Any]
-    saver: Any
-    store: Any
-    writer: Callable[[Any], None]
-    durability: str
-    answers: dict[str, Any] = field(default_factory=dict)
-    spare: SpareAnswer | None = None
+    Built for every task run, so it copies nothing: the fields a node may reach are read
+    through from the task and the step (``StepEnv``) when asked for.
+    """
+
+    __slots__ = ("calls", "env", "subgraph_calls", "task")
+
+    def __init__(self, task: Any, env: Any) -> None:
+        self.task = task
+        self.env = env
+        self.calls = 0
+        self.subgraph_calls = 0
+
+    task_id = property(lambda self: self.task.id)
+    name = property(lambda self: self.task.name)
+    ns = property(lambda self: self.task.ns)
+    answers = property(lambda self: self.task.answers)
+    config = property(lambda self: self.env.config)
+    saver = property(lambda self: self.env.saver)
+    store = property(lambda self: self.env.store)
+    writer = property(lambda self: self.env.writer)
+    durability = property(lambda self: self.env.durability)
+    spare = property(lambda self: self.env.spare)
     # stream(subgraphs=True): where a graph this task runs sends its chunks, and which modes
-    sink: Callable[[Any], None] | None = None
-    modes: frozenset[str] = frozenset()
-    calls: int = 0
-    subgraph_calls: int = 0
+    sink = property(lambda self: self.env.sink)
+    modes = property(lambda self: self.env.modes)
 
     def restart(self) -> None:
         """A retry runs the node from its top: count interrupts and subgraph calls anew."""

@@ -110,8 +110,9 @@ def _execute_sync(
         futures = [_submit(run_task_sync, t, env) for t in tasks[:-1]]
         last = run_task_sync(tasks[-1], env)
         outcomes = [*(f.result() for f in futures), last]
-        for outcome in outcomes:
-            yield from _update_chunks(outcome, modes)
+        if "updates" in modes:
+            for outcome in outcomes:
+                yield from _update_chunks(outcome, modes)
         return outcomes
     # Streaming while tasks run: all of them go to the pool and report as they finish.
     inbox: queue.SimpleQueue[Any] = events if events is not None else queue.SimpleQueue()

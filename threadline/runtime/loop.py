@@ -42,7 +42,7 @@ from threadline.errors import (
 )
 from threadline.graph.spec import GraphSpec
 from threadline.runtime.context import SpareAnswer
-from threadline.runtime.planning import plan_next, task_id, tasks_of
+from threadline.runtime.planning import local_task_id, plan_next, task_id, tasks_of
 from threadline.runtime.task import Outcome, StepEnv, Task, TaskResult, start_result
 from threadline.runtime.writes import apply_writes, updates_of
 from threadline.types import Command, Interrupt
@@ -56,25 +56,25 @@ class Load:
     checkpoint_id: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Save:
     record: CheckpointRecord
     fork: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SaveWrites:
     checkpoint_id: str
     writes: tuple[TaskWrite, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Execute:
     tasks: list[Task]
     env: StepEnv
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Emit:
     mode: str
     payload: Any
@@ -124,6 +124,8 @@ class RunLoop:
         # Checkpoints nobody saves are never seen by id or time: cheap ids, no clock.
         self._new_id = new_checkpoint_id if saver is not None else _run_local_ids()
         self._now = now_iso if saver is not None else str
+        self._task_id = task_id if saver is not None else local_task_id
+        self._env: StepEnv | None = None  # what the tasks of a step share; values change
 
     @property
     def saved_id(self) -> str | None:
@@ -161,7 +163,7 @@ class RunLoop:
             self.fork_next = self.s.checkpoint_id is not None
         result = start_result(self.spec, values, updates, self.s.config)
         cp = self._checkpoint(values, versions, (PlannedTask(START),), {}, (), step, cp_id)
-        write = TaskWrite(task_id(cp.id, 0, START), START, "result", result)
+        write = TaskWrite(self._task_id(cp.id, 0, START), START, "result", result)
         yield from self._commit(cp, "input", [write])
 
     def _continue(self, record: CheckpointRecord | None) -> Generator[Effect, Any, None]:
@@ -233,7 +235,7 @@ class RunLoop:
         steps_run = 0
         while True:
             cp = self._cp()
-            tasks = tasks_of(self.spec, cp, self.s.ns)
+            tasks = tasks_of(self.spec, cp, self.s.ns, self._task_id)
             if not tasks:
                 yield from self._flush()
                 return self._output()
@@ -278,18 +280,21 @@ class RunLoop:
             if resume is not None or parent_answers:
                 task.answers = {**parent_answers, **(resume.value if resume else {})}
         spare = self.writes.get((SPARE_ANSWER_TASK, "resume"))
-        env = StepEnv(
-            self.spec,
-            cp.values,
-            self.s.config,
-            self.saver,
-            self.store,
-            self.s.writer,
-            self.s.durability,
-            self.s.sink,
-            self.s.stream_modes,
-            SpareAnswer(spare.value) if spare is not None else None,
-        )
+        env = self._env
+        if env is None:  # made once per run: the driver sets the writer and sink before
+            env = self._env = StepEnv(
+                self.spec,
+                cp.values,
+                self.s.config,
+                self.saver,
+                self.store,
+                self.s.writer,
+                self.s.durability,
+                self.s.sink,
+                self.s.stream_modes,
+            )
+        env.values = cp.values
+        env.spare = SpareAnswer(spare.value) if spare is not None else None
         return Execute(runnable, env)
 
     def _keep(self, outcomes: list[Outcome]) -> bool:

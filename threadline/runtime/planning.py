@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from threadline.checkpoint.base import Checkpoint, PlannedTask
 from threadline.errors import InvalidUpdateError
@@ -23,11 +23,18 @@ def task_ns(parent_ns: str, name: str, tid: str) -> str:
     return f"{parent_ns}|{entry}" if parent_ns else entry
 
 
-def tasks_of(spec: GraphSpec, checkpoint: Checkpoint, ns: str) -> list[Task]:
+def local_task_id(checkpoint_id: str, index: int, name: str) -> str:
+    """For runs without a saver: unique within the run (its checkpoint ids are), not hashed."""
+    return f"{checkpoint_id}.{index}"
+
+
+def tasks_of(
+    spec: GraphSpec, checkpoint: Checkpoint, ns: str, ids: Callable[[str, int, str], str] = task_id
+) -> list[Task]:
     """The tasks ``checkpoint`` plans, each with the input it will receive."""
     tasks = []
     for index, planned in enumerate(checkpoint.next):
-        tid = task_id(checkpoint.id, index, planned.name)
+        tid = ids(checkpoint.id, index, planned.name)
         node = spec.nodes.get(planned.name)
         ns_ = task_ns(ns, planned.name, tid)
         tasks.append(Task(tid, planned.name, ns_, planned.arg, node, send=planned.send))

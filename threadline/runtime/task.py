@@ -25,7 +25,7 @@ from threadline.types import Command, Interrupt, RetryPolicy, Send
 
 
 @serde.register(name="threadline.TaskResult")
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TaskResult:
     """What a finished task wrote to the state and which tasks it triggers."""
 
@@ -76,28 +76,12 @@ class StepEnv:
     modes: frozenset[str] = frozenset()
     spare: SpareAnswer | None = None
 
-    def context(self, task: Task) -> TaskContext:
-        return TaskContext(
-            task_id=task.id,
-            name=task.name,
-            ns=task.ns,
-            config=self.config,
-            saver=self.saver,
-            store=self.store,
-            writer=self.writer,
-            durability=self.durability,
-            answers=task.answers,
-            spare=self.spare,
-            sink=self.sink,
-            modes=self.modes,
-        )
-
 
 def run_task_sync(task: Task, env: StepEnv) -> Outcome:
     """Run a task in this thread; used directly and from the thread pool."""
     node = task.node
     assert node is not None and node.sync_fn is not None
-    ctx = env.context(task)
+    ctx = TaskContext(task, env)
     token = enter_task(ctx)
     try:
         output = _call_with_retry(node, node.sync_fn, task.node_input(env), ctx)
@@ -116,7 +100,7 @@ async def run_task_async(task: Task, env: StepEnv) -> Outcome:
     """Run a task on the event loop; a sync node's call goes to a worker thread."""
     node = task.node
     assert node is not None
-    ctx = env.context(task)
+    ctx = TaskContext(task, env)
     token = enter_task(ctx)
     try:
         if node.async_fn is None:
