@@ -232,6 +232,18 @@ def conversation(
     return cps
 
 
+def long_log(saver: RedisSaver, thread_id: str, turns: int) -> list[Checkpoint]:
+    """``turns`` checkpoints, each appending a 2 KB entry to ``log`` (60 of them: 120 KB)."""
+    cps: list[Checkpoint] = []
+    parent: Checkpoint | None = None
+    for i in range(turns):
+        log = [*(parent.values["log"] if parent else []), f"{i:04d}" + "x" * 2000]
+        cps.append(step(parent, {"log": log}))
+        saver.put(record(thread_id, cps[-1], parent))
+        parent = cps[-1]
+    return cps
+
+
 def blob_keys(client: redis.Redis, saver: RedisSaver, thread_id: str) -> list[str]:
     return [k for k in keys_of(client, saver, thread_id) if ":b:" in k]
 
@@ -822,32 +834,27 @@ def test_growing_list_is_stored_as_deltas(saver: RedisSaver, client: redis.Redis
 def test_compaction_turns_old_versions_into_prefix_rows(
     saver: RedisSaver, client: redis.Redis
 ) -> None:
-    cps: list[Checkpoint] = []
-    parent: Checkpoint | None = None
-    for i in range(150):
-        log = [*(parent.values["log"] if parent else []), f"{i:04d}" + "x" * 2000]
-        cps.append(step(parent, {"log": log}))
-        saver.put(record("t", cps[-1], parent))
-        parent = cps[-1]
+    cps = long_log(saver, "t", 150)
     headers = [client.get(k).partition(b"\n")[0] for k in blob_keys(client, saver, "t")]
     kinds = [h.split(b"|")[0] for h in headers]
     assert kinds.count(b"f") == 1 and kinds.count(b"p") > 100 and kinds.count(b"d") < 40
     stored = sum(len(client.get(k)) for k in blob_keys(client, saver, "t"))
-    assert stored < 1.2 * len(serde.DEFAULT.dumps(parent.values["log"]))
+    assert stored < 1.2 * len(serde.DEFAULT.dumps(cps[-1].values["log"]))
     with RedisSaver(REDIS_URL, prefix=saver.prefix) as fresh:  # nothing cached: reads follow
         for cp in cps:  # prefix rows to later versions, in the read script
             got = fresh.get_tuple("t", "", cp.id)
             assert got is not None and got.checkpoint == cp
 
 
-def test_blobs_without_a_length_field_still_load_and_grow(
-    saver: RedisSaver, client: redis.Redis
+@pytest.mark.parametrize("fields", [5, 6])
+def test_blobs_without_a_length_or_checksum_field_still_load_and_grow(
+    saver: RedisSaver, client: redis.Redis, fields: int
 ) -> None:
-    """Blob headers written before lengths were kept have five fields."""
+    """Blob headers written before lengths were kept have five fields, before checksums six."""
     cps = conversation(saver, "t", 8)
     for k in blob_keys(client, saver, "t"):
         header, _, data = client.get(k).partition(b"\n")
-        client.set(k, header.rsplit(b"|", 1)[0] + b"\n" + data, keepttl=True)
+        client.set(k, b"|".join(header.split(b"|")[:fields]) + b"\n" + data, keepttl=True)
     with RedisSaver(REDIS_URL, prefix=saver.prefix) as fresh:
         for cp in cps:
             got = fresh.get_tuple("t", "", cp.id)
@@ -1010,6 +1017,148 @@ def test_a_base_deleted_behind_the_cache_is_stored_in_full(saver: RedisSaver) ->
     saver.put(CheckpointRecord("t", "", cp, {}, (), hints))  # the put retries, storing in full
     got = saver.get_tuple("t")
     assert got is not None and got.checkpoint == cp
+
+
+# -- large values held in the process -----------------------------------------------------------
+
+
+class Replies:
+    """Bytes of every reply the saver receives, one entry per request (sync and async)."""
+
+    def __init__(self) -> None:
+        self.sizes: list[int] = []
+
+    def reset(self) -> None:
+        self.sizes.clear()
+
+    @property
+    def total(self) -> int:
+        return sum(self.sizes)
+
+
+def reply_bytes(reply: Any) -> int:
+    if isinstance(reply, bytes | str):
+        return len(reply)
+    if isinstance(reply, list | tuple):
+        return sum(reply_bytes(r) for r in reply)
+    return 0
+
+
+@pytest.fixture
+def replies(monkeypatch: pytest.MonkeyPatch) -> Replies:
+    seen = Replies()
+    sync_send, async_send = redis_requests.send, redis_requests.asend
+
+    def send(client: Any, request: Any) -> Any:
+        reply = sync_send(client, request)
+        seen.sizes.append(reply_bytes(reply))
+        return reply
+
+    async def asend(client: Any, request: Any) -> Any:
+        reply = await async_send(client, request)
+        seen.sizes.append(reply_bytes(reply))
+        return reply
+
+    monkeypatch.setattr(redis_requests, "send", send)
+    monkeypatch.setattr(redis_requests, "asend", asend)
+    return seen
+
+
+def test_a_large_value_loaded_again_comes_as_its_header_only(
+    saver: RedisSaver, wire: Wire, replies: Replies
+) -> None:
+    cps = long_log(saver, "t", 2)
+    big = [f"{i:04d}" + "y" * 2000 for i in range(60)]  # one full blob of about 120 KB
+    cps.append(step(cps[-1], {"log": big}))
+    saver.put(record("t", cps[-1], cps[-2]))
+    with RedisSaver(REDIS_URL, prefix=saver.prefix) as fresh:  # holds nothing yet
+        replies.reset()
+        got = fresh.get_tuple("t")
+        assert got is not None and got.checkpoint == cps[-1]
+        assert replies.total > 100_000
+        wire.reset()
+        replies.reset()
+        again = fresh.get_tuple("t")
+        assert wire.requests == [["EVALSHA"]]
+        assert again is not None and again.checkpoint == cps[-1]
+        assert replies.total < 2_000
+    replies.reset()
+    got = saver.get_tuple("t")  # the saver that wrote the blob holds its bytes since the put
+    assert got is not None and got.checkpoint == cps[-1] and replies.total < 2_000
+
+
+async def test_async_loads_use_the_held_bytes_too(saver: RedisSaver, replies: Replies) -> None:
+    cps = long_log(saver, "t", 80)
+    got = await saver.aget_tuple("t")
+    assert got is not None and got.checkpoint == cps[-1]
+    replies.reset()
+    got = await saver.aget_tuple("t")
+    assert got is not None and got.checkpoint == cps[-1]
+    assert replies.total < 0.2 * len(serde.DEFAULT.dumps(cps[-1].values["log"]))
+
+
+def test_load_cost_stays_flat_as_a_conversation_grows(saver: RedisSaver, replies: Replies) -> None:
+    """Each load brings the chain of small deltas, never the large full blob again."""
+    cps = long_log(saver, "t", 150)
+    per_load = []
+    for cp in (cps[40], cps[99], cps[149]):
+        replies.reset()
+        got = saver.get_tuple("t", "", cp.id)
+        assert got is not None and got.checkpoint == cp
+        per_load.append(replies.total)
+    replies.reset()
+    assert [r.checkpoint for r in saver.list("t", limit=3)] == cps[:-4:-1]
+    assert replies.total < 3 * 64 * 1024
+    full = len(serde.DEFAULT.dumps(cps[-1].values["log"]))
+    assert full > 250_000 and max(per_load) < 64 * 1024
+
+
+def test_a_large_value_rewritten_behind_the_saver_is_read_again(
+    saver: RedisSaver, replies: Replies
+) -> None:
+    cp = step(None, {"log": [f"{i:04d}" + "y" * 2000 for i in range(60)]})
+    saver.put(record("t", cp))
+    assert (got := saver.get_tuple("t")) is not None and got.checkpoint == cp
+    rewritten = dataclasses.replace(
+        cp, values={"log": [f"{i:04d}" + "z" * 2000 for i in range(60)]}
+    )
+    with RedisSaver(REDIS_URL, prefix=saver.prefix) as other:  # another process, same ids
+        other.delete_thread("t")
+        other.put(record("t", rewritten))
+    replies.reset()
+    got = saver.get_tuple("t")
+    assert got is not None and got.checkpoint == rewritten
+    assert replies.total > 100_000  # a different CRC-32: sent whole
+    replies.reset()
+    got = saver.get_tuple("t")
+    assert got is not None and got.checkpoint == rewritten and replies.total < 2_000
+
+
+def test_a_damaged_blob_that_still_decodes_fails_its_checksum(
+    saver: RedisSaver, client: redis.Redis
+) -> None:
+    (cp,) = conversation(saver, "bad", 1)
+    (key,) = [k for k in blob_keys(client, saver, "bad") if ":b::big:" in k]
+    header, _, data = client.get(key).partition(b"\n")
+    client.set(key, header + b"\n" + data.replace(b"b", b"c"))  # same length, still a string
+    with pytest.raises(SerializationError, match="CRC-32") as info:
+        saver.get_tuple("bad")  # 1 KB: never held, always sent and checked
+    assert "'big'" in str(info.value) and cp.id in str(info.value)
+
+
+def test_delete_thread_forgets_the_held_bytes(
+    saver: RedisSaver, client: redis.Redis, replies: Replies
+) -> None:
+    cps = long_log(saver, "t", 60)
+    assert saver.get_tuple("t") is not None
+    dumped = {k: client.dump(k) for k in keys_of(client, saver, "t")}
+    saver.delete_thread("t")
+    for k, value in dumped.items():  # the very same bytes come back
+        client.restore(k, 0, value)
+    replies.reset()
+    got = saver.get_tuple("t")
+    assert got is not None and got.checkpoint == cps[-1]
+    assert replies.total > 100_000  # forgotten: the data came over the wire again
 
 
 # -- thread listing ---------------------------------------------------------------------------

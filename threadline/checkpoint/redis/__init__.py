@@ -11,7 +11,8 @@ The package, by layer:
 - ``requests.py`` — those requests, and sending them over a sync or an async client;
 - ``saver.py`` — ``RedisSaver``: connections, retries after a lost connection, the public API;
 - ``migration.py`` — rewriting data of an older layout when a saver starts;
-- ``cache.py`` — blob metadata kept for delta encoding.
+- ``cache.py`` — blob metadata kept for delta encoding, and the bytes of large blobs kept
+  between loads.
 
 ``ttl`` (seconds) applies to every key of a thread and is refreshed on every write to it; the
 refresh touches each of the thread's keys, so its cost grows with the thread's history (bound

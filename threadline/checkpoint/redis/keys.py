@@ -29,6 +29,7 @@ of its fields; ``migration.py`` rewrites such data in place.
 from __future__ import annotations
 
 import functools
+import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, unquote
@@ -86,10 +87,12 @@ def blob_prefix(qns: str) -> str:
 
 
 # -------------------------------------------------------------------------------- blobs
-# A blob is "<kind>|<start>|<chain_bytes>|<full_bytes>|<base>|<items>\n<data>": kind ``f``
+# A blob is "<kind>|<start>|<chain_bytes>|<full_bytes>|<base>|<items>|<crc>\n<data>": kind ``f``
 # (full), ``d`` (delta) or ``p`` (prefix row, no data: the first <items> items of version <base>),
-# versions quoted, <items> empty when unknown. Blobs stored before list lengths were kept have
-# no <items> field. The scripts read only ``<base>``, to follow a delta or a prefix row.
+# versions quoted, <items> empty when unknown, <crc> the CRC-32 of <data> (empty for a prefix
+# row). Blobs stored before list lengths were kept have five fields, those stored before
+# checksums were kept six. The scripts read ``<base>``, to follow a delta or a prefix row, and
+# ``read`` compares ``<crc>`` with the blobs whose bytes the saver holds already.
 _KINDS = {"f", "d", "p"}
 
 
@@ -100,16 +103,17 @@ def pack_blob(blob: BlobRow) -> bytes:
     else:
         kind, base = ("p" if blob.is_prefix else "d"), q(str(blob.base))
     items = "" if blob.items is None else str(blob.items)
-    header = f"{kind}|{q(str(blob.start))}|{blob.chain_bytes}|{blob.full_bytes}|{base}|{items}\n"
+    crc = str(zlib.crc32(blob.data)) if blob.data else ""
+    header = (
+        f"{kind}|{q(str(blob.start))}|{blob.chain_bytes}|{blob.full_bytes}|{base}|{items}|{crc}\n"
+    )
     return header.encode() + blob.data
 
 
 def unpack_blob(suffix: str, stored: bytes, *, with_data: bool = True) -> BlobRow:
     """The blob stored under ``suffix`` (``:b:<ns>:<key>:<version>``); ValueError if damaged."""
-    header, sep, data = stored.partition(b"\n")
-    kind, start, chain_bytes, full_bytes, base, *rest = header.decode().split("|")
-    if not sep or kind not in _KINDS or len(rest) > 1:
-        raise ValueError("the blob's header is damaged")
+    fields, data = _blob_header(stored)
+    kind, start, chain_bytes, full_bytes, base, *rest = fields
     items = rest[0] if rest else ""
     _, _, _, key, version = suffix.split(":")
     return BlobRow(
@@ -122,6 +126,20 @@ def unpack_blob(suffix: str, stored: bytes, *, with_data: bool = True) -> BlobRo
         data=data if with_data else b"",
         items=int(items) if items else None,
     )
+
+
+def stored_crc(stored: bytes) -> int | None:
+    """The CRC-32 a stored blob's header records for its data (None: none recorded)."""
+    fields, _ = _blob_header(stored)
+    return int(fields[6]) if len(fields) > 6 and fields[6] else None
+
+
+def _blob_header(stored: bytes) -> tuple[list[str], bytes]:
+    header, sep, data = stored.partition(b"\n")
+    fields = header.decode().split("|")
+    if not sep or fields[0] not in _KINDS or not 5 <= len(fields) <= 7:
+        raise ValueError("the blob's header is damaged")
+    return fields, data
 
 
 # --------------------------------------------------------------------------- checkpoints

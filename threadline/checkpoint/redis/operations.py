@@ -2,13 +2,16 @@
 
 Every operation is written once and driven by ``RedisSaver``'s sync or async runner. A put is
 one script call (``scripts.PUT``); encoding a delta may first cost one lookup of its base's
-metadata when this process has not seen that base (``BlobCache``).
+metadata when this process has not seen that base (``BlobCache``). A read is one script call
+too (``scripts.READ``), which sends only the header of a large blob whose bytes this process
+holds (``HeldBlobs``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import threading
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -36,7 +39,7 @@ from threadline.checkpoint.layout import (
     wanted_blobs,
     with_chains,
 )
-from threadline.checkpoint.redis.cache import BlobCache
+from threadline.checkpoint.redis.cache import BlobCache, HeldBlobs
 from threadline.checkpoint.redis.keys import (
     HEADER_READ,
     Keys,
@@ -46,6 +49,7 @@ from threadline.checkpoint.redis.keys import (
     pack_blob,
     pack_checkpoint,
     q,
+    stored_crc,
     unpack_blob,
     unpack_checkpoint,
     write_args,
@@ -69,6 +73,7 @@ class Operations:
     retention: Retention | None = None
     codec: Serializer = DEFAULT
     cache: BlobCache = field(default_factory=BlobCache)
+    held: HeldBlobs = field(default_factory=HeldBlobs)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -76,8 +81,9 @@ class Operations:
         self, thread_id: str, ns: str, checkpoint_id: str | None
     ) -> Op[CheckpointRecord | None]:
         keys = Keys(self.prefix, thread_id)
-        reply = yield _read(keys, q(ns), checkpoint_id)
-        return self._decode(keys, thread_id, ns, reply) if reply else None
+        held = self.held.of(thread_id, ns)
+        reply = yield _read(keys, q(ns), checkpoint_id, held)
+        return self._decode(keys, thread_id, ns, reply, held) if reply else None
 
     def list(
         self,
@@ -108,11 +114,12 @@ class Operations:
                     and metadata_matches(_metadata(keys, thread_id, ns, i, row, self.codec), filter)
                 ]
             if wanted:
-                replies = yield Pipe([_read(keys, qns, i) for i in wanted])
+                held = self.held.of(thread_id, ns)
+                replies = yield Pipe([_read(keys, qns, i, held) for i in wanted])
                 for reply in replies:
                     if not reply:
                         continue  # pruned or deleted since the page was read
-                    yield Emit(self._decode(keys, thread_id, ns, reply))
+                    yield Emit(self._decode(keys, thread_id, ns, reply, held))
                     produced += 1
                     if limit is not None and produced >= limit:
                         return
@@ -121,9 +128,14 @@ class Operations:
             cursor = ids[-1]
 
     def _decode(
-        self, keys: Keys, thread_id: str, ns: str, reply: Sequence[Any]
+        self,
+        keys: Keys,
+        thread_id: str,
+        ns: str,
+        reply: Sequence[Any],
+        held: Mapping[str, tuple[int, bytes]],
     ) -> CheckpointRecord:
-        """The record from a ``read`` reply; a damaged key is named in the error."""
+        """The record from a ``read`` reply (sent ``held``); a damaged key is named in the error."""
         raw_id, row, writes_flat, blobs_flat = reply
         checkpoint_id = text(raw_id)
         fetched: list[BlobRow] = []
@@ -134,7 +146,7 @@ class Operations:
             for i in range(0, len(blobs_flat) - 1, 2):
                 suffix = text(blobs_flat[i])
                 current = keys.tag + suffix
-                fetched.append(unpack_blob(suffix, blobs_flat[i + 1]))
+                fetched.append(self._fetched(thread_id, ns, suffix, blobs_flat[i + 1], held))
             current = keys.checkpoint(q(ns), checkpoint_id)
             values = _values(cp.versions, wanted, fetched, self.codec)
             metadata = decode_metadata(metadata_bytes, self.codec)
@@ -153,6 +165,30 @@ class Operations:
             metadata=metadata,
             pending_writes=writes,
         )
+
+    def _fetched(
+        self,
+        thread_id: str,
+        ns: str,
+        suffix: str,
+        stored: bytes,
+        held: Mapping[str, tuple[int, bytes]],
+    ) -> BlobRow:
+        """A blob of a ``read`` reply: given the held bytes if the script sent only its header,
+        else checked against the CRC-32 its header records (blobs stored before checksums were
+        kept record none) and, if large, held from now on."""
+        row, crc = unpack_blob(suffix, stored), stored_crc(stored)
+        if crc is None:
+            return row
+        if not row.data and suffix in held and held[suffix][0] == crc:
+            return dataclasses.replace(row, data=held[suffix][1])
+        if zlib.crc32(row.data) != crc:
+            raise SerializationError(
+                f"the stored value of key {row.key!r} (version {row.version}) is damaged: its "
+                "data does not match the CRC-32 in its header"
+            )
+        self.held.add(thread_id, ns, suffix, row, crc)
+        return row
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -181,12 +217,15 @@ class Operations:
                 continue
             existed = {text(s) for s in reply[3]}
             for b in blobs:
-                if blob_suffix(qns, b.key, b.version) in existed:
+                suffix = blob_suffix(qns, b.key, b.version)
+                if suffix in existed:
                     self.cache.drop_one(thread_id, ns, b.key, str(b.version))
                 else:
                     self.cache.put(thread_id, ns, _stringly(b))
+                    self.held.add(thread_id, ns, suffix, b, None)
             for p in encoded.prefixes:
                 self.cache.put(thread_id, ns, _stringly(p))
+                self.held.drop(thread_id, ns, blob_suffix(qns, p.key, p.version))
             yield from self._retain(keys, thread_id, ns, int(reply[1]), reply[2])
             return
         raise SaverUnavailableError(
@@ -262,6 +301,7 @@ class Operations:
         keys = Keys(self.prefix, thread_id)
         yield Eval("delete", [keys.registry, keys.threads], [keys.tag, thread_id])
         self.cache.drop(thread_id)
+        self.held.forget_thread(thread_id)
 
     def copy(self, source: str, target: str) -> Op[None]:
         src, dst = Keys(self.prefix, source), Keys(self.prefix, target)
@@ -387,6 +427,7 @@ class Operations:
                 continue  # a checkpoint was saved meanwhile: decide again
             for kv in doomed:
                 self.cache.drop_one(thread_id, ns, *kv)
+                self.held.drop(thread_id, ns, suffix_of[kv][0])
             return int(removed)
         return 0
 
@@ -425,12 +466,14 @@ def _blob_heads(keys: Keys, suffixes: Sequence[str]) -> Op[list[BlobRow | None]]
     return rows
 
 
-def _read(keys: Keys, qns: str, checkpoint_id: str | None) -> Eval:
-    return Eval(
-        "read",
-        [keys.idx(qns)],
-        [keys.tag, qns, checkpoint_id or "", "0" if checkpoint_id is None else "1"],
-    )
+def _read(
+    keys: Keys, qns: str, checkpoint_id: str | None, held: Mapping[str, tuple[int, bytes]]
+) -> Eval:
+    """The ``read`` script call, naming the blobs whose bytes are ``held`` (with their CRC)."""
+    args: list[Any] = [keys.tag, qns, checkpoint_id or "", "0" if checkpoint_id is None else "1"]
+    for suffix, (crc, _) in held.items():
+        args += [suffix, crc]
+    return Eval("read", [keys.idx(qns)], args)
 
 
 def _values(

@@ -4,7 +4,8 @@
 that the new id sorts after it — compare-and-set — and then writes the checkpoint, its new blobs
 (immutable: an existing blob is never rewritten), its pending writes, the index, the thread's
 status and the TTLs; or it writes nothing and reports why. ``read`` returns a checkpoint with
-its writes and every blob its values need, following each delta to its chain's full blob.
+its writes and every blob its values need, following each delta to its chain's full blob; of a
+blob whose bytes the saver holds already (same CRC-32), only the header.
 Key names and value formats are in ``keys.py``.
 """
 
@@ -184,11 +185,16 @@ return 'ok'
 )
 
 # One checkpoint with its writes and every blob its values need, deltas followed to their
-# chain's full blob. KEYS: the namespace index. ARGV: 1 tag, 2 qns, 3 id, 4 has_id.
+# chain's full blob. KEYS: the namespace index. ARGV: 1 tag, 2 qns, 3 id, 4 has_id, then 2 per
+# blob whose bytes the caller holds (suffix, CRC-32): such a blob comes as its header line alone
+# if its header records that CRC (the first 512 bytes, keys.HEADER_READ, are looked at).
 # Replies {id, packed checkpoint, writes hash fields, {suffix, stored blob, ...}} or false.
 READ = r"""
 local tag, qns = ARGV[1], ARGV[2]
 local cid = ARGV[3]
+local held = {}
+for i = 5, #ARGV - 1, 2 do held[ARGV[i]] = ARGV[i + 1] end
+local CRC = '^' .. string.rep('[^|\n]*|', 6) .. '([^|\n]*)\n'  -- a header's seventh field
 if ARGV[4] ~= '1' then
   cid = redis.call('ZREVRANGE', KEYS[1], 0, 0)[1]
   if cid == nil then return false end
@@ -201,7 +207,12 @@ for s in string.gmatch(string.match(row, '^[^\n]*'), '[^ ]+') do
   word = word + 1  -- the header: created_at, metadata length, then the blob suffixes
   while word > 2 and s and not seen[s] do
     seen[s] = true
-    local blob = redis.call('GET', tag .. s)
+    local blob
+    if held[s] then
+      local head = string.match(redis.call('GETRANGE', tag .. s, 0, 511), '^[^\n]*\n')
+      if head and string.match(head, CRC) == held[s] then blob = head end
+    end
+    blob = blob or redis.call('GET', tag .. s)
     if not blob then break end
     out[#out + 1] = s
     out[#out + 1] = blob
