@@ -112,6 +112,22 @@ def test_nodes_of_one_step_run_concurrently():
     assert sorted(g.compile().invoke({"log": []})["log"]) == ["left", "right"]
 
 
+def test_many_send_branches_that_block_all_run_at_the_same_time():
+    # Threads join a step as its tasks need them; blocked branches must never wait their turn.
+    width = 50
+    barrier = threading.Barrier(width, timeout=10)
+
+    def work(arg: dict) -> dict:
+        barrier.wait()  # returns only once every branch is inside at the same time
+        return {"log": [arg["i"]]}
+
+    g = StateGraph(State)
+    g.add_node("work", work)
+    g.add_conditional_edges(START, lambda s: [Send("work", {"i": i}) for i in range(width)])
+    g.add_edge("work", END)
+    assert g.compile().invoke({"log": []})["log"] == list(range(width))
+
+
 def test_reducer_order_does_not_depend_on_which_node_finishes_first():
     def run(finishes_first: str) -> list[str]:
         done = {"alpha": threading.Event(), "beta": threading.Event()}

@@ -106,10 +106,8 @@ def _execute_sync(
 ) -> Generator[Emit, None, list[Outcome]]:
     tasks, env = effect.tasks, effect.env
     if events is None and ("updates" not in modes or len(tasks) == 1):
-        # Nothing to stream while tasks run: the last task runs in this thread, saving a hop.
-        futures = [_submit(run_task_sync, t, env) for t in tasks[:-1]]
-        last = run_task_sync(tasks[-1], env)
-        outcomes = [*(f.result() for f in futures), last]
+        # Nothing to stream while tasks run: this thread takes part, saving hand-offs.
+        outcomes = _Batch(tasks, env).run()
         if "updates" in modes:
             for outcome in outcomes:
                 yield from _update_chunks(outcome, modes)
@@ -134,7 +132,55 @@ def _execute_sync(
     return [f.result() for f in futures]
 
 
-def _submit(fn: Any, *args: Any) -> Future[Outcome]:
+class _Batch:
+    """A step's tasks, run in parallel by this thread and helpers from the pool.
+
+    Threads take the next task in turn. A helper, as it starts, first asks for another helper
+    while at least two tasks wait: tasks that block (I/O) soon have a thread each, as if every
+    one had been submitted, while quick tasks are mostly run by the threads already going,
+    without a hand-off per task (a pool hand-off costs more than a trivial node). Helpers that
+    have not started when the tasks run out are cancelled, never waited for.
+    """
+
+    def __init__(self, tasks: list[Task], env: Any) -> None:
+        self.tasks = tasks
+        self.env = env
+        self.outcomes: list[Outcome | None] = [None] * len(tasks)
+        self.lock = threading.Lock()
+        self.taken = 0
+        self.helpers: list[Future[None]] = []
+
+    def run(self) -> list[Outcome]:
+        self._ask_for_helper()
+        self._work()
+        with self.lock:
+            helpers, self.helpers = self.helpers, []
+            self.taken = len(self.tasks)  # a helper starting late finds nothing to do
+        for helper in helpers:
+            if not helper.cancel():
+                helper.result()
+        return self.outcomes  # type: ignore[return-value]  # every slot is filled by now
+
+    def _ask_for_helper(self) -> None:
+        with self.lock:
+            if len(self.tasks) - self.taken >= 2:
+                self.helpers.append(_submit(self._help))
+
+    def _help(self) -> None:
+        self._ask_for_helper()
+        self._work()
+
+    def _work(self) -> None:
+        while True:
+            with self.lock:
+                index = self.taken
+                if index >= len(self.tasks):
+                    return
+                self.taken = index + 1
+            self.outcomes[index] = run_task_sync(self.tasks[index], self.env)
+
+
+def _submit(fn: Any, *args: Any) -> Future[Any]:
     return _POOL.submit(contextvars.copy_context().run, fn, *args)
 
 
