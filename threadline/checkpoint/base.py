@@ -65,7 +65,7 @@ class TaskWrite:
     value: Any
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StorageHints:
     """What the engine knows about a checkpoint that lets a saver store less.
 

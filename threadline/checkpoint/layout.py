@@ -63,7 +63,7 @@ REPLACE = Compaction()
 _MAX_HOPS = 100_000
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class BlobRow:
     """One stored value, in one of three forms.
 
@@ -101,7 +101,7 @@ class BlobRow:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class WriteRow:
     """A pending write ready to store: its key and task name in the clear, its value as bytes."""
 
@@ -111,7 +111,7 @@ class WriteRow:
     data: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CheckpointRow:
     """The checkpoint without its values, plus what backends index on."""
 
@@ -123,7 +123,7 @@ class CheckpointRow:
     metadata: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class EncodedCheckpoint:
     """What a put stores: the row, new blobs, writes, and stored blobs to overwrite.
 
@@ -153,8 +153,8 @@ def encode_record(
     hints = record.hints
     keys = hints.changed if hints is not None else cp.values.keys()
     extends = hints.extends if hints is not None else {}
-    unversioned = sorted(k for k in cp.values if k not in cp.versions)
-    if unversioned:
+    if not cp.values.keys() <= cp.versions.keys():
+        unversioned = sorted(k for k in cp.values if k not in cp.versions)
         raise SerializationError(
             f"checkpoint {cp.id} has a value but no version for key {unversioned[0]!r}: "
             "values are stored under their versions, so every key needs one"
@@ -293,6 +293,8 @@ def _compacted(
 def encode_writes(
     writes: Iterable[TaskWrite], codec: Serializer = serde.DEFAULT
 ) -> tuple[WriteRow, ...]:
+    if not writes:  # most checkpoints carry none
+        return ()
     return tuple(
         WriteRow(
             w.task_id,

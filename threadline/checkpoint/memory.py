@@ -62,7 +62,7 @@ def _no_base(key: str, version: str) -> BlobRow | None:
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Stored:
     row: CheckpointRow
     versions: dict[str, str]  # a private copy: which blobs hold the values

@@ -23,6 +23,11 @@ class CallStyle:
     store: bool = False
     writer: bool = False
 
+    @property
+    def plain(self) -> bool:
+        """The function takes the state only (the common case: call it without kwargs)."""
+        return not (self.config or self.store or self.writer)
+
     def kwargs(self, config: Any, store: Any, writer: Any) -> dict[str, Any]:
         extra: dict[str, Any] = {}
         if self.config:

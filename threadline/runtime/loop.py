@@ -239,7 +239,8 @@ class RunLoop:
             if not tasks:
                 yield from self._flush()
                 return self._output()
-            runnable = [t for t in tasks if (t.id, "result") not in self.writes]
+            writes = self.writes  # empty in the usual case: a step that has not run yet
+            runnable = [t for t in tasks if (t.id, "result") not in writes] if writes else tasks
             if runnable and runnable[0].node is None:  # START, planned alone, has no node
                 raise NothingToResumeError(
                     f"checkpoint {cp.id} of thread {self.s.thread_id!r} plans the input step, "
@@ -274,12 +275,13 @@ class RunLoop:
 
     def _execute(self, runnable: list[Task], cp: Checkpoint) -> Execute:
         """The effect that runs ``runnable``, each task given the resume answers meant for it."""
-        parent_answers = self.s.parent_answers
-        for task in runnable:
-            resume = self.writes.get((task.id, "resume"))
-            if resume is not None or parent_answers:
-                task.answers = {**parent_answers, **(resume.value if resume else {})}
-        spare = self.writes.get((SPARE_ANSWER_TASK, "resume"))
+        parent_answers, writes = self.s.parent_answers, self.writes
+        if writes or parent_answers:
+            for task in runnable:
+                resume = writes.get((task.id, "resume"))
+                if resume is not None or parent_answers:
+                    task.answers = {**parent_answers, **(resume.value if resume else {})}
+        spare = writes.get((SPARE_ANSWER_TASK, "resume"))
         env = self._env
         if env is None:  # made once per run: the driver sets the writer and sink before
             env = self._env = StepEnv(

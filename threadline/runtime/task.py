@@ -134,7 +134,6 @@ def _call_with_retry(node: NodeSpec, fn: Callable[..., Any], arg: Any, ctx: Task
     attempt = 0
     while True:
         attempt += 1
-        ctx.restart()
         try:
             return _call(node, fn, arg, ctx)
         except Exception as exc:
@@ -142,6 +141,7 @@ def _call_with_retry(node: NodeSpec, fn: Callable[..., Any], arg: Any, ctx: Task
             if delay is None:
                 raise
             time.sleep(delay)
+            ctx.restart()
 
 
 async def _call_with_retry_async(
@@ -150,9 +150,8 @@ async def _call_with_retry_async(
     attempt = 0
     while True:
         attempt += 1
-        ctx.restart()
         try:
-            return await fn(arg, **node.style.kwargs(ctx.config, ctx.store, ctx.writer))
+            return await fn(arg, **_kwargs(node, ctx))
         except ParentCommand as pc:
             return pc.command
         except Exception as exc:
@@ -160,14 +159,20 @@ async def _call_with_retry_async(
             if delay is None:
                 raise
             await asyncio.sleep(delay)
+            ctx.restart()
 
 
 def _call(node: NodeSpec, fn: Callable[..., Any], arg: Any, ctx: TaskContext) -> Any:
     """Call the node; a ``Command(graph=PARENT)`` raised by a subgraph becomes its output."""
     try:
-        return fn(arg, **node.style.kwargs(ctx.config, ctx.store, ctx.writer))
+        return fn(arg) if node.style.plain else fn(arg, **_kwargs(node, ctx))
     except ParentCommand as pc:
         return pc.command
+
+
+def _kwargs(node: NodeSpec, ctx: TaskContext) -> dict[str, Any]:
+    env = ctx.env
+    return node.style.kwargs(env.config, env.store, env.writer)
 
 
 def _retry_delay(policy: RetryPolicy | None, attempt: int, exc: Exception) -> float | None:
@@ -235,4 +240,6 @@ def _branch_args(branch: Branch, task: Task, env: StepEnv, updates: Update) -> t
 
 
 def _drop_end(routes: Sequence[str | Send]) -> tuple[str | Send, ...]:
+    if END not in routes:
+        return tuple(routes)
     return tuple(r for r in routes if r != END)
