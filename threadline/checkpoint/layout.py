@@ -170,14 +170,14 @@ def encode_record(
             blobs.append(blob)
             if outgrown is not None:
                 prefixes += _compacted(blob, outgrown, base_of, compaction.rewrite_full)
-    body = _dumps(_body(cp), f"checkpoint {cp.id}", codec)
+    body = _dumps(_body(cp), codec, "checkpoint {}", cp.id)
     row = CheckpointRow(
         checkpoint_id=cp.id,
         parent_id=cp.parent_id,
         step=cp.step,
         created_at=cp.created_at,
         body=body,
-        metadata=_dumps(dict(record.metadata), f"the metadata of checkpoint {cp.id}", codec),
+        metadata=_dumps(_plain(record.metadata), codec, "the metadata of checkpoint {}", cp.id),
     )
     writes = encode_writes(record.pending_writes, codec)
     return EncodedCheckpoint(row, tuple(blobs), writes, tuple(prefixes))
@@ -300,18 +300,24 @@ def encode_writes(
             w.task_id,
             w.kind,
             w.task_name,
-            _dumps(w.value, f"the {w.kind!r} write of task {w.task_name!r}", codec),
+            _dumps(w.value, codec, "the {!r} write of task {!r}", w.kind, w.task_name),
         )
         for w in writes
     )
 
 
-def _dumps(obj: Any, what: str, codec: Serializer) -> bytes:
-    """Encode ``obj``; a failure's message says what failed, its path stays relative to it."""
+def _plain(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    return mapping if type(mapping) is dict else dict(mapping)
+
+
+def _dumps(obj: Any, codec: Serializer, what: str, *args: Any) -> bytes:
+    """Encode ``obj``; a failure's message says what failed (``what`` formatted with ``args``,
+    only then), its path stays relative to it."""
     try:
         return codec.dumps(obj)
     except SerializationError as exc:
-        raise SerializationError(f"{what}: {exc}", path=exc.path, type_name=exc.type_name) from exc
+        message = f"{what.format(*args)}: {exc}"
+        raise SerializationError(message, path=exc.path, type_name=exc.type_name) from exc
 
 
 def full_blobs(

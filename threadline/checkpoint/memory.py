@@ -67,7 +67,6 @@ class _Stored:
     row: CheckpointRow
     versions: dict[str, str]  # a private copy: which blobs hold the values
     next: tuple[str, ...]  # names of the planned tasks (for list_threads)
-    created: float | None  # created_at as Unix seconds (for retention by age)
 
 
 _Key = tuple[str, str]  # (thread_id, checkpoint_ns)
@@ -178,7 +177,6 @@ class InMemorySaver(BaseSaver):
             encoded.row,
             dict(cp.versions),
             tuple(task.name for task in cp.next),
-            created_ts(cp.created_at),
         )
         with self._lock:
             check_put(record, self._heads.get(key), fork=fork)
@@ -252,7 +250,8 @@ class InMemorySaver(BaseSaver):
             drop.update(
                 cid
                 for cid in ids[1:]
-                if (created := by_id[cid].created) is not None and created < cutoff
+                if (created := created_ts(by_id[cid].row.created_at)) is not None
+                and created < cutoff
             )
         self._drop(key, drop)
 

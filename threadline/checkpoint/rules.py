@@ -31,19 +31,22 @@ def check_put(record: CheckpointRecord, head: str | None, *, fork: bool) -> None
     become the newest (an id made by a clock that is behind) would be silently hidden.
     """
     cp = record.checkpoint
-    where = f"thread {record.thread_id!r} (namespace {record.checkpoint_ns!r})"
     if not fork and cp.parent_id != head:
         raise ConcurrentUpdateError(
-            f"{where} has moved on: checkpoint {cp.id} was computed from parent "
+            f"{_where(record)} has moved on: checkpoint {cp.id} was computed from parent "
             f"{cp.parent_id!r}, but the newest checkpoint is {head!r}; nothing was written. "
             "Load the thread again and retry, or save with fork=True to branch on purpose."
         )
     if head is not None and cp.id <= head:
         raise ConcurrentUpdateError(
-            f"{where}: checkpoint {cp.id} does not sort after the newest checkpoint {head}; "
-            "nothing was written (it is saved already, and checkpoints are never replaced, or "
+            f"{_where(record)}: checkpoint {cp.id} does not sort after the newest checkpoint "
+            f"{head}; nothing was written (it is saved already, and checkpoints are never replaced, or "
             "its id was made by a clock that is behind)"
         )
+
+
+def _where(record: CheckpointRecord) -> str:
+    return f"thread {record.thread_id!r} (namespace {record.checkpoint_ns!r})"
 
 
 def status_of(next_names: Sequence[str], writes: Iterable[tuple[str, str]]) -> ThreadStatus:
