@@ -72,7 +72,6 @@ CREATE TABLE IF NOT EXISTS {blobs} (
     PRIMARY KEY (thread_id, checkpoint_ns, key, version)
 )
 """,
-
     """
 CREATE TABLE IF NOT EXISTS {writes} (
     thread_id     text COLLATE "C" NOT NULL,
@@ -134,8 +133,9 @@ CREATE OR REPLACE FUNCTION {check_refs}(
 DECLARE
     v_missing text[];
 BEGIN
-    -- Each blob looked up by its primary key (LIMIT 1: not flattened into a join that would
-    -- hash every blob of the thread).
+    -- Each blob, and its base, looked up by its primary key (LATERAL ... LIMIT 1: never
+    -- flattened into a join, nor a NOT EXISTS hashed, that would read every blob of the thread;
+    -- the cached generic plan did that, so each put cost more as the thread grew).
     SELECT array_agg(DISTINCT r.key) INTO v_missing
       FROM unnest(p_keys, p_versions) AS r(key, version)
       LEFT JOIN LATERAL (
@@ -143,11 +143,12 @@ BEGIN
             WHERE b.thread_id = p_thread AND b.checkpoint_ns = p_ns
               AND b.key = r.key AND b.version = r.version
             LIMIT 1) s(found, base) ON true
-     WHERE s.found IS NULL
-        OR (s.base IS NOT NULL AND NOT EXISTS (
-                SELECT 1 FROM {blobs} a
-                 WHERE a.thread_id = p_thread AND a.checkpoint_ns = p_ns
-                   AND a.key = r.key AND a.version = s.base));
+      LEFT JOIN LATERAL (
+           SELECT true FROM {blobs} a
+            WHERE a.thread_id = p_thread AND a.checkpoint_ns = p_ns
+              AND a.key = r.key AND a.version = s.base
+            LIMIT 1) t(found) ON true
+     WHERE s.found IS NULL OR (s.base IS NOT NULL AND t.found IS NULL);
     IF v_missing IS NOT NULL THEN
         RAISE EXCEPTION 'threadline: values of the checkpoint are not stored'
             USING ERRCODE = 'TL410', DETAIL = array_to_json(v_missing)::text;
