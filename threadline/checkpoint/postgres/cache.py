@@ -12,6 +12,11 @@ from threadline.checkpoint.layout import BlobRow
 CACHE_SIZE = 50_000
 
 
+def _shape(row: BlobRow) -> tuple[object, ...]:
+    """What the cache keeps of a row besides its key and version."""
+    return (row.start, row.base, row.chain_bytes, row.full_bytes, row.items)
+
+
 class BlobCache:
     """Metadata (no data) of stored blobs, by (thread, ns, key, version); a bounded LRU."""
 
@@ -32,7 +37,10 @@ class BlobCache:
         with self._lock:
             for row in rows:
                 k = (thread_id, checkpoint_ns, row.key, row.version)
-                self._rows[k] = dataclasses.replace(row, data=b"") if row.data else row
+                known = self._rows.get(k)
+                # A load brings back every row of a chain: copy only what is new or changed.
+                if known is None or _shape(known) != _shape(row):
+                    self._rows[k] = dataclasses.replace(row, data=b"") if row.data else row
                 self._rows.move_to_end(k)
             while len(self._rows) > self._size:
                 self._rows.popitem(last=False)
