@@ -160,12 +160,14 @@ class WireCounter:
 
     A turn starts each time the client sends after the server last spoke: a round trip. Each
     execution is recorded at its Bind message (prepared statements are parsed once only).
+    ``received`` counts the bytes the server sent.
     """
 
     def __init__(self, target: tuple[str, int]) -> None:
         self.target = target
         self.lock = threading.Lock()
         self.turns = 0
+        self.received = 0
         self.statements: list[str] = []
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
@@ -176,6 +178,7 @@ class WireCounter:
     def reset(self) -> None:
         with self.lock:
             self.turns = 0
+            self.received = 0
             self.statements.clear()
 
     def close(self) -> None:
@@ -219,6 +222,7 @@ class WireCounter:
                     self._parse(state, data)
                 else:
                     state["last"] = "server"
+                    self.received += len(data)
             try:
                 dst.sendall(data)
             except OSError:

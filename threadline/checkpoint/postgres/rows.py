@@ -4,6 +4,7 @@ check of blob checksums, and the outcomes a put can fail with."""
 from __future__ import annotations
 
 import dataclasses
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
@@ -13,6 +14,8 @@ from threadline.checkpoint.layout import BlobRow, WriteRow, referenced_blobs
 from threadline.checkpoint.rules import created_ts
 from threadline.errors import SerializationError
 
+Held = Mapping[tuple[str, str], tuple[int, bytes]]  # (key, version) -> (crc32, bytes)
+
 
 class Loaded(NamedTuple):
     """Raw rows of some checkpoints of one (thread, namespace), ready to decode."""
@@ -20,6 +23,7 @@ class Loaded(NamedTuple):
     checkpoints: list[tuple[Any, ...]]  # (checkpoint_id, body, metadata), newest first
     writes: list[tuple[Any, ...]]  # (checkpoint_id, task_id, kind, task_name, data) by seq
     blobs: list[tuple[Any, ...]]  # (key, version, start, base, chain, full, data, crc32, items)
+    held: Held  # the bytes of blobs named in the load: their ``data`` came back NULL
 
 
 class HeadMoved(Exception):
@@ -80,6 +84,36 @@ def blob_row(row: Sequence[Any], data: bytes = b"") -> BlobRow:
     """A row from ``key, version, start, base, chain_bytes, full_bytes, items``."""
     key, version, start, base, chain_bytes, full_bytes, items = row
     return BlobRow(key, version, start, base, chain_bytes, full_bytes, data, items)
+
+
+def held_params(held: Held) -> dict[str, list[Any]]:
+    """The ``held_*`` parameters of a blob load: the blobs whose bytes need not be sent."""
+    return {
+        "held_keys": [key for key, _ in held],
+        "held_versions": [version for _, version in held],
+        "held_crcs": [crc for crc, _ in held.values()],
+        "held_sizes": [len(data) for _, data in held.values()],
+    }
+
+
+def loaded_blobs(
+    loaded: Loaded,
+) -> tuple[dict[tuple[str, str], BlobRow], dict[tuple[str, str], int], set[tuple[str, str]]]:
+    """The blob rows of a load by ``(key, version)``, with the held bytes filled in; the CRC-32
+    of those whose data was sent and matches it; and those whose data does not match."""
+    rows: dict[tuple[str, str], BlobRow] = {}
+    sent: dict[tuple[str, str], int] = {}
+    damaged: set[tuple[str, str]] = set()
+    for key, version, start, base, chain_bytes, full_bytes, data, crc, items in loaded.blobs:
+        kv = (key, version)
+        if data is None:
+            data = loaded.held[kv][1]  # matched the CRC-32 and length the load named
+        elif zlib.crc32(data) == crc:
+            sent[kv] = crc
+        else:
+            damaged.add(kv)
+        rows[kv] = BlobRow(key, version, start, base, chain_bytes, full_bytes, data, items)
+    return rows, sent, damaged
 
 
 def verify_blobs(

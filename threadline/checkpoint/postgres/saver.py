@@ -35,7 +35,7 @@ from threadline.checkpoint.layout import (
     full_blobs,
     wanted_blobs,
 )
-from threadline.checkpoint.postgres.cache import BlobCache
+from threadline.checkpoint.postgres.cache import BlobCache, HeldBytes
 from threadline.checkpoint.postgres.connections import Connections
 from threadline.checkpoint.postgres.driver import BEGIN_READ, BEGIN_WRITE, Batch, Op, Stmt
 from threadline.checkpoint.postgres.rows import (
@@ -44,6 +44,8 @@ from threadline.checkpoint.postgres.rows import (
     NotStored,
     blob_row,
     dedupe_writes,
+    held_params,
+    loaded_blobs,
     normalized,
     parse_time,
     verify_blobs,
@@ -106,6 +108,7 @@ class PostgresSaver(BaseSaver):
             pool_timeout=pool_timeout,
         )
         self._cache = BlobCache()
+        self._bytes = HeldBytes()  # large values' bytes: a long conversation is not resent
 
     @classmethod
     def from_conn_string(cls, url: str, **options: Any) -> PostgresSaver:
@@ -198,10 +201,12 @@ class PostgresSaver(BaseSaver):
 
     def _get_op(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None) -> Op[Loaded]:
         """The checkpoint, its writes and its blobs: one round trip, one snapshot."""
+        held = self._bytes.held(thread_id, checkpoint_ns)
         params = {"thread": thread_id, "ns": checkpoint_ns, "cid": checkpoint_id}
+        params.update(held_params(held))
         queries = self._q.load["latest" if checkpoint_id is None else "one"]
         results = yield Batch([Stmt(query, params) for query in queries])
-        return Loaded(*(r.rows for r in results))
+        return Loaded(*(r.rows for r in results), held)
 
     def _first(self, thread_id: str, checkpoint_ns: str, loaded: Loaded) -> CheckpointRecord | None:
         records = self._decode(thread_id, checkpoint_ns, loaded)
@@ -273,17 +278,19 @@ class PostgresSaver(BaseSaver):
         n: int,
     ) -> Op[tuple[Loaded, int, str | None]]:
         """One page of ``n`` checkpoints older than ``before``: (matching ones, rows, last id)."""
+        held = self._bytes.held(thread_id, checkpoint_ns)
         params: dict[str, Any] = {
             "thread": thread_id,
             "ns": checkpoint_ns,
             "before": before,
             "n": n,
+            **held_params(held),
         }
         if not filter:
             # The page, its writes and its blobs in one round trip.
             queries = self._q.load["page" if before is None else "page_before"]
             results = yield Batch([Stmt(query, params) for query in queries])
-            loaded = Loaded(*(r.rows for r in results))
+            loaded = Loaded(*(r.rows for r in results), held)
             rows = loaded.checkpoints
             return loaded, len(rows), rows[-1][0] if rows else None
         # With a filter: the page first, then writes and blobs of the matching checkpoints only
@@ -294,20 +301,20 @@ class PostgresSaver(BaseSaver):
         last_id = rows[-1][0] if rows else None
         matching = [r for r in rows if metadata_matches(decode_metadata(r[2], self.serde), filter)]
         if not matching:
-            return Loaded([], [], []), len(rows), last_id
+            return Loaded([], [], [], held), len(rows), last_id
         params["ids"] = [r[0] for r in matching]
         _, writes_q, blobs_q = self._q.load["ids"]
         writes, blobs = yield Batch([Stmt(writes_q, params), Stmt(blobs_q, params)])
-        return Loaded(matching, writes.rows, blobs.rows), len(rows), last_id
+        return Loaded(matching, writes.rows, blobs.rows, held), len(rows), last_id
 
     def _decode(self, thread_id: str, checkpoint_ns: str, loaded: Loaded) -> list[CheckpointRecord]:
         if not loaded.checkpoints:
             return []
-        blob_rows = [blob_row((*r[:6], r[8]), r[6]) for r in loaded.blobs]
-        damaged = {(r[0], r[1]) for r in loaded.blobs if zlib.crc32(r[6]) != r[7]}
-        self._cache.add(thread_id, checkpoint_ns, blob_rows)
         # Exactly the rows the chains need were fetched: values are rebuilt through ``base``.
-        rows = {(b.key, b.version): b for b in blob_rows}
+        rows, sent, damaged = loaded_blobs(loaded)
+        self._cache.add(thread_id, checkpoint_ns, rows.values())
+        for (key, version), crc in sent.items():
+            self._bytes.add(thread_id, checkpoint_ns, key, version, crc, rows[key, version].data)
         writes: dict[str, list[TaskWrite]] = {}
         for cid, task_id, kind, task_name, data in loaded.writes:
             write = decode_write(WriteRow(task_id, kind, task_name, data), self.serde)
@@ -339,18 +346,18 @@ class PostgresSaver(BaseSaver):
         encoded, blobs = self._encode(record)
         begin = self._put_begin()
         try:
-            evicted = self._db.run(self._put_op(record, fork, encoded, blobs), begin)
+            evicted, crcs = self._db.run(self._put_op(record, fork, encoded, blobs), begin)
         except HeadMoved as moved:
             raise self._moved(record, fork, moved) from None
         except NotStored as gone:
             blobs = self._store_in_full(record, blobs, gone)
             try:
-                evicted = self._db.run(self._put_op(record, fork, encoded, blobs), begin)
+                evicted, crcs = self._db.run(self._put_op(record, fork, encoded, blobs), begin)
             except HeadMoved as moved:
                 raise self._moved(record, fork, moved) from None
             except NotStored as still:
                 raise self._not_stored(record, still) from None
-        self._after_put(record, [*blobs, *map(normalized, encoded.prefixes)], evicted)
+        self._after_put(record, blobs, crcs, encoded.prefixes, evicted)
 
     async def aput(self, record: CheckpointRecord, *, fork: bool = False) -> None:
         missing = self._missing_bases(record)
@@ -360,18 +367,20 @@ class PostgresSaver(BaseSaver):
         encoded, blobs = self._encode(record)
         begin = self._put_begin()
         try:
-            evicted = await self._db.arun(self._put_op(record, fork, encoded, blobs), begin)
+            put_op = self._put_op(record, fork, encoded, blobs)
+            evicted, crcs = await self._db.arun(put_op, begin)
         except HeadMoved as moved:
             raise self._moved(record, fork, moved) from None
         except NotStored as gone:
             blobs = self._store_in_full(record, blobs, gone)
             try:
-                evicted = await self._db.arun(self._put_op(record, fork, encoded, blobs), begin)
+                put_op = self._put_op(record, fork, encoded, blobs)
+                evicted, crcs = await self._db.arun(put_op, begin)
             except HeadMoved as moved:
                 raise self._moved(record, fork, moved) from None
             except NotStored as still:
                 raise self._not_stored(record, still) from None
-        self._after_put(record, [*blobs, *map(normalized, encoded.prefixes)], evicted)
+        self._after_put(record, blobs, crcs, encoded.prefixes, evicted)
 
     def _missing_bases(self, record: CheckpointRecord) -> list[tuple[str, str]]:
         """(key, version) of list bases a delta could extend that the cache does not know."""
@@ -446,10 +455,11 @@ class PostgresSaver(BaseSaver):
         fork: bool,
         encoded: EncodedCheckpoint,
         blobs: Sequence[BlobRow],
-    ) -> Op[list[tuple[str, str, str]]]:
+    ) -> Op[tuple[list[tuple[str, str, str]], list[int]]]:
         """Everything ``put`` writes: one statement (plus retention's, in the same batch).
 
-        Returns the ``(namespace, key, version)`` of blobs retention deleted.
+        Returns the ``(namespace, key, version)`` of blobs retention deleted, and the CRC-32 of
+        each of ``blobs``.
         """
         thread_id, ns, cp = record.thread_id, record.checkpoint_ns, record.checkpoint
         writes = dedupe_writes(encoded.writes)
@@ -459,16 +469,14 @@ class PostgresSaver(BaseSaver):
         # the hints call unchanged, deltas and their bases) need checking.
         written = {(b.key, b.version) for b in blobs if b.base is None}
         check = [ref for ref in refs if ref not in written]
+        crcs = [zlib.crc32(b.data) for b in blobs]
         shape = {
             "next": [task.name for task in cp.next],
             "refs": refs,
             "check": check,
             "blobs": [
-                [
-                    *(b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes),
-                    *(zlib.crc32(b.data), b.items),
-                ]
-                for b in blobs
+                [*(b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes), crc, b.items]
+                for b, crc in zip(blobs, crcs, strict=True)
             ],
             "writes": [[r.task_id, r.kind, r.task_name] for r in writes],
             "prefixes": [[p.key, p.version, p.base, p.full_bytes, p.items] for p in prefixes],
@@ -491,10 +499,10 @@ class PostgresSaver(BaseSaver):
         prune = self._prune_stmt(thread_id, ns)
         if prune is None:
             yield Batch(stmts)
-            return []
+            return [], crcs
         results = yield Batch([*stmts, prune])
         _, namespaces, keys, versions = results[-1].rows[0]
-        return list(zip(namespaces, keys, versions, strict=True))
+        return list(zip(namespaces, keys, versions, strict=True)), crcs
 
     def _prune_stmt(self, thread_id: str, checkpoint_ns: str) -> Stmt | None:
         """Retention's prune of the namespace after a put, or None when nothing is pruned."""
@@ -523,11 +531,19 @@ class PostgresSaver(BaseSaver):
         self,
         record: CheckpointRecord,
         blobs: Sequence[BlobRow],
+        crcs: Sequence[int],
+        prefixes: Sequence[BlobRow],
         evicted: Sequence[tuple[str, str, str]],
     ) -> None:
-        self._cache.add(record.thread_id, record.checkpoint_ns, blobs)
+        thread_id, ns = record.thread_id, record.checkpoint_ns
+        prefixes = [normalized(p) for p in prefixes]
+        self._cache.add(thread_id, ns, [*blobs, *prefixes])
+        for b, crc in zip(blobs, crcs, strict=True):
+            self._bytes.add(thread_id, ns, b.key, b.version, crc, b.data)
+        # Versions compaction turned into prefix rows no longer hold those bytes.
+        self._bytes.discard(thread_id, [*evicted, *((ns, p.key, p.version) for p in prefixes)])
         if evicted:
-            self._cache.discard(record.thread_id, evicted)
+            self._cache.discard(thread_id, evicted)
 
     def put_writes(
         self,
@@ -572,11 +588,16 @@ class PostgresSaver(BaseSaver):
 
     def delete_thread(self, thread_id: str) -> None:
         self._db.run(self._delete_op(thread_id), BEGIN_WRITE)
-        self._cache.drop(thread_id)
+        self._forget(thread_id)
 
     async def adelete_thread(self, thread_id: str) -> None:
         await self._db.arun(self._delete_op(thread_id), BEGIN_WRITE)
+        self._forget(thread_id)
+
+    def _forget(self, thread_id: str) -> None:
+        """Forget what is remembered of a thread's blobs (deleted, or replaced by a copy)."""
         self._cache.drop(thread_id)
+        self._bytes.forget_thread(thread_id)
 
     def _delete_op(self, thread_id: str) -> Op[None]:
         params = {"thread": thread_id}
@@ -648,12 +669,14 @@ class PostgresSaver(BaseSaver):
         check_keep_last(keep_last)
         count, evicted = self._db.run(self._prune_op(thread_id, keep_last), BEGIN_WRITE)
         self._cache.discard(thread_id, evicted)
+        self._bytes.discard(thread_id, evicted)
         return count
 
     async def aprune(self, thread_id: str, *, keep_last: int) -> int:
         check_keep_last(keep_last)
         count, evicted = await self._db.arun(self._prune_op(thread_id, keep_last), BEGIN_WRITE)
         self._cache.discard(thread_id, evicted)
+        self._bytes.discard(thread_id, evicted)
         return count
 
     def _prune_op(
@@ -672,11 +695,11 @@ class PostgresSaver(BaseSaver):
         source); copying a thread that has none does nothing. One transaction.
         """
         self._db.run(self._copy_op(source_thread_id, target_thread_id), BEGIN_WRITE)
-        self._cache.drop(target_thread_id)
+        self._forget(target_thread_id)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         await self._db.arun(self._copy_op(source_thread_id, target_thread_id), BEGIN_WRITE)
-        self._cache.drop(target_thread_id)
+        self._forget(target_thread_id)
 
     def _copy_op(self, source: str, target: str) -> Op[None]:
         params = {"source": source, "target": target, "thread": source}
@@ -702,8 +725,10 @@ class PostgresSaver(BaseSaver):
         """
         self._db.close()
         self._cache.clear()
+        self._bytes.clear()
 
     async def aclose(self) -> None:
         """Close the pools from async code: this loop's pool is awaited, others as in close."""
         await self._db.aclose()
         self._cache.clear()
+        self._bytes.clear()

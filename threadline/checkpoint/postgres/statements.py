@@ -72,6 +72,9 @@ SELECT w.checkpoint_id, w.task_id, w.kind, w.task_name, w.data FROM {writes} w
 # Each blob is looked up by its primary key (``LATERAL ... LIMIT 1``, which the planner cannot
 # flatten into a join): a join let it hash every blob of the thread, so loading one checkpoint
 # cost more as the thread grew.
+# ``held_*`` name the blobs whose bytes the saver has (``cache.HeldBytes``): key, version, CRC-32
+# and length. Their data comes back NULL, never read from TOAST nor sent; a row whose checksum or
+# length differs (rewritten meanwhile) comes with its data. (``length`` reads the TOAST header.)
 _SELECT_BLOBS = """
 WITH RECURSIVE need(key, version) AS (
     SELECT r.key, r.version
@@ -85,12 +88,17 @@ WITH RECURSIVE need(key, version) AS (
               AND b.key = n.key AND b.version = n.version AND b.base IS NOT NULL
             LIMIT 1) d
 )
-SELECT b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes, b.data, b.crc32, b.items
+SELECT b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes,
+       CASE WHEN h.key IS NULL THEN b.data END, b.crc32, b.items
   FROM need n CROSS JOIN LATERAL (
        SELECT * FROM {blobs} b
         WHERE b.thread_id = %(thread)s AND b.checkpoint_ns = %(ns)s
           AND b.key = n.key AND b.version = n.version
         LIMIT 1) b
+  LEFT JOIN unnest(%(held_keys)s::text[], %(held_versions)s::text[], %(held_crcs)s::bigint[],
+                   %(held_sizes)s::bigint[]) AS h(key, version, crc32, size)
+    ON h.key = b.key AND h.version = b.version AND h.crc32 = b.crc32
+   AND h.size = length(b.data)
 """
 
 _LOCK_HEADS = """

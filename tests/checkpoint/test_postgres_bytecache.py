@@ -1,0 +1,144 @@
+"""The PostgreSQL saver keeps the bytes of large values it wrote or read, and a load names them:
+the server leaves their data out, so loading a long conversation costs no more each turn. A
+row changed meanwhile (by another process, say) has another checksum and is sent again.
+
+Bytes are counted on the wire (``WireCounter.received``, from ``test_postgres_saver``); same
+server and schema conventions as there.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+
+import pytest
+from builders import step
+from test_postgres_saver import WireCounter, chain, postgres_saver, query, url, wire
+
+from threadline.checkpoint import bytecache
+from threadline.checkpoint.postgres import PostgresSaver
+from threadline.checkpoint.postgres.cache import HeldBytes
+
+BIG = 200_000  # characters of a large value: well above bytecache.MIN_BYTES
+SMALL = 20_000  # more than a load without the large value receives
+
+
+def text(n: int = BIG) -> str:
+    return secrets.token_hex(n // 2)  # incompressible, so TOAST does not hide the size
+
+
+__all__ = ["url", "wire"]  # fixtures of test_postgres_saver, imported for the tests here
+
+
+@pytest.fixture
+def saver() -> Iterator[PostgresSaver]:
+    with postgres_saver() as s:
+        yield s
+
+
+@pytest.fixture
+def counted(wire: WireCounter, url: str) -> Iterator[tuple[PostgresSaver, WireCounter]]:
+    with postgres_saver(url=wire.url(url)) as s:
+        yield s, wire
+
+
+def received(wire: WireCounter, action: object) -> int:
+    wire.reset()
+    action()  # type: ignore[operator]
+    return wire.received
+
+
+def test_a_value_written_here_is_not_read_back(
+    counted: tuple[PostgresSaver, WireCounter],
+) -> None:
+    saver, wire = counted
+    record = step("t1", {"doc": text(), "n": 1}, None)
+    saver.put(record)
+    got: list[object] = []
+    assert received(wire, lambda: got.append(saver.get_tuple("t1"))) < SMALL
+    assert got[0] is not None and got[0].checkpoint == record.checkpoint  # type: ignore[attr-defined]
+    assert received(wire, lambda: list(saver.list("t1"))) < SMALL
+    assert received(wire, lambda: list(saver.list("t1", filter={}))) < SMALL
+
+
+async def test_a_value_read_once_is_not_read_again(url: str, wire: WireCounter) -> None:
+    """Another saver (another process) wrote it: the first load reads it, later ones do not,
+    sync or async."""
+    record = step("t1", {"doc": text(), "n": 1}, None)
+    with postgres_saver() as writer:
+        writer.put(record)
+        with postgres_saver(url=wire.url(url), schema=writer.schema) as reader:
+            assert received(wire, lambda: reader.get_tuple("t1")) > BIG
+            assert received(wire, lambda: reader.get_tuple("t1")) < SMALL
+            wire.reset()
+            got = await reader.aget_tuple("t1", "", record.checkpoint.id)
+            assert wire.received < SMALL
+            assert got is not None and got.checkpoint == record.checkpoint
+
+
+def test_a_row_rewritten_behind_the_saver_is_read_again(saver: PostgresSaver) -> None:
+    """Same length, other bytes and checksum (copied from another thread's row): the cached
+    bytes no longer match the row, so the row's own bytes are sent and used."""
+    mine, theirs = text(), text()
+    saver.put(step("t1", {"doc": mine}, None))
+    saver.put(step("t2", {"doc": theirs}, None))
+    got = saver.get_tuple("t1")
+    assert got is not None and got.checkpoint.values["doc"] == mine
+    query(
+        saver.schema,
+        "UPDATE {s}.threadline_blobs b SET data = o.data, crc32 = o.crc32"
+        " FROM {s}.threadline_blobs o"
+        " WHERE o.thread_id = 't2' AND o.key = 'doc' AND b.thread_id = 't1' AND b.key = 'doc'",
+    )
+    for _ in range(2):  # read again, then served from what was read
+        got = saver.get_tuple("t1")
+        assert got is not None and got.checkpoint.values["doc"] == theirs
+
+
+def test_a_long_conversation_loads_the_same_from_cache_and_from_sql(saver: PostgresSaver) -> None:
+    """A list growing past the cache's threshold: deltas, full blobs, prefix rows written by
+    compaction; every checkpoint loads the same through the warm saver as through a cold one."""
+    records = chain("t1", 80, size=4000)
+    for record in records:
+        saver.put(record)
+        got = saver.get_tuple("t1")
+        assert got is not None and got.checkpoint == record.checkpoint
+    sizes = "SELECT max(length(data)) FROM {s}.threadline_blobs WHERE key = 'messages'"
+    assert query(saver.schema, sizes)[0][0] >= bytecache.MIN_BYTES
+    with PostgresSaver(saver.url, schema=saver.schema) as cold:
+        for record in records[::-1]:
+            warm_got = saver.get_tuple("t1", "", record.checkpoint.id)
+            cold_got = cold.get_tuple("t1", "", record.checkpoint.id)
+            assert warm_got is not None and cold_got is not None
+            assert warm_got.checkpoint == cold_got.checkpoint == record.checkpoint
+        assert [r.checkpoint for r in saver.list("t1")] == [r.checkpoint for r in cold.list("t1")]
+
+
+async def test_deleting_or_copying_over_a_thread_forgets_its_bytes(saver: PostgresSaver) -> None:
+    held = saver._bytes  # what a load names (white box: nothing else tells what is kept)
+    for thread_id in ("t1", "t2", "t3"):
+        saver.put(step(thread_id, {"doc": text()}, None))
+        assert len(held.held(thread_id, "")) == 1
+    saver.delete_thread("t1")
+    await saver.adelete_thread("t2")
+    assert held.held("t1", "") == {} and held.held("t2", "") == {}
+    saver.copy_thread("t3", "t1")
+    assert held.held("t1", "") == {}
+    got = saver.get_tuple("t1")
+    assert got is not None and len(held.held("t1", "")) == 1
+    saver.close()
+    assert held.held("t1", "") == {} and held.held("t3", "") == {}
+
+
+def test_held_bytes_follow_the_cache_bound() -> None:
+    """Bytes the cache dropped are no longer named; small values are never kept."""
+    size = bytecache.MIN_BYTES
+    held = HeldBytes(max_bytes=3 * size)
+    held.add("t1", "", "small", "1", 7, b"s" * (size - 1))
+    for version in "1234":
+        held.add("t1", "", "doc", version, int(version), version.encode() * size)
+    assert held.held("t1", "") == {("doc", v): (int(v), v.encode() * size) for v in "234"}
+    held.add("t2", "", "doc", "1", 1, b"x" * size)  # drops t1's oldest
+    assert set(held.held("t1", "")) == {("doc", "3"), ("doc", "4")}
+    held.discard("t1", [("", "doc", "3")])
+    assert set(held.held("t1", "")) == {("doc", "4")}
