@@ -1,6 +1,6 @@
-"""What the PostgreSQL saver's server-side functions read, counted by PostgreSQL itself
-(``pg_stat_get_xact_*``: this transaction's counts): a put's check reads a few index entries
-however long the thread.
+"""What the PostgreSQL saver's server-side functions read and rewrite, counted by PostgreSQL
+itself (``pg_stat_get_xact_*``: this transaction's counts): a put's check reads a few index
+entries however long the thread, and a head outside the root namespace is updated in place.
 
 Same server and schema conventions as ``test_postgres_saver``.
 """
@@ -12,10 +12,12 @@ from typing import Any
 
 import psycopg
 import pytest
+from builders import step
 from psycopg import sql
 from services import postgres_url
 from test_postgres_saver import chain, postgres_saver
 
+from threadline.checkpoint.ids import new_checkpoint_id
 from threadline.checkpoint.postgres import PostgresSaver
 
 
@@ -53,3 +55,25 @@ def test_a_put_checks_its_values_without_reading_the_whole_thread(saver: Postgre
         params={**refs, "index": f'"{saver.schema}".threadline_blobs_pkey'},
     )
     assert read[0][0] <= 2 * len(refs["keys"])  # each value and its base, nothing else
+
+
+def test_a_head_outside_the_root_namespace_is_updated_in_place(saver: PostgresSaver) -> None:
+    """Root-namespace heads are listed by the time they changed (an indexed column), so their
+    updates cannot be HOT; other namespaces' heads keep their time and are updated in place."""
+    sub, root = step("t1", {"x": 1}, None, ns="sub"), step("t1", {"x": 1}, None)
+    saver.put(sub)
+    saver.put(root)
+    advance = "SELECT {s}.threadline_advance_head('t1', %(ns)s, %(parent)s, %(new)s, false, '{{}}')"
+    counts = (
+        "SELECT pg_stat_get_xact_tuples_updated(to_regclass(%(heads)s)),"
+        " pg_stat_get_xact_tuples_hot_updated(to_regclass(%(heads)s))"
+    )
+    times = "SELECT checkpoint_ns, updated_at FROM {s}.threadline_heads ORDER BY checkpoint_ns"
+    heads = f'"{saver.schema}".threadline_heads'
+    before = in_one_transaction(saver.schema, times)
+    for ns, record, hot in (("sub", sub, 1), ("", root, 0)):
+        params = {"ns": ns, "parent": record.checkpoint.id, "new": new_checkpoint_id()}
+        params["heads"] = heads
+        assert in_one_transaction(saver.schema, advance, counts, params=params) == [(1, hot)]
+        after = dict(in_one_transaction(saver.schema, advance, times, params=params))
+        assert (after[ns] == dict(before)[ns]) == (ns != "")

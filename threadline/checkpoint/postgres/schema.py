@@ -37,6 +37,10 @@ CREATE TABLE IF NOT EXISTS {heads} (
     PRIMARY KEY (thread_id, checkpoint_ns)
 )
 """,
+    # ``list_threads`` pages through root-namespace rows by this index, most recent first. An
+    # update that changes ``updated_at`` cannot be HOT (it is indexed, whatever the predicate
+    # says), so a root row's every put adds index entries; other namespaces are never listed, and
+    # keep the time they were created: their updates stay HOT.
     """
 CREATE INDEX IF NOT EXISTS {heads_recent_name} ON {heads} (updated_at DESC, thread_id DESC)
     WHERE checkpoint_ns = ''
@@ -99,7 +103,8 @@ DECLARE
 BEGIN
     FOR attempt IN 1..2 LOOP
         UPDATE {heads} AS h
-           SET head = p_new, next = p_next, updated_at = clock_timestamp()
+           SET head = p_new, next = p_next,
+               updated_at = CASE WHEN p_ns = '' THEN clock_timestamp() ELSE h.updated_at END
          WHERE h.thread_id = p_thread AND h.checkpoint_ns = p_ns
            AND (p_fork OR h.head IS NOT DISTINCT FROM p_parent)
            AND (h.head IS NULL OR p_new > h.head);

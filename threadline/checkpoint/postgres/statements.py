@@ -26,8 +26,10 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, kind) DO UPDATE S
 """
 
 # Lock the head first (as ``put`` does), so writes and saves of one thread never deadlock.
+# Only a root-namespace row is listed by its time (see ``schema.DDL``).
 _TOUCH_HEAD = """
-UPDATE {heads} SET updated_at = clock_timestamp()
+UPDATE {heads}
+   SET updated_at = CASE WHEN checkpoint_ns = '' THEN clock_timestamp() ELSE updated_at END
  WHERE thread_id = %(thread)s AND checkpoint_ns = %(ns)s AND head = %(cid)s
 """
 
