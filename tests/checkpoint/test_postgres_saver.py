@@ -371,6 +371,7 @@ def test_a_cold_cache_costs_one_query(url: str, wire: WireCounter) -> None:
         # A second saver (another process, say) extends the list: it must look the base up.
         with postgres_saver(url=wire.url(url), schema=first.schema) as second:
             second.get_tuple("nobody")  # open its pool
+            second.put(chain("other", 1)[0])  # the connection prepares the put statement once
             wire.reset()
             second.put(cold[4])
             assert wire.turns == 2  # the base's metadata, then the put

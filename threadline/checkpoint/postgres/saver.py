@@ -495,7 +495,7 @@ class PostgresSaver(BaseSaver):
             "data": [b.data for b in blobs],
             "write_data": [r.data for r in writes],
         }
-        stmts = [Stmt(self._q.put, params)]
+        stmts = [Stmt(self._q.put, params, hot=True)]
         prune = self._prune_stmt(thread_id, ns)
         if prune is None:
             yield Batch(stmts)
