@@ -107,7 +107,7 @@ def _execute_sync(
     tasks, env = effect.tasks, effect.env
     if events is None and ("updates" not in modes or len(tasks) == 1):
         # Nothing to stream while tasks run: this thread takes part, saving hand-offs.
-        outcomes = _Batch(tasks, env).run()
+        outcomes = [run_task_sync(tasks[0], env)] if len(tasks) == 1 else _Batch(tasks, env).run()
         if "updates" in modes:
             for outcome in outcomes:
                 yield from _update_chunks(outcome, modes)

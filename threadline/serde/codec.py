@@ -55,7 +55,7 @@ _OPTIONS = (
 )
 _HEADER = bytes([fmt.FORMAT_VERSION, 0])
 # msgpack bin markers: their absence proves no bytes/bytearray/memoryview was encoded.
-_BIN8, _BIN16, _BIN32 = b"\xc4", b"\xc5", b"\xc6"
+_BIN8, _BIN16, _BIN32 = 0xC4, 0xC5, 0xC6  # ints: `in` is then a memchr, ~8x cheaper
 _COPY_LIMIT = 1 << 16  # slicing off the header copies; above this, a memoryview is cheaper
 
 # The innermost decoding error, kept because ormsgpack replaces ext_hook errors with its own.
