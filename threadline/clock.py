@@ -29,10 +29,15 @@ def now_iso() -> str:
     return iso_at(time.time_ns() // 1000)
 
 
-def increasing_iso() -> str:
-    """Like ``now_iso``, but strictly increasing within the process (orders thread rows)."""
+def increasing_micros() -> int:
+    """Unix time in microseconds, strictly increasing within the process."""
     global _last
     micros = time.time_ns() // 1000
     with _lock:
         micros = _last = max(micros, _last + 1)
-    return iso_at(micros)
+    return micros
+
+
+def increasing_iso() -> str:
+    """Like ``now_iso``, but strictly increasing within the process (orders thread rows)."""
+    return iso_at(increasing_micros())

@@ -45,9 +45,9 @@ from threadline.checkpoint.rules import (
     check_keep_last,
     check_put,
     created_ts,
-    now_iso,
     status_of,
 )
+from threadline.clock import increasing_micros, iso_at
 from threadline.serde import DEFAULT, Serializer
 
 __all__ = ["InMemorySaver", "MemorySaver"]
@@ -97,8 +97,9 @@ class InMemorySaver(BaseSaver):
         # (thread, ns, checkpoint id) -> (task id, kind) -> write; dicts keep insertion order,
         # and replacing a key keeps its original position.
         self._writes: dict[tuple[str, str, str], dict[_WriteKey, WriteRow]] = {}
-        # thread -> updated_at, for threads with a root-namespace checkpoint
-        self._updated: dict[str, str] = {}
+        # thread -> updated_at (increasing Unix microseconds, formatted only when listed), for
+        # threads with a root-namespace checkpoint
+        self._updated: dict[str, int] = {}
 
     def __repr__(self) -> str:
         return f"InMemorySaver(threads={len(self._updated)}, retention={self.retention!r})"
@@ -158,7 +159,7 @@ class InMemorySaver(BaseSaver):
                         thread_id=thread_id,
                         status=status_of(stored.next, writes),
                         checkpoint_id=head,
-                        updated_at=updated_at,
+                        updated_at=iso_at(updated_at),
                         next=stored.next,
                     )
                 )
@@ -193,7 +194,7 @@ class InMemorySaver(BaseSaver):
             self._heads[key] = cp.id
             self._store_writes((*key, cp.id), encoded.writes)
             if record.checkpoint_ns == "":
-                self._updated[record.thread_id] = now_iso()
+                self._updated[record.thread_id] = increasing_micros()
             if self.retention is not None:
                 self._retain(key)
 
@@ -210,7 +211,7 @@ class InMemorySaver(BaseSaver):
         with self._lock:
             self._store_writes((thread_id, checkpoint_ns, checkpoint_id), encoded)
             if checkpoint_ns == "" and self._heads.get((thread_id, "")) == checkpoint_id:
-                self._updated[thread_id] = now_iso()
+                self._updated[thread_id] = increasing_micros()
 
     def _store_writes(self, key: tuple[str, str, str], writes: Sequence[WriteRow]) -> None:
         if not writes:
@@ -304,7 +305,7 @@ class InMemorySaver(BaseSaver):
                 if thread_id == source_thread_id:
                     self._writes[(target_thread_id, ns, cid)] = dict(bucket)
             if (target_thread_id, "") in self._heads:
-                self._updated[target_thread_id] = now_iso()
+                self._updated[target_thread_id] = increasing_micros()
 
 
 def _iter(
