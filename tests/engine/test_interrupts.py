@@ -186,6 +186,25 @@ def test_a_retried_node_gets_the_spare_answer_again(saver):
     assert attempts == ["yes", "yes"]
 
 
+def test_a_spare_answer_reaches_an_interrupt_inside_a_subgraph(saver):
+    def inner_ask(state: State) -> dict:
+        return {"answer": interrupt("inner?")}
+
+    child = StateGraph(State)
+    child.add_node("inner_ask", inner_ask)
+    child.add_edge(START, "inner_ask")
+    child.add_edge("inner_ask", END)
+    parent = StateGraph(State)
+    parent.add_node("child", child.compile())
+    parent.add_edge(START, "child")
+    parent.add_edge("child", END)
+    graph = parent.compile(checkpointer=saver, interrupt_before=["child"])
+    graph.invoke({"items": []}, cfg())
+    assert graph.get_state(cfg()).next == ("child",)
+    # Nothing waits yet: the value goes to the first interrupt() the step calls, nested or not.
+    assert graph.invoke(Command(resume="yes"), cfg())["answer"] == "yes"
+
+
 def test_new_input_abandons_a_pending_interrupt(saver):
     graph, _ = approval_graph(saver)
     graph.invoke({"items": []}, cfg())

@@ -173,6 +173,7 @@ class CompiledStateGraph:
             recursion_limit=_recursion_limit(config),
             nested=nested,
             parent_answers=dict(parent.answers) if nested else {},
+            parent_spare=parent.spare if nested else None,
         )
         if nested:
             settings.writer = parent.writer
@@ -304,9 +305,7 @@ class CompiledStateGraph:
             sub = node.subgraph if node is not None else None
             record = load(task_ns(ns, task.name, task.id)) if sub is not None else None
             if record is not None:
-                task = task._replace(
-                    state=sub._with_subgraphs(snapshot_of(sub.spec, record), load)
-                )
+                task = task._replace(state=sub._with_subgraphs(snapshot_of(sub.spec, record), load))
             tasks.append(task)
         return snap._replace(tasks=tuple(tasks))
 

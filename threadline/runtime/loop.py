@@ -100,6 +100,8 @@ class RunSettings:
     recursion_limit: int = 10_000
     nested: bool = False
     parent_answers: dict[str, Any] = field(default_factory=dict)
+    # A nested run: the spare resume value of its parent's step (the first interrupt() takes it)
+    parent_spare: SpareAnswer | None = None
     writer: Callable[[Any], None] = lambda _: None
     # stream(subgraphs=True): subgraph runs hand their chunks to ``sink`` (set by the driver)
     subgraphs: bool = False
@@ -296,7 +298,7 @@ class RunLoop:
                 self.s.stream_modes,
             )
         env.values = cp.values
-        env.spare = SpareAnswer(spare.value) if spare is not None else None
+        env.spare = SpareAnswer(spare.value) if spare is not None else self.s.parent_spare
         return Execute(runnable, env)
 
     def _keep(self, outcomes: list[Outcome]) -> bool:
