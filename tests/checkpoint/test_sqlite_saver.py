@@ -1145,9 +1145,10 @@ def test_a_version_3_database_is_migrated_and_its_chains_still_load(tmp_path: Pa
             assert got is not None and got.checkpoint.values == r.checkpoint.values
     old = query(path, "SELECT length(data) FROM blobs WHERE items IS NULL")
     assert len(old) == 6 and all(size > 0 for (size,) in old)  # never turned into prefixes
-    assert query(path, "SELECT COUNT(*) FROM blobs WHERE chain_bytes = 0 AND base IS NOT NULL")[0][
-        0
-    ] > 0
+    assert (
+        query(path, "SELECT COUNT(*) FROM blobs WHERE chain_bytes = 0 AND base IS NOT NULL")[0][0]
+        > 0
+    )
 
 
 def test_checkpoint_bodies_stored_as_whole_records_still_load(tmp_path: Path) -> None:

@@ -104,6 +104,7 @@ def repoint_prefixes(versions: int) -> str:
        AND base IN ({marks})
     """
 
+
 # ``seq`` keeps writes in insertion order; replacing a write keeps its original position.
 UPSERT_WRITE = """
     INSERT INTO writes (
