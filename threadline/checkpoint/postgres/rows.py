@@ -96,6 +96,15 @@ def held_params(held: Held) -> dict[str, list[Any]]:
     }
 
 
+def tip_params(tips: Held) -> dict[str, list[Any]]:
+    """The ``tip_*`` parameters of a blob load: chain tips the walk may stop at."""
+    return {
+        "tip_keys": [key for key, _ in tips],
+        "tip_versions": [version for _, version in tips],
+        "tip_crcs": [crc for crc, _ in tips.values()],
+    }
+
+
 def loaded_blobs(
     loaded: Loaded,
 ) -> tuple[dict[tuple[str, str], BlobRow], dict[tuple[str, str], int], set[tuple[str, str]]]:

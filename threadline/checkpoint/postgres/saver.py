@@ -36,6 +36,7 @@ from threadline.checkpoint.layout import (
     wanted_blobs,
 )
 from threadline.checkpoint.postgres.cache import BlobCache, HeldBytes
+from threadline.checkpoint.postgres.chains import HeldChains
 from threadline.checkpoint.postgres.connections import Connections
 from threadline.checkpoint.postgres.driver import BEGIN_READ, BEGIN_WRITE, Batch, Op, Stmt
 from threadline.checkpoint.postgres.rows import (
@@ -48,6 +49,7 @@ from threadline.checkpoint.postgres.rows import (
     loaded_blobs,
     normalized,
     parse_time,
+    tip_params,
     verify_blobs,
     writes_params,
 )
@@ -109,6 +111,7 @@ class PostgresSaver(BaseSaver):
         )
         self._cache = BlobCache()
         self._bytes = HeldBytes()  # large values' bytes: a long conversation is not resent
+        self._chains = HeldChains()  # rows of long delta chains: a load walks only new ones
 
     @classmethod
     def from_conn_string(cls, url: str, **options: Any) -> PostgresSaver:
@@ -201,9 +204,8 @@ class PostgresSaver(BaseSaver):
 
     def _get_op(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None) -> Op[Loaded]:
         """The checkpoint, its writes and its blobs: one round trip, one snapshot."""
-        held = self._bytes.held(thread_id, checkpoint_ns)
-        params = {"thread": thread_id, "ns": checkpoint_ns, "cid": checkpoint_id}
-        params.update(held_params(held))
+        held, params = self._held(thread_id, checkpoint_ns)
+        params.update({"cid": checkpoint_id})
         queries = self._q.load["latest" if checkpoint_id is None else "one"]
         results = yield Batch([Stmt(query, params) for query in queries])
         return Loaded(*(r.rows for r in results), held)
@@ -278,14 +280,8 @@ class PostgresSaver(BaseSaver):
         n: int,
     ) -> Op[tuple[Loaded, int, str | None]]:
         """One page of ``n`` checkpoints older than ``before``: (matching ones, rows, last id)."""
-        held = self._bytes.held(thread_id, checkpoint_ns)
-        params: dict[str, Any] = {
-            "thread": thread_id,
-            "ns": checkpoint_ns,
-            "before": before,
-            "n": n,
-            **held_params(held),
-        }
+        held, params = self._held(thread_id, checkpoint_ns)
+        params.update({"before": before, "n": n})
         if not filter:
             # The page, its writes and its blobs in one round trip.
             queries = self._q.load["page" if before is None else "page_before"]
@@ -307,11 +303,21 @@ class PostgresSaver(BaseSaver):
         writes, blobs = yield Batch([Stmt(writes_q, params), Stmt(blobs_q, params)])
         return Loaded(matching, writes.rows, blobs.rows, held), len(rows), last_id
 
+    def _held(self, thread_id: str, ns: str) -> tuple[dict[tuple[str, str], Any], dict[str, Any]]:
+        """The blobs a load names (held bytes and chain tips), and its parameters."""
+        tips = self._chains.tips(thread_id, ns)
+        held = {**self._bytes.held(thread_id, ns), **tips}
+        params = {"thread": thread_id, "ns": ns, **held_params(held), **tip_params(tips)}
+        return held, params
+
     def _decode(self, thread_id: str, checkpoint_ns: str, loaded: Loaded) -> list[CheckpointRecord]:
         if not loaded.checkpoints:
             return []
-        # Exactly the rows the chains need were fetched: values are rebuilt through ``base``.
+        # Exactly the rows the chains need were fetched (down to a held tip, the rest held
+        # here): values are rebuilt through ``base``.
         rows, sent, damaged = loaded_blobs(loaded)
+        for kv, row in self._chains.rows_below(thread_id, checkpoint_ns, rows).items():
+            rows.setdefault(kv, row)
         self._cache.add(thread_id, checkpoint_ns, rows.values())
         for (key, version), crc in sent.items():
             self._bytes.add(thread_id, checkpoint_ns, key, version, crc, rows[key, version].data)
@@ -325,6 +331,9 @@ class PostgresSaver(BaseSaver):
             versions = {key: str(version) for key, version in cp.versions.items()}
             verify_blobs(thread_id, checkpoint_ns, versions, rows, damaged)
             values = assemble_values(versions, rows, self.serde)
+            if not records:  # the newest: the next load most likely extends its chains
+                for key, version in versions.items():
+                    self._chains.remember(thread_id, checkpoint_ns, key, version, rows)
             records.append(
                 CheckpointRecord(
                     thread_id=thread_id,
@@ -540,6 +549,10 @@ class PostgresSaver(BaseSaver):
         self._cache.add(thread_id, ns, [*blobs, *prefixes])
         for b, crc in zip(blobs, crcs, strict=True):
             self._bytes.add(thread_id, ns, b.key, b.version, crc, b.data)
+            if b.base is None:
+                self._chains.remember(thread_id, ns, b.key, b.version, {(b.key, b.version): b})
+            else:
+                self._chains.extend(thread_id, ns, b, crc)
         # Versions compaction turned into prefix rows no longer hold those bytes.
         self._bytes.discard(thread_id, [*evicted, *((ns, p.key, p.version) for p in prefixes)])
         if evicted:
@@ -598,6 +611,7 @@ class PostgresSaver(BaseSaver):
         """Forget what is remembered of a thread's blobs (deleted, or replaced by a copy)."""
         self._cache.drop(thread_id)
         self._bytes.forget_thread(thread_id)
+        self._chains.forget_thread(thread_id)
 
     def _delete_op(self, thread_id: str) -> Op[None]:
         params = {"thread": thread_id}
@@ -726,9 +740,11 @@ class PostgresSaver(BaseSaver):
         self._db.close()
         self._cache.clear()
         self._bytes.clear()
+        self._chains.clear()
 
     async def aclose(self) -> None:
         """Close the pools from async code: this loop's pool is awaited, others as in close."""
         await self._db.aclose()
         self._cache.clear()
         self._bytes.clear()
+        self._chains.clear()

@@ -77,6 +77,8 @@ SELECT w.checkpoint_id, w.task_id, w.kind, w.task_name, w.data FROM {writes} w
 # ``held_*`` name the blobs whose bytes the saver has (``cache.HeldBytes``): key, version, CRC-32
 # and length. Their data comes back NULL, never read from TOAST nor sent; a row whose checksum or
 # length differs (rewritten meanwhile) comes with its data. (``length`` reads the TOAST header.)
+# ``tip_*`` name the tips of chains the saver holds every row of (``chains.HeldChains``): the
+# walk stops at a tip whose row still has that CRC-32, so only rows above it are read.
 _SELECT_BLOBS = """
 WITH RECURSIVE need(key, version) AS (
     SELECT r.key, r.version
@@ -88,6 +90,10 @@ WITH RECURSIVE need(key, version) AS (
            SELECT b.key, b.base FROM {blobs} b
             WHERE b.thread_id = %(thread)s AND b.checkpoint_ns = %(ns)s
               AND b.key = n.key AND b.version = n.version AND b.base IS NOT NULL
+              AND NOT EXISTS (
+                  SELECT 1 FROM unnest(%(tip_keys)s::text[], %(tip_versions)s::text[],
+                                       %(tip_crcs)s::bigint[]) AS t(key, version, crc32)
+                   WHERE t.key = b.key AND t.version = b.version AND t.crc32 = b.crc32)
             LIMIT 1) d
 )
 SELECT b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes,

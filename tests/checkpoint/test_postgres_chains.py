@@ -1,0 +1,129 @@
+"""The PostgreSQL saver holds the rows of a long list's delta chain, so a load walks and reads
+only the rows added since: loading turn 200 of a conversation costs what turn 10 does.
+
+Bytes are counted on the wire (``WireCounter.received``, from ``test_postgres_saver``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from test_postgres_saver import WireCounter, chain, postgres_saver, query, url, wire
+
+from threadline.checkpoint.layout import BlobRow
+from threadline.checkpoint.postgres import PostgresSaver
+from threadline.checkpoint.postgres.chains import MIN_BYTES, HeldChains
+from threadline.errors import SerializationError
+
+__all__ = ["url", "wire"]  # fixtures of test_postgres_saver, imported for the tests here
+
+ITEM = 1000  # characters per message
+TURNS = 60  # a chain of well over MIN_BYTES
+
+
+@pytest.fixture
+def saver() -> Iterator[PostgresSaver]:
+    with postgres_saver() as s:
+        yield s
+
+
+def received(wire: WireCounter, action: object) -> int:
+    wire.reset()
+    action()  # type: ignore[operator]
+    return wire.received
+
+
+def last_is_delta(saver: PostgresSaver, version: str) -> bool:
+    sql = "SELECT base IS NOT NULL FROM {s}.threadline_blobs WHERE key = 'messages' AND version = "
+    sql += "%s"
+    return bool(query(saver.schema, sql, [version])[0][0])
+
+
+def test_a_load_reads_only_the_rows_added_since_the_last_one(url: str, wire: WireCounter) -> None:
+    records = chain("t1", TURNS, size=ITEM)
+    with postgres_saver() as writer:
+        for record in records[:-1]:
+            writer.put(record)
+        with postgres_saver(url=wire.url(url), schema=writer.schema) as reader:
+            assert received(wire, lambda: reader.get_tuple("t1")) > TURNS * ITEM // 2
+            writer.put(records[-1])  # another process adds a message
+            assert last_is_delta(writer, records[-1].checkpoint.versions["messages"])
+            got = []
+            assert received(wire, lambda: got.append(reader.get_tuple("t1"))) < 4 * ITEM
+            assert got[0] is not None and got[0].checkpoint == records[-1].checkpoint
+
+
+def test_rows_below_a_held_tip_are_not_read_again(saver: PostgresSaver) -> None:
+    """Damage below the tip goes unseen by the saver that holds those rows (it never reads
+    them again); a cold saver reads them, checks them and refuses."""
+    records = chain("t1", TURNS, size=ITEM)
+    for record in records:
+        saver.put(record)
+    assert saver.get_tuple("t1") is not None
+    tip = records[-1].checkpoint.versions["messages"]
+    query(  # the oldest delta of the tip's chain (prefix rows have no bytes of their own)
+        saver.schema,
+        "UPDATE {s}.threadline_blobs SET crc32 = crc32 + 1 WHERE key = 'messages'"
+        " AND version = (SELECT min(version) FROM {s}.threadline_blobs WHERE key = 'messages'"
+        " AND chain_bytes > 0 AND version < %s AND start = (SELECT start FROM"
+        " {s}.threadline_blobs WHERE key = 'messages' AND version = %s))",
+        [tip, tip],
+    )
+    got = saver.get_tuple("t1")
+    assert got is not None and got.checkpoint == records[-1].checkpoint
+    with PostgresSaver(saver.url, schema=saver.schema) as cold, pytest.raises(SerializationError):
+        cold.get_tuple("t1")
+
+
+def test_a_tip_changed_in_the_database_is_read_and_checked(saver: PostgresSaver) -> None:
+    records = chain("t1", TURNS, size=ITEM)
+    for record in records:
+        saver.put(record)
+    assert saver.get_tuple("t1") is not None
+    tip = records[-1].checkpoint.versions["messages"]
+    query(
+        saver.schema,
+        "UPDATE {s}.threadline_blobs SET crc32 = crc32 + 1 WHERE key = 'messages' AND version = %s",
+        [tip],
+    )
+    with pytest.raises(SerializationError, match="corrupted"):
+        saver.get_tuple("t1")
+
+
+def test_deleting_a_thread_forgets_its_chains(saver: PostgresSaver) -> None:
+    for record in chain("t1", TURNS, size=ITEM):
+        saver.put(record)
+    assert saver.get_tuple("t1") is not None
+    assert saver._chains.tips("t1", "")  # white box: nothing else tells what is held
+    saver.delete_thread("t1")
+    assert saver._chains.tips("t1", "") == {}
+
+
+def row(version: str, base: str | None, size: int) -> BlobRow:
+    return BlobRow("k", version, "1", base, 0, 0, b"x" * size, None)
+
+
+def test_held_chains_need_every_row_and_grow_only_from_their_tip() -> None:
+    chains = HeldChains(max_bytes=40 * MIN_BYTES)
+    full, delta = row("1", None, MIN_BYTES), row("2", "1", 10)
+    chains.remember("t", "", "k", "2", {("k", "2"): delta})  # its base is missing
+    assert chains.tips("t", "") == {}
+    chains.remember("t", "", "k", "2", {("k", "1"): full, ("k", "2"): delta})
+    assert set(chains.tips("t", "")) == {("k", "2")}
+    chains.extend("t", "", row("3", "1", 10), 0)  # a fork from below the tip: not this chain
+    assert set(chains.tips("t", "")) == {("k", "2")}
+    chains.extend("t", "", row("3", "2", 10), 0)
+    assert set(chains.rows_below("t", "", [("k", "3")])) == {("k", "1"), ("k", "2"), ("k", "3")}
+    assert chains.rows_below("t", "", [("k", "2")]) == {}  # no longer the tip
+
+
+def test_held_chains_keep_neither_small_nor_oversized_ones_and_stay_bounded() -> None:
+    chains = HeldChains(max_bytes=8 * MIN_BYTES)
+    chains.remember("t", "", "k", "1", {("k", "1"): row("1", None, MIN_BYTES - 1)})
+    assert chains.tips("t", "") == {}  # its rows come with a load anyway
+    chains.remember("t", "", "k", "1", {("k", "1"): row("1", None, 3 * MIN_BYTES)})
+    assert chains.tips("t", "") == {}  # more than a quarter of the bound
+    for thread in "abcdef":
+        chains.remember(thread, "", "k", "1", {("k", "1"): row("1", None, 2 * MIN_BYTES)})
+    assert [t for t in "abcdef" if chains.tips(t, "")] == ["c", "d", "e", "f"]
