@@ -87,6 +87,13 @@ class BlobRow:
         """A delta always holds bytes (``chain_bytes > 0``); a prefix row holds none."""
         return self.base is not None and self.chain_bytes == 0
 
+    def without_data(self) -> BlobRow:
+        """This row's metadata only (what savers remember of stored blobs)."""
+        if not self.data:
+            return self
+        b = self
+        return BlobRow(b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes, b"", b.items)
+
     def prefix_of(self, target: BlobRow) -> BlobRow:
         """This version rewritten as the first ``self.items`` items of ``target``."""
         return BlobRow(

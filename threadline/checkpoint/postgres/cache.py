@@ -3,7 +3,6 @@ query, and the bytes of large ones, so a load need not transfer them again."""
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -44,7 +43,7 @@ class BlobCache:
                 known = self._rows.get(k)
                 # A load brings back every row of a chain: copy only what is new or changed.
                 if known is None or _shape(known) != _shape(row):
-                    self._rows[k] = dataclasses.replace(row, data=b"") if row.data else row
+                    self._rows[k] = row.without_data()
                 self._rows.move_to_end(k)
             while len(self._rows) > self._size:
                 self._rows.popitem(last=False)

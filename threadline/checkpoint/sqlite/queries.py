@@ -38,10 +38,6 @@ def names_json(names: tuple[str, ...]) -> str:
     return json.dumps(list(names))
 
 
-def without_data(row: BlobRow) -> BlobRow:
-    return dataclasses.replace(row, data=b"") if row.data else row
-
-
 def meta_row(r: Sequence[Any]) -> BlobRow:
     """A blob row from the ``BLOB_META`` columns: everything but the data."""
     return BlobRow(r[0], r[1], r[2], r[3], r[4], r[5], b"", r[6])

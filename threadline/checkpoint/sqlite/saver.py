@@ -52,7 +52,6 @@ from threadline.checkpoint.sqlite.queries import (
     meta_row,
     names_json,
     to_record,
-    without_data,
 )
 from threadline.checkpoint.sqlite.schema import (
     BLOB_META,
@@ -590,7 +589,7 @@ class SqliteSaver(BaseSaver):
         with self._lock:
             cache = self._blob_cache
             for row in rows:
-                meta = without_data(row)
+                meta = row.without_data()
                 cache[(thread_id, ns, row.key, row.version)] = meta
                 cache.move_to_end((thread_id, ns, row.key, row.version))
             while len(cache) > _CACHE_SIZE:
