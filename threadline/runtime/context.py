@@ -9,10 +9,13 @@ import hashlib
 import threading
 from collections.abc import Callable
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from threadline.errors import CheckpointerRequiredError, GraphInterrupt
 from threadline.types import Interrupt
+
+if TYPE_CHECKING:  # task.py imports this module
+    from threadline.runtime.task import StepEnv, Task
 
 
 class TaskContext:
@@ -24,7 +27,7 @@ class TaskContext:
 
     __slots__ = ("calls", "env", "subgraph_calls", "task")
 
-    def __init__(self, task: Any, env: Any) -> None:
+    def __init__(self, task: Task, env: StepEnv) -> None:
         self.task = task
         self.env = env
         self.calls = 0
