@@ -2,7 +2,7 @@
 
 The package, by layer:
 
-- ``keys.py`` — the key layout (one hash per checkpoint, one string per value blob) and the
+- ``keys.py`` — the key layout (one string per checkpoint and per value blob) and the
   version marker;
 - ``scripts.py`` — the Lua scripts: every write is one atomic round trip, and ``put`` is a
   compare-and-set on the (thread, namespace) head;
