@@ -16,7 +16,9 @@ from typing import Any
 
 from threadline.checkpoint.base import StorageHints
 
-_MAX_STR = 2000
+# Characters of a string shown: enough to tell what it is about (the value itself is in the
+# blob). Longer previews made them the largest part of a long conversation's folder.
+_MAX_STR = 240
 _MAX_ITEMS = 100
 _MAX_DEPTH = 16
 _MAX_NODES = 5000  # values rendered per state key (or metadata, or write)
