@@ -1071,8 +1071,19 @@ V2_INDEXES = (
 )
 
 
+def as_version_4(path: Path) -> None:
+    """Turn a current file into the version-4 layout: thread rows ordered by an index.
+
+    Version 4 rewrote a thread's row at every put, so its rows name the newest checkpoint; the
+    rows of a current file name it too after the last put that changed a status, as here."""
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("CREATE INDEX threads_by_update ON threads (updated_at, thread_id)")
+        conn.execute("UPDATE threadline_schema_version SET version = 4")
+
+
 def as_version_3(path: Path) -> None:
     """Turn a current file into the version-3 layout: blobs do not record list lengths."""
+    as_version_4(path)
     with closing(sqlite3.connect(path)) as conn, conn:
         conn.execute("ALTER TABLE blobs DROP COLUMN items")
         conn.execute("UPDATE threadline_schema_version SET version = 3")
@@ -1149,6 +1160,53 @@ def test_a_version_3_database_is_migrated_and_its_chains_still_load(tmp_path: Pa
         query(path, "SELECT COUNT(*) FROM blobs WHERE chain_bytes = 0 AND base IS NOT NULL")[0][0]
         > 0
     )
+
+
+def test_a_version_4_database_is_migrated_and_lists_its_threads(tmp_path: Path) -> None:
+    path = tmp_path / "v4.db"
+    with SqliteSaver(path) as saver:
+        heads = {}
+        for name in ("a", "b"):
+            heads[name] = step(name, {"x": 1}, None, next=(PlannedTask("n"),))
+            saver.put(heads[name])
+        threads = saver.list_threads()
+    as_version_4(path)
+    with SqliteSaver(path) as saver:
+        assert query(path, "SELECT version FROM threadline_schema_version") == [(SCHEMA_VERSION,)]
+        assert saver.list_threads() == threads
+        saver.put(step("a", {"x": 2}, heads["a"].checkpoint))  # and the thread goes on
+        assert [(i.thread_id, i.status) for i in saver.list_threads()] == [
+            ("a", "idle"),
+            ("b", "running"),
+        ]
+    schema = dict(query(path, "SELECT name, sql FROM sqlite_master WHERE sql IS NOT NULL"))
+    assert "threads_by_update" not in schema
+
+
+def test_a_put_that_keeps_the_status_writes_no_thread_row(tmp_path: Path) -> None:
+    """Most steps of a run leave the thread running: the thread row is not rewritten (two
+    pages less to commit), and list_threads still shows the newest checkpoint."""
+    with SqliteSaver(tmp_path / "t.db") as saver:
+        running = (PlannedTask("n"),)
+        parent = step("t", {"x": 0}, None, next=running)
+        saver.put(parent)
+        statements: list[str] = []
+        saver._conn.set_trace_callback(statements.append)  # type: ignore[union-attr]
+        for i in range(1, 4):
+            record = step("t", {"x": i}, parent.checkpoint, next=running)
+            saver.put(record)
+            parent = record
+        assert not [s for s in statements if "INTO threads" in s]
+        (info,) = saver.list_threads()
+        assert (info.checkpoint_id, info.status, info.next) == (
+            parent.checkpoint.id,
+            "running",
+            ("n",),
+        )
+        assert info.updated_at == parent.checkpoint.created_at
+        saver.put(step("t", {"x": 9}, parent.checkpoint))  # the run ends: the status changes
+        assert len([s for s in statements if "INTO threads" in s]) == 1
+        assert saver.list_threads()[0].status == "idle"
 
 
 def test_checkpoint_bodies_stored_as_whole_records_still_load(tmp_path: Path) -> None:

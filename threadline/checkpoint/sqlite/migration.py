@@ -2,8 +2,9 @@
 
 Version 1 kept each checkpoint's values in one blob; version 2 had today's rows in a rowid
 ``checkpoints`` table, with two more indexes; version 3 did not record the length of stored
-lists (its chains are never compacted into prefix rows, and load as they are). Each migration
-runs inside the transaction that opens the file, so a failure leaves it as it was.
+lists (its chains are never compacted into prefix rows, and load as they are); version 4
+rewrote each thread's row at every put. Each migration runs inside the transaction that opens
+the file, so a failure leaves it as it was.
 """
 
 from __future__ import annotations
@@ -95,6 +96,8 @@ def _upgrade(conn: sqlite3.Connection, path: str, found: int | None) -> None:
         migrate_v2(conn)
     elif found == 3:
         migrate_v3(conn)
+    elif found == 4:
+        migrate_v4(conn)
     else:
         for statement in SCHEMA:
             conn.execute(statement)
@@ -189,6 +192,21 @@ def body_versions(body: bytes) -> dict[str, str] | None:
     return dict(cp.versions)
 
 
+def body_next(body: bytes, codec: serde.Serializer = serde.DEFAULT) -> tuple[str, ...]:
+    """The names of the tasks a stored checkpoint body plans (their arguments left undecoded,
+    so a ``Send`` payload of an unregistered class does not keep a thread out of a listing)."""
+    try:
+        stored = _raw_blob(body)
+        if type(stored) is list and stored and stored[0] == BODY_TAG:
+            names = tuple(task[0] for task in stored[6])  # see layout._body
+            if all(type(n) is str for n in names):
+                return names
+    except Exception:
+        pass
+    cp, _ = wanted_blobs(body, codec)
+    return tuple(t.name for t in cp.next)
+
+
 def _v1_values(values_blob: bytes) -> dict[str, bytes]:
     """A version-1 values blob (all values in one dict) split into one blob per key."""
     try:
@@ -260,6 +278,13 @@ def migrate_v3(conn: sqlite3.Connection) -> None:
     columns = {row[1] for row in conn.execute("PRAGMA table_info(blobs)")}
     if "items" not in columns:
         conn.execute("ALTER TABLE blobs ADD COLUMN items INTEGER")
+    migrate_v4(conn)
+
+
+def migrate_v4(conn: sqlite3.Connection) -> None:
+    """Schema 4 -> 5: a thread row is written when its status changes, not at every put, and
+    ``list_threads`` orders by its head instead, so its ``updated_at`` index goes."""
+    conn.execute("DROP INDEX IF EXISTS threads_by_update")
     conn.execute("UPDATE threadline_schema_version SET version = ?", (SCHEMA_VERSION,))
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import threading
@@ -41,7 +40,7 @@ from threadline.checkpoint.rules import (
     now_iso,
     status_of,
 )
-from threadline.checkpoint.sqlite.migration import body_versions, prepare
+from threadline.checkpoint.sqlite.migration import body_next, body_versions, prepare
 from threadline.checkpoint.sqlite.queries import (
     CHUNK,
     Row,
@@ -58,10 +57,13 @@ from threadline.checkpoint.sqlite.schema import (
     HEAD,
     INSERT_BLOB,
     INSERT_CHECKPOINT,
+    LIST_THREADS,
     REPLACE_WITH_PREFIX,
+    SELECT_BODY,
     SELECT_LATEST,
     SELECT_ONE,
     SELECT_PAGE,
+    SELECT_STATUS,
     UPSERT_THREAD,
     repoint_prefixes,
 )
@@ -247,24 +249,20 @@ class SqliteSaver(BaseSaver):
     ) -> list[ThreadInfo]:
         if limit is not None and limit <= 0:
             return []
-        where = "WHERE status = ?" if status is not None else ""
+        where = "WHERE t.status = ?" if status is not None else ""
         params: list[Any] = [status] if status is not None else []
         params.append(-1 if limit is None else limit)
         with self._transaction() as conn:
-            rows = conn.execute(
-                f"SELECT thread_id, status, checkpoint_id, updated_at, next FROM threads {where} "
-                "ORDER BY updated_at DESC, thread_id DESC LIMIT ?",
-                params,
-            ).fetchall()
+            rows = conn.execute(LIST_THREADS.format(where=where), params).fetchall()
         return [
             ThreadInfo(
                 thread_id=thread_id,
                 status=st,
                 checkpoint_id=head,
                 updated_at=updated_at,
-                next=tuple(json.loads(next_)),
+                next=body_next(body, self.serde),
             )
-            for thread_id, st, head, updated_at, next_ in rows
+            for thread_id, st, head, updated_at, body in rows
         ]
 
     # -- writing -------------------------------------------------------------------------------
@@ -323,9 +321,7 @@ class SqliteSaver(BaseSaver):
                 self._repoint(conn, thread_id, ns, encoded.prefixes)
             insert_writes(conn, thread_id, ns, cp.id, encoded.writes)
             if ns == "":
-                status = thread_status(cp, record.pending_writes)
-                planned = names_json(tuple(t.name for t in cp.next))
-                conn.execute(UPSERT_THREAD, (thread_id, status, cp.id, now_iso(), planned))
+                self._note_status(conn, thread_id, cp, thread_status(cp, record.pending_writes))
             if self.retention is not None:
                 self._retain(conn, thread_id, ns, cp.id)
         self._remember(thread_id, ns, [*blobs, *encoded.prefixes])
@@ -334,6 +330,14 @@ class SqliteSaver(BaseSaver):
             self._bytes.add((thread_id, ns, b.key, b.version, crc), b.data)
         if encoded.prefixes:
             self._release_free_pages()
+
+    @staticmethod
+    def _note_status(conn: sqlite3.Connection, thread_id: str, cp: Checkpoint, status: str) -> None:
+        """Write the thread row if the status changed (see ``schema.SELECT_STATUS``)."""
+        found = conn.execute(SELECT_STATUS, (thread_id,)).fetchone()
+        if found is None or found[0] != status:
+            planned = names_json(tuple(t.name for t in cp.next))
+            conn.execute(UPSERT_THREAD, (thread_id, status, cp.id, now_iso(), planned))
 
     def _release_free_pages(self) -> None:
         """Give the pages compaction freed back to the OS (files created since schema 4).
@@ -415,20 +419,19 @@ class SqliteSaver(BaseSaver):
             insert_writes(conn, thread_id, checkpoint_ns, checkpoint_id, encoded)
             if checkpoint_ns != "":
                 return
-            found = conn.execute(
-                "SELECT next FROM threads WHERE thread_id = ? AND checkpoint_id = ?",
-                (thread_id, checkpoint_id),
-            ).fetchone()
-            if found is None:
+            (head,) = conn.execute(HEAD, (thread_id, "")).fetchone()
+            if head != checkpoint_id:
                 return  # not the thread's newest checkpoint: its status is unchanged
+            (body,) = conn.execute(SELECT_BODY, (thread_id, "", head)).fetchone()
             keys = conn.execute(
                 "SELECT task_id, kind FROM writes "
                 "WHERE thread_id = ? AND checkpoint_ns = '' AND checkpoint_id = ?",
                 (thread_id, checkpoint_id),
             ).fetchall()
-            conn.execute(
-                "UPDATE threads SET status = ?, updated_at = ? WHERE thread_id = ?",
-                (status_of(json.loads(found[0]), keys), now_iso(), thread_id),
+            next_ = body_next(body, self.serde)
+            conn.execute(  # a write on the head moves the thread up in list_threads
+                UPSERT_THREAD,
+                (thread_id, status_of(next_, keys), head, now_iso(), names_json(next_)),
             )
 
     def delete_thread(self, thread_id: str) -> None:

@@ -1,4 +1,4 @@
-"""The SQLite tables (schema version 4) and the statements that write their rows.
+"""The SQLite tables (schema version 5) and the statements that write their rows.
 
 ``checkpoints`` is a ``WITHOUT ROWID`` table: its primary key is the table, so a put writes one
 b-tree, not a table and an index. ``blobs`` keeps a rowid (its rows hold values of any size) and
@@ -6,7 +6,7 @@ has no index but its primary key: a delta chain is a range of it (see ``queries.
 Every b-tree a put touches costs it a page written to the WAL.
 """
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 SCHEMA = (
     """
@@ -60,9 +60,6 @@ SCHEMA = (
         updated_at    TEXT    NOT NULL,
         next          TEXT    NOT NULL
     )
-    """,
-    """
-    CREATE INDEX IF NOT EXISTS threads_by_update ON threads (updated_at, thread_id)
     """,
 )
 
@@ -130,8 +127,32 @@ UPSERT_THREAD = """
         next = excluded.next
 """
 
+# The status of each thread, written when it changes: a put that leaves it as it was (most steps
+# of a run) writes no thread row, sparing its commit two pages. ``checkpoint_id``, ``next`` and
+# ``updated_at`` are as of that write; ``list_threads`` reads the head's own (``LIST_THREADS``).
+SELECT_STATUS = "SELECT status FROM threads WHERE thread_id = ?"
+
+# Each thread with its head row: newest first by the later of its head's creation and the thread
+# row's last write (a write on the head, a change of status).
+LIST_THREADS = """
+    SELECT t.thread_id, t.status, h.checkpoint_id,
+           CASE WHEN t.updated_at > h.created_at THEN t.updated_at ELSE h.created_at END AS at,
+           h.body
+      FROM threads t
+      JOIN checkpoints h
+        ON h.thread_id = t.thread_id AND h.checkpoint_ns = ''
+       AND h.checkpoint_id = (SELECT MAX(c.checkpoint_id) FROM checkpoints c
+                               WHERE c.thread_id = t.thread_id AND c.checkpoint_ns = '')
+     {where}
+     ORDER BY at DESC, t.thread_id DESC LIMIT ?
+"""
+
 HEAD = """
     SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?
+"""
+
+SELECT_BODY = """
+    SELECT body FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?
 """
 
 SELECT_ONE = """
