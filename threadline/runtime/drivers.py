@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from threadline.runtime.loop import Emit, Execute, Load, RunLoop, Save, SaveWrites
-from threadline.runtime.task import Outcome, Task, run_task_async, run_task_sync
+from threadline.runtime.task import Outcome, StepEnv, Task, run_task_async, run_task_sync
 
 # Threads are made lazily and reused; the high cap keeps nested subgraphs that wait on their
 # own parallel tasks from starving the pool.
@@ -142,7 +142,7 @@ class _Batch:
     have not started when the tasks run out are cancelled, never waited for.
     """
 
-    def __init__(self, tasks: list[Task], env: Any) -> None:
+    def __init__(self, tasks: list[Task], env: StepEnv) -> None:
         self.tasks = tasks
         self.env = env
         self.outcomes: list[Outcome | None] = [None] * len(tasks)
