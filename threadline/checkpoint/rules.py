@@ -40,8 +40,8 @@ def check_put(record: CheckpointRecord, head: str | None, *, fork: bool) -> None
     if head is not None and cp.id <= head:
         raise ConcurrentUpdateError(
             f"{_where(record)}: checkpoint {cp.id} does not sort after the newest checkpoint "
-            f"{head}; nothing was written (it is saved already, and checkpoints are never replaced, or "
-            "its id was made by a clock that is behind)"
+            f"{head}; nothing was written (it is saved already, and checkpoints are never "
+            "replaced, or its id was made by a clock that is behind)"
         )
 
 
