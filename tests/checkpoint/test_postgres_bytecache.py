@@ -17,7 +17,6 @@ from test_postgres_saver import WireCounter, chain, postgres_saver, query, url, 
 
 from threadline.checkpoint import bytecache
 from threadline.checkpoint.postgres import PostgresSaver
-from threadline.checkpoint.postgres.cache import HeldBytes
 
 BIG = 200_000  # characters of a large value: well above bytecache.MIN_BYTES
 SMALL = 20_000  # more than a load without the large value receives
@@ -128,17 +127,3 @@ async def test_deleting_or_copying_over_a_thread_forgets_its_bytes(saver: Postgr
     assert got is not None and len(held.held("t1", "")) == 1
     saver.close()
     assert held.held("t1", "") == {} and held.held("t3", "") == {}
-
-
-def test_held_bytes_follow_the_cache_bound() -> None:
-    """Bytes the cache dropped are no longer named; small values are never kept."""
-    size = bytecache.MIN_BYTES
-    held = HeldBytes(max_bytes=3 * size)
-    held.add("t1", "", "small", "1", 7, b"s" * (size - 1))
-    for version in "1234":
-        held.add("t1", "", "doc", version, int(version), version.encode() * size)
-    assert held.held("t1", "") == {("doc", v): (int(v), v.encode() * size) for v in "234"}
-    held.add("t2", "", "doc", "1", 1, b"x" * size)  # drops t1's oldest
-    assert set(held.held("t1", "")) == {("doc", "3"), ("doc", "4")}
-    held.discard("t1", [("", "doc", "3")])
-    assert set(held.held("t1", "")) == {("doc", "4")}

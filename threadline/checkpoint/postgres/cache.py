@@ -1,5 +1,5 @@
 """What the PostgreSQL saver remembers of stored blobs: their metadata, so a list delta needs no
-query, and the bytes of large ones, so a load need not transfer them again."""
+query. (The bytes of large ones are ``bytecache.HeldBlobs``; rows of chains, ``chains.py``.)"""
 
 from __future__ import annotations
 
@@ -7,12 +7,9 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 
-from threadline.checkpoint import bytecache
-from threadline.checkpoint.bytecache import ByteCache
 from threadline.checkpoint.layout import BlobRow
 
 CACHE_SIZE = 50_000
-_HELD_PER_NAMESPACE = 16  # a load names at most this many blobs it has
 
 
 def _shape(row: BlobRow) -> tuple[object, ...]:
@@ -68,77 +65,3 @@ class BlobCache:
     def clear(self) -> None:
         with self._lock:
             self._rows.clear()
-
-
-class HeldBytes:
-    """Verified bytes of large blobs (a ``bytecache.ByteCache``), and which of them each
-    (thread, namespace) has, so a load can name them and the server leave their data out.
-
-    A blob is named by its ``(key, version)`` with the CRC-32 and length of the bytes held: the
-    server sends the data of a row that differs (rewritten by another process, say) as usual.
-    """
-
-    def __init__(self, max_bytes: int = bytecache.MAX_BYTES) -> None:
-        self._max_bytes = max_bytes
-        self._bytes = ByteCache(max_bytes)
-        # Namespaces are dropped least recently used first, when more than the cache could
-        # hold blobs for; a namespace keeps its newest few blobs.
-        self._namespaces = max(1, max_bytes // bytecache.MIN_BYTES)
-        self._lock = threading.Lock()
-        self._index: OrderedDict[tuple[str, str], dict[tuple[str, str], int]] = OrderedDict()
-
-    def add(
-        self, thread_id: str, checkpoint_ns: str, key: str, version: str, crc: int, data: bytes
-    ) -> None:
-        """Keep the bytes of a blob just written or read (and verified); small ones are not."""
-        if len(data) < bytecache.MIN_BYTES:
-            return
-        self._bytes.add((thread_id, checkpoint_ns, key, version, crc), data)
-        with self._lock:
-            held = self._index.setdefault((thread_id, checkpoint_ns), {})
-            held.pop((key, version), None)
-            held[(key, version)] = crc
-            while len(held) > _HELD_PER_NAMESPACE:
-                del held[next(iter(held))]
-            self._index.move_to_end((thread_id, checkpoint_ns))
-            while len(self._index) > self._namespaces:
-                self._index.popitem(last=False)
-
-    def held(self, thread_id: str, checkpoint_ns: str) -> dict[tuple[str, str], tuple[int, bytes]]:
-        """``(key, version) -> (crc32, bytes)`` of the namespace's blobs held here.
-
-        The bytes are returned, not just named: the cache may drop them before the load that
-        named them comes back.
-        """
-        found: dict[tuple[str, str], tuple[int, bytes]] = {}
-        with self._lock:
-            held = self._index.get((thread_id, checkpoint_ns))
-            if not held:
-                return found
-            self._index.move_to_end((thread_id, checkpoint_ns))
-            for kv, crc in list(held.items()):
-                data = self._bytes.get((thread_id, checkpoint_ns, *kv, crc))
-                if data is None:  # dropped by the cache
-                    del held[kv]
-                else:
-                    found[kv] = (crc, data)
-        return found
-
-    def discard(self, thread_id: str, keys: Iterable[tuple[str, str, str]]) -> None:
-        """Stop naming ``(namespace, key, version)`` blobs of a thread (deleted, or rewritten)."""
-        with self._lock:
-            for ns, key, version in keys:
-                held = self._index.get((thread_id, ns))
-                if held is not None:
-                    held.pop((key, version), None)
-
-    def forget_thread(self, thread_id: str) -> None:
-        self._bytes.forget_thread(thread_id)
-        with self._lock:
-            for k in [k for k in self._index if k[0] == thread_id]:
-                del self._index[k]
-
-    def clear(self) -> None:
-        with self._lock:
-            self._bytes = ByteCache(self._max_bytes)
-            self._index.clear()

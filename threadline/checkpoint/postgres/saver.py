@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import zlib
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,6 +22,7 @@ from threadline.checkpoint.base import (
     ThreadStatus,
     metadata_matches,
 )
+from threadline.checkpoint.bytecache import HeldBlobs
 from threadline.checkpoint.layout import (
     BlobRow,
     Compaction,
@@ -35,7 +36,7 @@ from threadline.checkpoint.layout import (
     full_blobs,
     wanted_blobs,
 )
-from threadline.checkpoint.postgres.cache import BlobCache, HeldBytes
+from threadline.checkpoint.postgres.cache import BlobCache
 from threadline.checkpoint.postgres.chains import HeldChains
 from threadline.checkpoint.postgres.connections import Connections
 from threadline.checkpoint.postgres.driver import BEGIN_READ, BEGIN_WRITE, Batch, Op, Stmt
@@ -110,7 +111,8 @@ class PostgresSaver(BaseSaver):
             pool_timeout=pool_timeout,
         )
         self._cache = BlobCache()
-        self._bytes = HeldBytes()  # large values' bytes: a long conversation is not resent
+        # large values' bytes, by (key, version): a long conversation is not resent
+        self._bytes: HeldBlobs[tuple[str, str]] = HeldBlobs(per_namespace=16)
         self._chains = HeldChains()  # rows of long delta chains: a load walks only new ones
 
     @classmethod
@@ -320,7 +322,8 @@ class PostgresSaver(BaseSaver):
             rows.setdefault(kv, row)
         self._cache.add(thread_id, checkpoint_ns, rows.values())
         for (key, version), crc in sent.items():
-            self._bytes.add(thread_id, checkpoint_ns, key, version, crc, rows[key, version].data)
+            data = rows[key, version].data
+            self._bytes.add(thread_id, checkpoint_ns, (key, version), key, version, crc, data)
         writes: dict[str, list[TaskWrite]] = {}
         for cid, task_id, kind, task_name, data in loaded.writes:
             write = decode_write(WriteRow(task_id, kind, task_name, data), self.serde)
@@ -548,13 +551,13 @@ class PostgresSaver(BaseSaver):
         prefixes = [normalized(p) for p in prefixes]
         self._cache.add(thread_id, ns, [*blobs, *prefixes])
         for b, crc in zip(blobs, crcs, strict=True):
-            self._bytes.add(thread_id, ns, b.key, b.version, crc, b.data)
+            self._bytes.add(thread_id, ns, (b.key, b.version), b.key, b.version, crc, b.data)
             if b.base is None:
                 self._chains.remember(thread_id, ns, b.key, b.version, {(b.key, b.version): b})
             else:
                 self._chains.extend(thread_id, ns, b, crc)
         # Versions compaction turned into prefix rows no longer hold those bytes.
-        self._bytes.discard(thread_id, [*evicted, *((ns, p.key, p.version) for p in prefixes)])
+        self._drop_held(thread_id, [*evicted, *((ns, p.key, p.version) for p in prefixes)])
         if evicted:
             self._cache.discard(thread_id, evicted)
 
@@ -606,6 +609,11 @@ class PostgresSaver(BaseSaver):
     async def adelete_thread(self, thread_id: str) -> None:
         await self._db.arun(self._delete_op(thread_id), BEGIN_WRITE)
         self._forget(thread_id)
+
+    def _drop_held(self, thread_id: str, blobs: Iterable[tuple[str, str, str]]) -> None:
+        """Stop naming ``(namespace, key, version)`` blobs in loads (deleted, or rewritten)."""
+        for ns, key, version in blobs:
+            self._bytes.drop(thread_id, ns, [(key, version)])
 
     def _forget(self, thread_id: str) -> None:
         """Forget what is remembered of a thread's blobs (deleted, or replaced by a copy)."""
@@ -683,14 +691,14 @@ class PostgresSaver(BaseSaver):
         check_keep_last(keep_last)
         count, evicted = self._db.run(self._prune_op(thread_id, keep_last), BEGIN_WRITE)
         self._cache.discard(thread_id, evicted)
-        self._bytes.discard(thread_id, evicted)
+        self._drop_held(thread_id, evicted)
         return count
 
     async def aprune(self, thread_id: str, *, keep_last: int) -> int:
         check_keep_last(keep_last)
         count, evicted = await self._db.arun(self._prune_op(thread_id, keep_last), BEGIN_WRITE)
         self._cache.discard(thread_id, evicted)
-        self._bytes.discard(thread_id, evicted)
+        self._drop_held(thread_id, evicted)
         return count
 
     def _prune_op(

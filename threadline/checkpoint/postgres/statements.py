@@ -74,9 +74,10 @@ SELECT w.checkpoint_id, w.task_id, w.kind, w.task_name, w.data FROM {writes} w
 # Each blob is looked up by its primary key (``LATERAL ... LIMIT 1``, which the planner cannot
 # flatten into a join): a join let it hash every blob of the thread, so loading one checkpoint
 # cost more as the thread grew.
-# ``held_*`` name the blobs whose bytes the saver has (``cache.HeldBytes``): key, version, CRC-32
-# and length. Their data comes back NULL, never read from TOAST nor sent; a row whose checksum or
-# length differs (rewritten meanwhile) comes with its data. (``length`` reads the TOAST header.)
+# ``held_*`` name the blobs whose bytes the saver has (``bytecache.HeldBlobs``): key, version,
+# CRC-32 and length. Their data comes back NULL, never read from TOAST nor sent; a row whose
+# checksum or length differs (rewritten meanwhile) comes with its data. (``length`` reads the
+# TOAST header.)
 # ``tip_*`` name the tips of chains the saver holds every row of (``chains.HeldChains``): the
 # walk stops at a tip whose row still has that CRC-32, so only rows above it are read.
 _SELECT_BLOBS = """

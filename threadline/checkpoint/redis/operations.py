@@ -27,6 +27,7 @@ from threadline.checkpoint.base import (
     ThreadStatus,
     metadata_matches,
 )
+from threadline.checkpoint.bytecache import HeldBlobs
 from threadline.checkpoint.layout import (
     BlobRow,
     EncodedCheckpoint,
@@ -39,7 +40,7 @@ from threadline.checkpoint.layout import (
     wanted_blobs,
     with_chains,
 )
-from threadline.checkpoint.redis.cache import BlobCache, HeldBlobs
+from threadline.checkpoint.redis.cache import BlobCache
 from threadline.checkpoint.redis.keys import (
     HEADER_READ,
     Keys,
@@ -73,7 +74,8 @@ class Operations:
     retention: Retention | None = None
     codec: Serializer = DEFAULT
     cache: BlobCache = field(default_factory=BlobCache)
-    held: HeldBlobs = field(default_factory=HeldBlobs)
+    # large blobs' bytes, by key suffix: a long conversation is not resent
+    held: HeldBlobs[str] = field(default_factory=lambda: HeldBlobs(per_namespace=8))
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -81,7 +83,7 @@ class Operations:
         self, thread_id: str, ns: str, checkpoint_id: str | None
     ) -> Op[CheckpointRecord | None]:
         keys = Keys(self.prefix, thread_id)
-        held = self.held.of(thread_id, ns)
+        held = self.held.held(thread_id, ns)
         reply = yield _read(keys, q(ns), checkpoint_id, held)
         return self._decode(keys, thread_id, ns, reply, held) if reply else None
 
@@ -114,7 +116,7 @@ class Operations:
                     and metadata_matches(_metadata(keys, thread_id, ns, i, row, self.codec), filter)
                 ]
             if wanted:
-                held = self.held.of(thread_id, ns)
+                held = self.held.held(thread_id, ns)
                 replies = yield Pipe([_read(keys, qns, i, held) for i in wanted])
                 for reply in replies:
                     if not reply:
@@ -187,7 +189,7 @@ class Operations:
                 f"the stored value of key {row.key!r} (version {row.version}) is damaged: its "
                 "data does not match the CRC-32 in its header"
             )
-        self.held.add(thread_id, ns, suffix, row, crc)
+        self.held.add(thread_id, ns, suffix, row.key, str(row.version), crc, row.data)
         return row
 
     # -- writing ---------------------------------------------------------------------------
@@ -222,10 +224,10 @@ class Operations:
                     self.cache.drop_one(thread_id, ns, b.key, str(b.version))
                 else:
                     self.cache.put(thread_id, ns, _stringly(b))
-                    self.held.add(thread_id, ns, suffix, b, None)
+                    self.held.add(thread_id, ns, suffix, b.key, str(b.version), None, b.data)
             for p in encoded.prefixes:
                 self.cache.put(thread_id, ns, _stringly(p))
-                self.held.drop(thread_id, ns, blob_suffix(qns, p.key, p.version))
+                self.held.drop(thread_id, ns, [blob_suffix(qns, p.key, p.version)])
             yield from self._retain(keys, thread_id, ns, int(reply[1]), reply[2])
             return
         raise SaverUnavailableError(
@@ -427,7 +429,7 @@ class Operations:
                 continue  # a checkpoint was saved meanwhile: decide again
             for kv in doomed:
                 self.cache.drop_one(thread_id, ns, *kv)
-                self.held.drop(thread_id, ns, suffix_of[kv][0])
+                self.held.drop(thread_id, ns, [suffix_of[kv][0]])
             return int(removed)
         return 0
 
