@@ -97,7 +97,7 @@ def test_a_row_rewritten_behind_the_saver_is_read_again(saver: PostgresSaver) ->
 def test_a_long_conversation_loads_the_same_from_cache_and_from_sql(saver: PostgresSaver) -> None:
     """A list growing past the cache's threshold: deltas, full blobs, prefix rows written by
     compaction; every checkpoint loads the same through the warm saver as through a cold one."""
-    records = chain("t1", 80, size=4000)
+    records = chain("t1", 80, size=16_000)  # 1.3 MB: past the first full copy
     for record in records:
         saver.put(record)
         got = saver.get_tuple("t1")

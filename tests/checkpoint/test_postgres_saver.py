@@ -54,8 +54,9 @@ from threadline.checkpoint.base import (
     StorageHints,
 )
 from threadline.checkpoint.ids import new_checkpoint_id
-from threadline.checkpoint.layout import BlobRow, referenced_blobs, wanted_blobs
+from threadline.checkpoint.layout import BlobRow, Compaction, referenced_blobs, wanted_blobs
 from threadline.checkpoint.postgres import SCHEMA_VERSION, PostgresSaver, mask_url
+from threadline.checkpoint.postgres import saver as saver_module
 from threadline.errors import SaverUnavailableError, SerializationError
 
 SESSION = f"threadline_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
@@ -653,6 +654,13 @@ def test_setup_migrates_version_1_and_keeps_its_data(url: str) -> None:
             ]
 
 
+@pytest.fixture()
+def eager_compaction(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Full copies after 16 KB of deltas (twice the last copy): compaction in a small test."""
+    monkeypatch.setattr(saver_module, "COMPACTION", Compaction(ratio=2.0, rewrite_full=False))
+
+
+@pytest.mark.usefixtures("eager_compaction")
 def test_setup_migrates_version_2_whose_blobs_have_no_lengths(url: str) -> None:
     """Version 2 did not record list lengths: its rows load as they are and are never turned
     into prefix rows; the list goes on growing and compacting."""
@@ -681,6 +689,24 @@ def test_setup_migrates_version_2_whose_blobs_have_no_lengths(url: str) -> None:
         assert any(not unknown and size == 0 and chain == 0 for unknown, size, chain in rows)
 
 
+def test_a_growing_list_is_stored_once_as_deltas(saver: PostgresSaver) -> None:
+    """The default policy: no full copy until the deltas pass 1 MiB, so a 300 KB list is its
+    first (empty) blob and one delta per step, each item stored once."""
+    records = chain("t1", 150, size=2000)
+    for record in records:
+        saver.put(record)
+    rows = query(
+        saver.schema,
+        "SELECT base IS NULL, chain_bytes, length(data) FROM {s}.threadline_blobs"
+        " WHERE key = 'messages'",
+    )
+    assert sum(1 for full, _, _ in rows if full) == 1 and len(rows) == 150
+    assert all(chain > 0 for full, chain, _ in rows if not full)  # no prefix rows
+    final = records[-1].checkpoint.values["messages"]
+    assert sum(r[2] for r in rows) < 1.05 * len(serde.DEFAULT.dumps(final))
+
+
+@pytest.mark.usefixtures("eager_compaction")
 def test_compaction_keeps_full_blobs_and_drops_the_deltas_they_hold(
     saver: PostgresSaver,
 ) -> None:

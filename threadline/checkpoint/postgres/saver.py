@@ -61,8 +61,10 @@ from threadline.errors import ConcurrentUpdateError, SerializationError
 from threadline.serde import DEFAULT, Serializer
 
 # An updated row's TOAST stays until a vacuum, so old full blobs are kept, not rewritten (their
-# deltas still become prefix rows), and chains grow longer between full blobs.
-COMPACTION = Compaction(ratio=2.0, rewrite_full=False)
+# deltas still become prefix rows), and full blobs are rare: a list is stored about once (its
+# deltas), a full copy only once its deltas outweigh 16 times the last one (and 1 MiB). Loads
+# stay flat without them: the saver holds the chains it reads (``chains.py``).
+COMPACTION = Compaction(ratio=16.0, min_chain_bytes=1 << 20, rewrite_full=False)
 _PAGE_SIZE = 64
 
 
