@@ -654,6 +654,17 @@ def test_setup_migrates_version_1_and_keeps_its_data(url: str) -> None:
             ]
 
 
+def put_and_list_rows(saver: PostgresSaver, records: list[CheckpointRecord]) -> list[Any]:
+    """(is full, chain_bytes, length of data) of each stored row of ``messages``."""
+    for record in records:
+        saver.put(record)
+    return query(
+        saver.schema,
+        "SELECT base IS NULL, chain_bytes, length(data) FROM {s}.threadline_blobs"
+        " WHERE key = 'messages'",
+    )
+
+
 @pytest.fixture()
 def eager_compaction(monkeypatch: pytest.MonkeyPatch) -> None:
     """Full copies after 16 KB of deltas (twice the last copy): compaction in a small test."""
@@ -693,13 +704,7 @@ def test_a_growing_list_is_stored_once_as_deltas(saver: PostgresSaver) -> None:
     """The default policy: no full copy until the deltas pass 1 MiB, so a 300 KB list is its
     first (empty) blob and one delta per step, each item stored once."""
     records = chain("t1", 150, size=2000)
-    for record in records:
-        saver.put(record)
-    rows = query(
-        saver.schema,
-        "SELECT base IS NULL, chain_bytes, length(data) FROM {s}.threadline_blobs"
-        " WHERE key = 'messages'",
-    )
+    rows = put_and_list_rows(saver, records)
     assert sum(1 for full, _, _ in rows if full) == 1 and len(rows) == 150
     assert all(chain > 0 for full, chain, _ in rows if not full)  # no prefix rows
     final = records[-1].checkpoint.values["messages"]
@@ -713,13 +718,7 @@ def test_compaction_keeps_full_blobs_and_drops_the_deltas_they_hold(
     """PostgreSQL keeps an updated row's TOAST until a vacuum: old full blobs stay (fewer,
     growing geometrically), and the deltas each new one holds become prefix rows."""
     records = chain("t1", 150, size=2000)
-    for record in records:
-        saver.put(record)
-    rows = query(
-        saver.schema,
-        "SELECT base IS NULL, chain_bytes, length(data) FROM {s}.threadline_blobs"
-        " WHERE key = 'messages'",
-    )
+    rows = put_and_list_rows(saver, records)
     fulls = [r for r in rows if r[0]]
     prefixes = [r for r in rows if not r[0] and r[1] == 0]
     assert 2 <= len(fulls) <= 6 and len(prefixes) > 60 and all(r[2] == 0 for r in prefixes)
