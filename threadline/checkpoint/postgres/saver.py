@@ -55,6 +55,7 @@ from threadline.checkpoint.postgres.rows import (
     writes_params,
 )
 from threadline.checkpoint.postgres.schema import SCHEMA_VERSION
+from threadline.checkpoint.postgres.sources import RecentWrites
 from threadline.checkpoint.postgres.statements import Queries
 from threadline.checkpoint.rules import age_cutoff, check_keep_last, check_put, status_of
 from threadline.errors import ConcurrentUpdateError, SerializationError
@@ -116,6 +117,7 @@ class PostgresSaver(BaseSaver):
         # large values' bytes, by (key, version): a long conversation is not resent
         self._bytes: HeldBlobs[tuple[str, str]] = HeldBlobs(per_namespace=16)
         self._chains = HeldChains()  # rows of long delta chains: a load walks only new ones
+        self._recent = RecentWrites()  # the run input's write, which the next put refers to
 
     @classmethod
     def from_conn_string(cls, url: str, **options: Any) -> PostgresSaver:
@@ -169,8 +171,10 @@ class PostgresSaver(BaseSaver):
         if found is not None and found > SCHEMA_VERSION:
             raise self._db.too_new(found)
         # Version 1 -> 2 added ``threadline_put`` (tables unchanged): the DDL below, which is
-        # idempotent, is that migration; 2 -> 3 adds a column first.
+        # idempotent, is that migration; 2 -> 3 and 3 -> 4 add columns first.
         stmts = [Stmt(ddl, prepare=False) for ddl in q.ddl]
+        if found is not None and found < 4:
+            stmts.insert(0, Stmt(q.ddl_add_source, prepare=False))
         if found is not None and found < 3:
             stmts.insert(0, Stmt(q.ddl_add_items, prepare=False))
         if found is None:
@@ -371,7 +375,7 @@ class PostgresSaver(BaseSaver):
                 raise self._moved(record, fork, moved) from None
             except NotStored as still:
                 raise self._not_stored(record, still) from None
-        self._after_put(record, blobs, crcs, encoded.prefixes, evicted)
+        self._after_put(record, blobs, crcs, encoded, evicted)
 
     async def aput(self, record: CheckpointRecord, *, fork: bool = False) -> None:
         missing = self._missing_bases(record)
@@ -394,7 +398,7 @@ class PostgresSaver(BaseSaver):
                 raise self._moved(record, fork, moved) from None
             except NotStored as still:
                 raise self._not_stored(record, still) from None
-        self._after_put(record, blobs, crcs, encoded.prefixes, evicted)
+        self._after_put(record, blobs, crcs, encoded, evicted)
 
     def _missing_bases(self, record: CheckpointRecord) -> list[tuple[str, str]]:
         """(key, version) of list bases a delta could extend that the cache does not know."""
@@ -477,6 +481,7 @@ class PostgresSaver(BaseSaver):
         """
         thread_id, ns, cp = record.thread_id, record.checkpoint_ns, record.checkpoint
         writes = dedupe_writes(encoded.writes)
+        sources = self._recent.sources(thread_id, ns, cp.parent_id, blobs)
         prefixes = [normalized(p) for p in encoded.prefixes]
         refs = sorted((key, str(version)) for key, version in cp.versions.items())
         # A value this put stores in full is there once it commits; only the others (values
@@ -490,7 +495,8 @@ class PostgresSaver(BaseSaver):
             "check": check,
             "blobs": [
                 [*(b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes), crc, b.items]
-                for b, crc in zip(blobs, crcs, strict=True)
+                + ([None] * 4 if src is None else [*dataclasses.astuple(src)])
+                for b, crc, src in zip(blobs, crcs, sources, strict=True)
             ],
             "writes": [[r.task_id, r.kind, r.task_name] for r in writes],
             "prefixes": [[p.key, p.version, p.base, p.full_bytes, p.items] for p in prefixes],
@@ -506,7 +512,9 @@ class PostgresSaver(BaseSaver):
             "body": encoded.row.body,
             "metadata": encoded.row.metadata,
             "shape": json.dumps(shape, separators=(",", ":")),
-            "data": [b.data for b in blobs],
+            "data": [
+                b.data if src is None else b.data[:2] for b, src in zip(blobs, sources, strict=True)
+            ],
             "write_data": [r.data for r in writes],
         }
         stmts = [Stmt(self._q.put, params, hot=True)]
@@ -546,12 +554,13 @@ class PostgresSaver(BaseSaver):
         record: CheckpointRecord,
         blobs: Sequence[BlobRow],
         crcs: Sequence[int],
-        prefixes: Sequence[BlobRow],
+        encoded: EncodedCheckpoint,
         evicted: Sequence[tuple[str, str, str]],
     ) -> None:
         thread_id, ns = record.thread_id, record.checkpoint_ns
-        prefixes = [normalized(p) for p in prefixes]
+        prefixes = [normalized(p) for p in encoded.prefixes]
         self._cache.add(thread_id, ns, [*blobs, *prefixes])
+        self._recent.remember(thread_id, ns, record.checkpoint.id, encoded.writes)
         for b, crc in zip(blobs, crcs, strict=True):
             self._bytes.add(thread_id, ns, (b.key, b.version), b.key, b.version, crc, b.data)
             if b.base is None:

@@ -1,14 +1,15 @@
 """The PostgreSQL saver's tables and server-side functions, and ``setup``'s migrations.
 
 Version 1 had the tables; version 2 added ``threadline_put`` (``put`` in one statement);
-version 3 added ``blobs.items`` (a list's length) and compaction's prefix rows to the put. The
+version 3 added ``blobs.items`` (a list's length) and compaction's prefix rows to the put;
+version 4 the ``blobs.src_*`` columns of a value whose bytes are inside a write. The
 functions raise SQLSTATE ``TL409`` when a put lost its compare-and-set and ``TL410`` when values
 a checkpoint relies on are not stored; ``connections.map_error`` turns them into exceptions.
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 CAS_SQLSTATE = "TL409"  # raised by threadline_advance_head when the head moved
 REFS_SQLSTATE = "TL410"  # raised by threadline_check_refs when values are not stored
@@ -24,7 +25,23 @@ CREATE TABLE IF NOT EXISTS {version} (
 # Version 2 -> 3, run only on older tables (an ALTER, even one that changes nothing, makes
 # connections re-plan their prepared statements): rows stored before list lengths were kept
 # have none, and are never compacted into prefix rows.
-DDL_ADD_ITEMS = "ALTER TABLE {blobs} ADD COLUMN IF NOT EXISTS items bigint"
+# Migrations run their ALTERs inside ``DO``: psycopg, seeing an ``ALTER`` command tag in a
+# pipeline, forgets the connection's prepared statements while later ones are being prepared,
+# and the next load fails with 'prepared statement "_pg3_2" does not exist'.
+DDL_ADD_ITEMS = "DO $m$ BEGIN ALTER TABLE {blobs} ADD COLUMN IF NOT EXISTS items bigint; END $m$"
+# Version 3 -> 4: a blob whose bytes are inside a write of the same thread (the run's input, as
+# the ``__start__`` task's result) keeps only their header in ``data`` and says where the rest
+# is: bytes ``src_at`` (0-based) to ``src_at + src_len`` of the ``result`` write of task
+# ``src_task`` at checkpoint ``src_id``. Loads append them (``BLOB_DATA``); a prune that drops
+# that write copies them into the row first.
+DDL_ADD_SOURCE = """
+DO $m$ BEGIN
+ALTER TABLE {blobs} ADD COLUMN IF NOT EXISTS src_id text COLLATE "C",
+                    ADD COLUMN IF NOT EXISTS src_task text COLLATE "C",
+                    ADD COLUMN IF NOT EXISTS src_at integer,
+                    ADD COLUMN IF NOT EXISTS src_len integer;
+END $m$
+"""
 
 DDL = (
     """
@@ -73,6 +90,10 @@ CREATE TABLE IF NOT EXISTS {blobs} (
     crc32         bigint NOT NULL,
     data          bytea  NOT NULL,
     items         bigint,
+    src_id        text COLLATE "C",
+    src_task      text COLLATE "C",
+    src_at        integer,
+    src_len       integer,
     PRIMARY KEY (thread_id, checkpoint_ns, key, version)
 )
 """,
@@ -196,10 +217,11 @@ BEGIN
         -- A (key, version) stored already holds the same value (perhaps as a prefix row).
         INSERT INTO {blobs} (
             thread_id, checkpoint_ns, key, version, start, base, chain_bytes, full_bytes,
-            crc32, data, items
+            crc32, data, items, src_id, src_task, src_at, src_len
         )
         SELECT p_thread, p_ns, b->>0, b->>1, b->>2, b->>3, (b->>4)::bigint, (b->>5)::bigint,
-               (b->>6)::bigint, p_data[i], (b->>7)::bigint
+               (b->>6)::bigint, p_data[i], (b->>7)::bigint, b->>8, b->>9, (b->>10)::integer,
+               (b->>11)::integer
           FROM json_array_elements(p_shape->'blobs') WITH ORDINALITY AS x(b, i)
         ON CONFLICT (thread_id, checkpoint_ns, key, version) DO NOTHING;
     END IF;

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from psycopg import sql
 
-from threadline.checkpoint.postgres.schema import DDL, DDL_ADD_ITEMS, DDL_VERSION_TABLE
+from threadline.checkpoint.postgres.schema import (
+    DDL,
+    DDL_ADD_ITEMS,
+    DDL_ADD_SOURCE,
+    DDL_VERSION_TABLE,
+)
 
 _PUT = """
 SELECT {put}(
@@ -80,6 +85,16 @@ SELECT w.checkpoint_id, w.task_id, w.kind, w.task_name, w.data FROM {writes} w
 # TOAST header.)
 # ``tip_*`` name the tips of chains the saver holds every row of (``chains.HeldChains``): the
 # walk stops at a tip whose row still has that CRC-32, so only rows above it are read.
+# A blob's bytes (of a row ``b`` of the thread): its ``data``, followed, when they are
+# inside a write (``schema.DDL_ADD_SOURCE``), by that slice of the write. A write that is gone
+# adds nothing: the bytes then fail their CRC-32, a clear error rather than a wrong value.
+_BLOB_DATA = """b.data || CASE WHEN b.src_id IS NULL THEN ''::bytea ELSE COALESCE(substring(
+    (SELECT w.data FROM {writes} w
+      WHERE w.thread_id = %(thread)s AND w.checkpoint_ns = b.checkpoint_ns
+        AND w.checkpoint_id = b.src_id AND w.task_id = b.src_task AND w.kind = 'result')
+    FROM b.src_at + 1 FOR b.src_len), ''::bytea) END"""
+_BLOB_SIZE = "length(b.data) + COALESCE(b.src_len, 0)"
+
 _SELECT_BLOBS = """
 WITH RECURSIVE need(key, version) AS (
     SELECT r.key, r.version
@@ -98,7 +113,7 @@ WITH RECURSIVE need(key, version) AS (
             LIMIT 1) d
 )
 SELECT b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes,
-       CASE WHEN h.key IS NULL THEN b.data END, b.crc32, b.items
+       CASE WHEN h.key IS NULL THEN {data} END, b.crc32, b.items
   FROM need n CROSS JOIN LATERAL (
        SELECT * FROM {blobs} b
         WHERE b.thread_id = %(thread)s AND b.checkpoint_ns = %(ns)s
@@ -107,8 +122,9 @@ SELECT b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes,
   LEFT JOIN unnest(%(held_keys)s::text[], %(held_versions)s::text[], %(held_crcs)s::bigint[],
                    %(held_sizes)s::bigint[]) AS h(key, version, crc32, size)
     ON h.key = b.key AND h.version = b.version AND h.crc32 = b.crc32
-   AND h.size = length(b.data)
+   AND h.size = {size}
 """
+_SELECT_BLOBS = _SELECT_BLOBS.replace("{data}", _BLOB_DATA).replace("{size}", _BLOB_SIZE)
 
 _LOCK_HEADS = """
 SELECT 1 FROM {heads} WHERE thread_id = %(thread)s ORDER BY checkpoint_ns FOR {mode}
@@ -170,6 +186,16 @@ live(checkpoint_ns, key, version) AS (
                  AND b.version = l.version
      WHERE b.thread_id = %(thread)s AND b.base IS NOT NULL
 ),
+kept_sources AS (  -- live blobs whose bytes are in a doomed write get them in the row
+    UPDATE {blobs} b
+       SET data = {data}, src_id = NULL, src_task = NULL, src_at = NULL, src_len = NULL
+      FROM doomed d
+     WHERE b.thread_id = %(thread)s AND b.checkpoint_ns = d.checkpoint_ns
+       AND b.src_id = d.checkpoint_id
+       AND EXISTS (
+           SELECT 1 FROM live l
+            WHERE l.checkpoint_ns = b.checkpoint_ns AND l.key = b.key AND l.version = b.version)
+),
 gone_blobs AS (
     DELETE FROM {blobs} b
      WHERE EXISTS (SELECT 1 FROM doomed)
@@ -184,6 +210,7 @@ SELECT (SELECT count(*) FROM doomed),
        ARRAY(SELECT g.key FROM gone_blobs g),
        ARRAY(SELECT g.version FROM gone_blobs g)
 """
+_PRUNE = _PRUNE.replace("{data}", _BLOB_DATA)
 
 _LIST_THREADS = """
 SELECT h.thread_id, h.head, h.updated_at, h.next,
@@ -223,10 +250,10 @@ SELECT %(target)s, checkpoint_ns, checkpoint_id, parent_id, step, created_at, bo
     """
 INSERT INTO {blobs} (
     thread_id, checkpoint_ns, key, version, start, base, chain_bytes, full_bytes, crc32, data,
-    items
+    items, src_id, src_task, src_at, src_len
 )
 SELECT %(target)s, checkpoint_ns, key, version, start, base, chain_bytes, full_bytes, crc32,
-       data, items
+       data, items, src_id, src_task, src_at, src_len
   FROM {blobs} WHERE thread_id = %(source)s
 """,
     """
@@ -262,6 +289,7 @@ class Queries:
         self.ddl_version_table = f(DDL_VERSION_TABLE)
         self.ddl = tuple(f(stmt) for stmt in DDL)
         self.ddl_add_items = f(DDL_ADD_ITEMS)
+        self.ddl_add_source = f(DDL_ADD_SOURCE)
         self.put = f(_PUT)
         self.upsert_writes = f(_UPSERT_WRITES)
         self.touch_head = f(_TOUCH_HEAD)
