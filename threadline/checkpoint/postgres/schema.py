@@ -157,27 +157,27 @@ CREATE OR REPLACE FUNCTION {check_refs}(
     p_thread text, p_ns text, p_keys text[], p_versions text[]
 ) RETURNS void LANGUAGE plpgsql AS $threadline$
 DECLARE
-    v_missing text[];
+    v_missing text[] := '{{}}';
+    v_base text;
 BEGIN
-    -- Each blob, and its base, looked up by its primary key (LATERAL ... LIMIT 1: never
-    -- flattened into a join, nor a NOT EXISTS hashed, that would read every blob of the thread;
-    -- the cached generic plan did that, so each put cost more as the thread grew).
-    SELECT array_agg(DISTINCT r.key) INTO v_missing
-      FROM unnest(p_keys, p_versions) AS r(key, version)
-      LEFT JOIN LATERAL (
-           SELECT true, b.base FROM {blobs} b
-            WHERE b.thread_id = p_thread AND b.checkpoint_ns = p_ns
-              AND b.key = r.key AND b.version = r.version
-            LIMIT 1) s(found, base) ON true
-      LEFT JOIN LATERAL (
-           SELECT true FROM {blobs} a
-            WHERE a.thread_id = p_thread AND a.checkpoint_ns = p_ns
-              AND a.key = r.key AND a.version = s.base
-            LIMIT 1) t(found) ON true
-     WHERE s.found IS NULL OR (s.base IS NOT NULL AND t.found IS NULL);
-    IF v_missing IS NOT NULL THEN
+    -- A primary-key lookup per value (and its base): statements this simple keep one cached
+    -- plan per session, where one query over the arrays was planned again at every put
+    -- (~200 us) and, as a generic plan, once hashed every blob of the thread.
+    FOR i IN 1 .. coalesce(array_length(p_keys, 1), 0) LOOP
+        SELECT b.base INTO v_base FROM {blobs} b
+         WHERE b.thread_id = p_thread AND b.checkpoint_ns = p_ns
+           AND b.key = p_keys[i] AND b.version = p_versions[i];
+        IF NOT FOUND OR (v_base IS NOT NULL AND NOT EXISTS (
+               SELECT 1 FROM {blobs} a
+                WHERE a.thread_id = p_thread AND a.checkpoint_ns = p_ns
+                  AND a.key = p_keys[i] AND a.version = v_base)) THEN
+            v_missing := v_missing || p_keys[i];
+        END IF;
+    END LOOP;
+    IF cardinality(v_missing) > 0 THEN
         RAISE EXCEPTION 'threadline: values of the checkpoint are not stored'
-            USING ERRCODE = 'TL410', DETAIL = array_to_json(v_missing)::text;
+            USING ERRCODE = 'TL410',
+                  DETAIL = array_to_json(ARRAY(SELECT DISTINCT k FROM unnest(v_missing) k))::text;
     END IF;
 END
 $threadline$
@@ -187,7 +187,8 @@ $threadline$
     # value it names and did not store in full is stored. Any exception undoes all of it.
     # ``p_shape`` holds everything but the bytes, as JSON: ``{"next": [name], "refs": [[key,
     # version]], "check": [[key, version]], "blobs": [[key, version, start, base, chain_bytes,
-    # full_bytes, crc32, items]], "writes": [[task_id, kind, task_name]], "prefixes": [[key,
+    # full_bytes, crc32, items, src_id, src_task, src_at, src_len]], "writes": [[task_id, kind,
+    # task_name]], "prefixes": [[key,
     # version, target, full_bytes, items]]}``; ``p_data`` and ``p_write_data`` hold the bytes of
     # ``blobs`` and ``writes``, in the same order. (One JSON value costs the client far less to
     # send than a dozen typed arrays.) ``prefixes`` (compaction) turn stored versions into
@@ -198,9 +199,11 @@ CREATE OR REPLACE FUNCTION {put}(
     p_created_at timestamptz, p_body bytea, p_metadata bytea, p_shape json,
     p_data bytea[], p_write_data bytea[]
 ) RETURNS void LANGUAGE plpgsql AS $threadline$
+DECLARE
+    v_shape jsonb := p_shape;  -- parsed once: each ``->`` on ``json`` parses the text again
 BEGIN
     PERFORM {advance}(p_thread, p_ns, p_parent, p_cid, p_fork,
-                      ARRAY(SELECT n FROM json_array_elements_text(p_shape->'next')
+                      ARRAY(SELECT n FROM jsonb_array_elements_text(v_shape->'next')
                                 WITH ORDINALITY AS x(n, i) ORDER BY i));
     -- Never an upsert: the head's compare-and-set guarantees the id is new.
     INSERT INTO {cps} (
@@ -208,9 +211,9 @@ BEGIN
         blob_keys, blob_versions
     ) VALUES (
         p_thread, p_ns, p_cid, p_parent, p_step, p_created_at, p_body, p_metadata,
-        ARRAY(SELECT r->>0 FROM json_array_elements(p_shape->'refs')
+        ARRAY(SELECT r->>0 FROM jsonb_array_elements(v_shape->'refs')
                     WITH ORDINALITY AS x(r, i) ORDER BY i),
-        ARRAY(SELECT r->>1 FROM json_array_elements(p_shape->'refs')
+        ARRAY(SELECT r->>1 FROM jsonb_array_elements(v_shape->'refs')
                     WITH ORDINALITY AS x(r, i) ORDER BY i)
     );
     IF cardinality(p_data) > 0 THEN
@@ -222,23 +225,23 @@ BEGIN
         SELECT p_thread, p_ns, b->>0, b->>1, b->>2, b->>3, (b->>4)::bigint, (b->>5)::bigint,
                (b->>6)::bigint, p_data[i], (b->>7)::bigint, b->>8, b->>9, (b->>10)::integer,
                (b->>11)::integer
-          FROM json_array_elements(p_shape->'blobs') WITH ORDINALITY AS x(b, i)
+          FROM jsonb_array_elements(v_shape->'blobs') WITH ORDINALITY AS x(b, i)
         ON CONFLICT (thread_id, checkpoint_ns, key, version) DO NOTHING;
     END IF;
-    IF json_array_length(COALESCE(p_shape->'prefixes', '[]'::json)) > 0 THEN
+    IF jsonb_array_length(COALESCE(v_shape->'prefixes', '[]'::jsonb)) > 0 THEN
         UPDATE {blobs} AS b
            SET start = r->>2, base = r->>2, chain_bytes = 0, full_bytes = (r->>3)::bigint,
                crc32 = 0, data = ''::bytea, items = (r->>4)::bigint
-          FROM json_array_elements(p_shape->'prefixes') AS x(r)
+          FROM jsonb_array_elements(v_shape->'prefixes') AS x(r)
          WHERE b.thread_id = p_thread AND b.checkpoint_ns = p_ns
            AND b.key = r->>0 AND b.version = r->>1;
     END IF;
-    IF json_array_length(p_shape->'check') > 0 THEN
+    IF jsonb_array_length(v_shape->'check') > 0 THEN
         PERFORM {check_refs}(
             p_thread, p_ns,
-            ARRAY(SELECT r->>0 FROM json_array_elements(p_shape->'check')
+            ARRAY(SELECT r->>0 FROM jsonb_array_elements(v_shape->'check')
                     WITH ORDINALITY AS x(r, i) ORDER BY i),
-            ARRAY(SELECT r->>1 FROM json_array_elements(p_shape->'check')
+            ARRAY(SELECT r->>1 FROM jsonb_array_elements(v_shape->'check')
                     WITH ORDINALITY AS x(r, i) ORDER BY i));
     END IF;
     IF cardinality(p_write_data) > 0 THEN
@@ -246,7 +249,7 @@ BEGIN
             thread_id, checkpoint_ns, checkpoint_id, task_id, kind, task_name, data
         )
         SELECT p_thread, p_ns, p_cid, w->>0, w->>1, w->>2, p_write_data[i]
-          FROM json_array_elements(p_shape->'writes') WITH ORDINALITY AS x(w, i)
+          FROM jsonb_array_elements(v_shape->'writes') WITH ORDINALITY AS x(w, i)
          ORDER BY i
         ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, kind) DO UPDATE SET
             task_name = excluded.task_name,
