@@ -6,11 +6,13 @@ Bytes are counted on the wire (``WireCounter.received``, from ``test_postgres_sa
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterator
 
 import pytest
 from test_postgres_saver import WireCounter, chain, postgres_saver, query, url, wire
 
+from threadline import serde
 from threadline.checkpoint.layout import BlobRow
 from threadline.checkpoint.postgres import PostgresSaver
 from threadline.checkpoint.postgres.chains import MIN_BYTES, HeldChains
@@ -114,8 +116,31 @@ def test_held_chains_need_every_row_and_grow_only_from_their_tip() -> None:
     chains.extend("t", "", row("3", "1", 10), 0)  # a fork from below the tip: not this chain
     assert set(chains.tips("t", "")) == {("k", "2")}
     chains.extend("t", "", row("3", "2", 10), 0)
-    assert set(chains.rows_below("t", "", [("k", "3")])) == {("k", "1"), ("k", "2"), ("k", "3")}
-    assert chains.rows_below("t", "", [("k", "2")]) == {}  # no longer the tip
+    assert set(chains.rows_below("t", "", {("k", "3"): 0})) == {("k", "1"), ("k", "2"), ("k", "3")}
+    assert chains.rows_below("t", "", {("k", "3"): 1}) == {}  # the tip changed in the database
+    assert chains.rows_below("t", "", {("k", "2"): 0}) == {}  # no longer the tip
+
+
+def plain_row(version: str, base: str | None, items: list[str]) -> BlobRow:
+    data = serde.DEFAULT.dumps(items)
+    return BlobRow("k", version, "1", base, len(data), 0, data, None)
+
+
+def test_a_chain_of_plain_lists_is_held_and_loaded_as_one_value() -> None:
+    chains = HeldChains()
+    first, second = ["a" * MIN_BYTES], [f"m{i}" for i in range(20)]  # array16 and fixarray
+    rows = {("k", "1"): plain_row("1", None, first), ("k", "2"): plain_row("2", "1", second)}
+    chains.remember("t", "", "k", "2", rows)
+    (tip,) = chains.rows_below("t", "", {("k", "2"): zlib.crc32(rows[("k", "2")].data)}).values()
+    assert tip.base is None and serde.DEFAULT.loads(tip.data) == first + second
+    third = plain_row("3", "2", ["x"])
+    chains.extend("t", "", third, 7)  # a delta stored on the tip
+    (tip,) = chains.rows_below("t", "", {("k", "3"): 7}).values()
+    assert serde.DEFAULT.loads(tip.data) == [*first, *second, "x"] and tip.items == 22
+    fourth = plain_row("4", "3", ["y"])
+    chains.remember("t", "", "k", "4", {("k", "4"): fourth})  # loaded above the tip
+    (tip,) = chains.rows_below("t", "", {("k", "4"): zlib.crc32(fourth.data)}).values()
+    assert serde.DEFAULT.loads(tip.data)[-2:] == ["x", "y"]
 
 
 def test_held_chains_keep_neither_small_nor_oversized_ones_and_stay_bounded() -> None:

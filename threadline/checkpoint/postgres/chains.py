@@ -10,6 +10,13 @@ and sends only the rows above it (new versions); the rows below come from here.
 A version's value never changes, so held rows stay right even when the database later rewrites
 them (compaction makes them prefix rows of a newer full blob). A tip rewritten meanwhile no
 longer matches its checksum, and the server walks the whole chain as it would without this.
+
+Decoding hundreds of deltas one by one would still cost each load as much as the chain is
+long, so where it can a chain is held as one blob instead of its rows: the items of every row
+under one msgpack array header (bytes, never decoded objects, so nothing a node does to its
+state reaches the next load). A load gets it in place of the tip's row and decodes it in one
+call; a delta stored or loaded on the tip is appended to it. (Rows that are not plain lists,
+compressed or sealed ones, are held as rows.)
 """
 
 from __future__ import annotations
@@ -17,10 +24,11 @@ from __future__ import annotations
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from threadline.checkpoint.layout import BlobRow
+from threadline.serde import _format as fmt
 
 #: Bytes held in all, per saver; chains are dropped least recently used first.
 MAX_BYTES = 64 * 1024 * 1024
@@ -28,18 +36,27 @@ MAX_BYTES = 64 * 1024 * 1024
 MIN_BYTES = 16 * 1024
 
 _Kv = tuple[str, str]  # (key, version)
+_PLAIN = bytes((fmt.FORMAT_VERSION, 0))  # the header of a blob neither compressed nor sealed
 
 
 @dataclass(slots=True)
 class _Chain:
-    tip: str
+    tip: BlobRow  # the newest row (its bytes are named to the server with its CRC-32)
     crc: int  # of the tip row's data
-    rows: dict[_Kv, BlobRow]
-    size: int
+    rows: dict[_Kv, BlobRow]  # every row down to a full blob; empty when ``joined`` holds it
+    joined: bytearray | None = None  # the tip's value as one plain blob
+    snapshot: bytes | None = None  # a copy of ``joined`` handed to loads (never resized)
+
+    @property
+    def size(self) -> int:
+        """Bytes held: the rows, or the joined value and its snapshot."""
+        if self.joined is not None:
+            return 2 * len(self.joined) + len(self.tip.data)
+        return sum(len(r.data) for r in self.rows.values())
 
 
 class HeldChains:
-    """Per (thread, namespace, key), the rows from a full blob up to the newest version held."""
+    """Per (thread, namespace, key), the value of the newest version held, from a full blob."""
 
     def __init__(self, max_bytes: int = MAX_BYTES) -> None:
         self._max = max_bytes
@@ -52,20 +69,32 @@ class HeldChains:
         """``(key, tip version) -> (crc32, data)`` of the namespace's chains."""
         with self._lock:
             chains = self._chains.get((thread_id, ns), {})
-            return {(key, c.tip): (c.crc, c.rows[(key, c.tip)].data) for key, c in chains.items()}
+            return {(key, c.tip.version): (c.crc, c.tip.data) for key, c in chains.items()}
 
-    def rows_below(self, thread_id: str, ns: str, tips: Iterable[_Kv]) -> dict[_Kv, BlobRow]:
-        """The held rows of the chains ending at ``tips`` (those the server stopped at)."""
+    def rows_below(self, thread_id: str, ns: str, loaded: Mapping[_Kv, int]) -> dict[_Kv, BlobRow]:
+        """What holds the values of the chains whose tips a load returned (``loaded``: the
+        CRC-32 of each row it returned) unchanged, so the server stopped there: the tip as one
+        full blob of its whole value, or the chain's rows."""
         found: dict[_Kv, BlobRow] = {}
         with self._lock:
             chains = self._chains.get((thread_id, ns))
             if chains is None:
                 return found
             self._chains.move_to_end((thread_id, ns))
-            for key, version in tips:
+            for (key, version), crc in loaded.items():
                 chain = chains.get(key)
-                if chain is not None and chain.tip == version:
+                if chain is None or chain.tip.version != version or chain.crc != crc:
+                    continue
+                if chain.joined is None:
                     found.update(chain.rows)
+                    continue
+                if chain.snapshot is None:
+                    chain.snapshot = bytes(chain.joined)
+                data = chain.snapshot
+                items = int.from_bytes(data[3:7], "big")
+                found[(key, version)] = BlobRow(
+                    key, version, version, None, 0, len(data), data, items
+                )
         return found
 
     def remember(
@@ -75,38 +104,30 @@ class HeldChains:
         (or to the tip held now: the rows above it extend that chain)."""
         with self._lock:
             held = self._chains.get((thread_id, ns), {}).get(key)
-            if held is not None and held.tip == version:
+            if held is not None and held.tip.version == version:
                 return
-            tip, below = (held.tip, dict(held.rows)) if held is not None else (None, {})
-        rows: dict[_Kv, BlobRow] = {}
-        kv: _Kv | None = (key, version)
-        while kv is not None:
-            if kv[1] == tip:
-                rows.update(below)
-                break
-            row = pool.get(kv)
-            if row is None or kv in rows:
-                return  # a row is missing (or the chain loops): nothing to hold
-            rows[kv] = row
-            kv = (key, row.base) if row.base is not None else None
-        size = sum(len(r.data) for r in rows.values())
-        crc = zlib.crc32(rows[(key, version)].data)
-        self._put(thread_id, ns, key, _Chain(version, crc, rows, size))
+            tip = held.tip.version if held is not None else None
+            newer: list[BlobRow] = []  # newest first
+            kv: _Kv | None = (key, version)
+            while kv is not None and kv[1] != tip:
+                row = pool.get(kv)
+                if row is None or len(newer) > len(pool):
+                    return  # a row is missing (or the chain loops): nothing to hold
+                newer.append(row)
+                kv = (key, row.base) if row.base is not None else None
+            if kv is not None and held is not None:  # reached the held tip: extend it
+                for row in reversed(newer):
+                    self._grow(thread_id, ns, held, row, zlib.crc32(row.data))
+                return
+        rows = {(key, r.version): r for r in newer}
+        self._put(thread_id, ns, key, _Chain(newer[0], zlib.crc32(newer[0].data), rows))
 
     def extend(self, thread_id: str, ns: str, row: BlobRow, crc: int) -> None:
         """A row just stored: a delta on the held tip becomes the new tip."""
         with self._lock:
-            chains = self._chains.get((thread_id, ns), {})
-            chain = chains.get(row.key)
-            if chain is None or row.base != chain.tip:
-                return
-            chain.rows[(row.key, row.version)] = row
-            chain.tip, chain.crc = row.version, crc
-            chain.size += len(row.data)
-            self._size += len(row.data)
-            if chain.size > self._max // 4:
-                del chains[row.key]
-                self._size -= chain.size
+            chain = self._chains.get((thread_id, ns), {}).get(row.key)
+            if chain is not None and row.base == chain.tip.version:
+                self._grow(thread_id, ns, chain, row, crc)
 
     def forget_thread(self, thread_id: str) -> None:
         with self._lock:
@@ -118,8 +139,24 @@ class HeldChains:
             self._chains.clear()
             self._size = 0
 
+    def _grow(self, thread_id: str, ns: str, chain: _Chain, row: BlobRow, crc: int) -> None:
+        """``row`` (a delta on the tip) becomes the tip; a chain grown too big is dropped."""
+        before = chain.size
+        if chain.joined is not None and not _append(chain.joined, row.data):
+            chain.rows, chain.joined = {}, None  # not a plain list: the rows below are gone
+        elif chain.joined is None:
+            chain.rows[(row.key, row.version)] = row
+        chain.tip, chain.crc, chain.snapshot = row, crc, None
+        self._size += chain.size - before
+        if (not chain.rows and chain.joined is None) or chain.size > self._max // 4:
+            self._chains[(thread_id, ns)].pop(row.key, None)
+            self._size -= chain.size
+
     def _put(self, thread_id: str, ns: str, key: str, chain: _Chain) -> None:
         """Hold ``chain`` in place of the key's previous one; small or huge ones are not held."""
+        chain.joined = _joined(key, chain)
+        if chain.joined is not None:
+            chain.rows = {}
         keep = MIN_BYTES <= chain.size <= self._max // 4
         with self._lock:
             chains = self._chains.setdefault((thread_id, ns), {})
@@ -132,3 +169,48 @@ class HeldChains:
             while self._size > self._max and self._chains:
                 _, dropped = self._chains.popitem(last=False)
                 self._size -= sum(c.size for c in dropped.values())
+
+
+def _array(data: bytes) -> tuple[int, int] | None:
+    """(length, offset of the first item) of the list a plain blob holds; None otherwise."""
+    if len(data) < 3 or data[:2] != _PLAIN:
+        return None
+    tag = data[2]
+    if 0x90 <= tag <= 0x9F:
+        return tag & 0x0F, 3
+    if tag == 0xDC and len(data) >= 5:
+        return int.from_bytes(data[3:5], "big"), 5
+    if tag == 0xDD and len(data) >= 7:
+        return int.from_bytes(data[3:7], "big"), 7
+    return None
+
+
+def _joined(key: str, chain: _Chain) -> bytearray | None:
+    """The tip's value as one plain blob: the items of each row, oldest first, under one
+    array header; None if a row is not a plain list (compressed, sealed) or is a prefix."""
+    parts: list[bytes] = []
+    count = 0
+    row: BlobRow | None = chain.tip
+    while True:
+        head = _array(row.data) if row is not None and not row.is_prefix else None
+        if row is None or head is None:
+            return None
+        count += head[0]
+        parts.append(row.data[head[1] :])
+        if row.base is None:
+            break
+        row = chain.rows.get((key, row.base))
+    parts.append(_PLAIN + b"\xdd" + count.to_bytes(4, "big"))
+    parts.reverse()
+    return bytearray().join(parts)
+
+
+def _append(joined: bytearray, delta: bytes) -> bool:
+    """Append the items of ``delta`` to ``joined`` in place; False if it is not a plain list."""
+    head = _array(delta)
+    if head is None or delta[:2] != _PLAIN:
+        return False
+    count = int.from_bytes(joined[3:7], "big") + head[0]
+    joined[3:7] = count.to_bytes(4, "big")
+    joined += memoryview(delta)[head[1] :]
+    return True

@@ -324,9 +324,11 @@ class PostgresSaver(BaseSaver):
         # Exactly the rows the chains need were fetched (down to a held tip, the rest held
         # here): values are rebuilt through ``base``.
         rows, sent, damaged = loaded_blobs(loaded)
-        for kv, row in self._chains.rows_below(thread_id, checkpoint_ns, rows).items():
-            rows.setdefault(kv, row)
-        self._cache.add(thread_id, checkpoint_ns, rows.values())
+        self._cache.add(thread_id, checkpoint_ns, rows.values())  # held rows are known
+        # Held rows hold the same values (a version's never changes); a tip's is the whole
+        # value in one blob.
+        crcs = {(b[0], b[1]): b[7] for b in loaded.blobs}
+        rows.update(self._chains.rows_below(thread_id, checkpoint_ns, crcs))
         for (key, version), crc in sent.items():
             data = rows[key, version].data
             self._bytes.add(thread_id, checkpoint_ns, (key, version), key, version, crc, data)
