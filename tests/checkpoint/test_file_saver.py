@@ -138,7 +138,7 @@ def test_row_file_is_readable_json(saver: FileSaver) -> None:
 
     preview = json.loads((folder / "values" / f"{second.id}.json").read_text())
     assert preview["values"] == {"messages": ["hi", "there"]}  # what this checkpoint changed
-    assert "never read back" in preview["about"]
+    assert set(preview) == {"checkpoint_id", "step", "values"}
     first_preview = json.loads((folder / "values" / f"{first.id}.json").read_text())
     assert first_preview["values"] == {"topic": "cats", "messages": ["hi"]}
 
@@ -945,3 +945,16 @@ def test_delete_thread_while_others_write_it(tmp_path: Path) -> None:
         assert newer.checkpoint.parent_id == older.checkpoint.id
     assert all(len(r.pending_writes) == 1 for r in records)
     assert not list(directory.glob(".trash-*"))
+
+
+def test_a_checkpoint_that_changed_nothing_has_no_preview(tmp_path: Path) -> None:
+    """An input checkpoint (the input waits in its write) changes no value: no values file."""
+    saver = FileSaver(tmp_path)
+    first, hints = make({"topic": "cats"})
+    saver.put(rec("t1", first, hints))
+    same, hints = make({"topic": "cats"}, first, changed=set())
+    saver.put(rec("t1", same, hints))
+    previews = {p.stem for p in (ns_dir(saver, "t1") / "values").iterdir()}
+    assert previews == {first.id}
+    assert saver.get_tuple("t1") is not None
+

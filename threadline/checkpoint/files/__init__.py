@@ -37,7 +37,8 @@ values); other checkpoints and threads stay readable.
 
 ``values/<id>.json`` is a best-effort JSON rendering of the values a checkpoint changed (of a
 list that grew, only its new items; long strings and collections cut short) written for people
-reading the folder; it is never read back, and ``FileSaver(..., previews=False)`` skips it.
+reading the folder, and only if it changed any (a run's input checkpoint changes none: its
+input is in its write); it is never read back, and ``FileSaver(..., previews=False)`` skips it.
 
 Crash safety: every file is written to a ``.tmp-*`` file in its own folder, flushed, fsynced,
 renamed into place with ``os.replace`` and its folder fsynced. ``put`` writes the blobs, then the

@@ -714,15 +714,10 @@ class FileSaver(BaseSaver):
             # 2. pending writes (a put of this id that crashed may have left some: drop them)
             shutil.rmtree(self._writes_dir(ns_dir, cp.id), ignore_errors=True)
             self._store_writes(ns_dir, cp.id, encoded.writes, record.pending_writes)
-            # 3. the preview, for people
-            if self.previews:
-                preview = {
-                    "about": "the state values this checkpoint changed (for a list that grew, "
-                    "the items it gained), for people; never read back",
-                    "checkpoint_id": cp.id,
-                    "step": cp.step,
-                    "values": preview_changes(cp.values, record.hints),
-                }
+            # 3. the preview of what changed, for people (none when nothing did)
+            changes = preview_changes(cp.values, record.hints) if self.previews else {}
+            if changes:
+                preview = {"checkpoint_id": cp.id, "step": cp.step, "values": changes}
                 write_file(self._preview_path(ns_dir, cp.id), json_bytes(preview))
             # 4. HEAD, then the row: the checkpoint exists from this rename on
             head_doc = json_bytes({"checkpoint_id": cp.id})
@@ -796,7 +791,6 @@ class FileSaver(BaseSaver):
             "barriers": safe_render(cp.barriers),
             "metadata": self._readable(record.metadata),
             "stored": {
-                "about": "the exact bytes loaded back (threadline.checkpoint.layout), base64",
                 "body": b64(row.body),
                 "metadata": b64(row.metadata),
                 "sha256": hashlib.sha256(row.body + row.metadata).hexdigest(),
