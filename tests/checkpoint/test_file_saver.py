@@ -957,4 +957,3 @@ def test_a_checkpoint_that_changed_nothing_has_no_preview(tmp_path: Path) -> Non
     previews = {p.stem for p in (ns_dir(saver, "t1") / "values").iterdir()}
     assert previews == {first.id}
     assert saver.get_tuple("t1") is not None
-
