@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import itertools
 import json
 import os
@@ -31,6 +33,8 @@ from threadline.checkpoint.base import (
     TaskWrite,
 )
 from threadline.checkpoint.files import FileSaver
+from threadline.checkpoint.files import saver as saver_module
+from threadline.checkpoint.files.disk import b64
 from threadline.checkpoint.ids import new_checkpoint_id
 from threadline.checkpoint.urls import from_url
 from threadline.errors import ConcurrentUpdateError, SaverUnavailableError, SerializationError
@@ -134,13 +138,16 @@ def test_row_file_is_readable_json(saver: FileSaver) -> None:
     assert row["next"] == ["agent", "tools"]
     assert row["versions"] == {"topic": first.id, "messages": second.id}
     assert row["metadata"] == {"source": "loop", "step": 0}
-    assert set(row["stored"]) >= {"body", "metadata", "sha256"}
+    # The fields above do not show the "tools" task's argument: the exact bytes are kept.
+    assert set(row["stored"]) == {"body", "metadata", "crc32"}
+    first_row = json.loads((folder / "checkpoints" / f"{first.id}.json").read_text())
+    assert set(first_row["stored"]) == {"crc32"}  # its bytes are made again from its fields
 
-    preview = json.loads((folder / "values" / f"{second.id}.json").read_text())
-    assert preview["values"] == {"messages": ["hi", "there"]}  # what this checkpoint changed
-    assert set(preview) == {"checkpoint_id", "step", "values"}
-    first_preview = json.loads((folder / "values" / f"{first.id}.json").read_text())
-    assert first_preview["values"] == {"topic": "cats", "messages": ["hi"]}
+    # Values JSON shows exactly are in their blob files as JSON: no values/ preview is needed.
+    blob = (folder / "blobs" / f"messages@{second.id}.blob").read_bytes()
+    header, text = blob.split(b"\n", 1)
+    assert json.loads(header)["json"] is True and json.loads(text) == ["hi", "there"]
+    assert list((folder / "values").iterdir()) == []
 
     (write_file,) = (folder / "writes" / second.id).iterdir()
     assert write_file.name.startswith("000001-interrupt-")
@@ -170,31 +177,77 @@ def test_row_file_is_readable_json(saver: FileSaver) -> None:
 def test_the_preview_of_a_list_that_grew_shows_its_new_items(saver: FileSaver) -> None:
     parent = None
     for n in range(1, 4):
-        record = step("t1", {"log": [f"line {i}" for i in range(n)], "k": 1}, parent)
+        # bytes: no JSON shows them exactly, so the blob is binary and the preview says it
+        record = step("t1", {"log": [str(i).encode() for i in range(n)], "k": 1}, parent)
         saver.put(record)
         parent = record.checkpoint
     assert parent is not None
     preview = json.loads((ns_dir(saver, "t1") / "values" / f"{parent.id}.json").read_text())
-    assert preview["values"] == {"log": {"$appended": ["line 2"], "$length": 3}}
+    assert preview["values"] == {"log": {"$appended": ["<1 bytes>"], "$length": 3}}
 
 
-def test_loading_ignores_the_readable_rendering(saver: FileSaver) -> None:
-    cp, hints = make({"x": 1})
+def test_previews_are_never_read_and_edited_fields_are_caught(saver: FileSaver) -> None:
+    cp, hints = make({"x": b"raw"})
     saver.put(rec("t1", cp, hints, metadata={"source": "input"}))
-    path = ns_dir(saver, "t1") / "checkpoints" / f"{cp.id}.json"
-    row = json.loads(path.read_text())
-    row.update(step=99, next=["bogus"], versions={}, metadata={"source": "edited"})
-    path.write_text(json.dumps(row))
     (ns_dir(saver, "t1") / "values" / f"{cp.id}.json").write_text("not json at all")
     got = saver.get_tuple("t1")
     assert got is not None and got.checkpoint == cp and got.metadata == {"source": "input"}
+    # A row's bytes are made again from its fields: an edit fails the row's SHA-256.
+    path = ns_dir(saver, "t1") / "checkpoints" / f"{cp.id}.json"
+    row = json.loads(path.read_text())
+    row.update(metadata={"source": "edited"})
+    path.write_text(json.dumps(row))
+    with pytest.raises(SerializationError, match="checksum mismatch"):
+        saver.get_tuple("t1")
+
+
+def test_an_edited_json_blob_is_caught(saver: FileSaver) -> None:
+    cp, hints = make({"messages": ["hi"]})
+    saver.put(rec("t1", cp, hints))
+    path = ns_dir(saver, "t1") / "blobs" / f"messages@{cp.id}.blob"
+    path.write_bytes(path.read_bytes().replace(b'"hi"', b'"ho"'))
+    with pytest.raises(SerializationError, match=r"'messages'.*checksum mismatch"):
+        saver.get_tuple("t1")
+
+
+def test_files_written_with_their_bytes_and_a_sha256_still_load(tmp_path: Path) -> None:
+    """Folders written before rows were made again from their fields, values shown as JSON and
+    checksums were CRC-32s: rows with base64 bytes, msgpack blobs, SHA-256 everywhere."""
+    write = TaskWrite("a", "n", "result", {"x": 1})
+
+    def sha256_of(doc: dict[str, Any], data: bytes) -> dict[str, Any]:
+        del doc["crc32"]
+        return {**doc, "sha256": hashlib.sha256(data).hexdigest()}
+
+    with FileSaver(tmp_path / "store", previews=False) as saver:  # binary blobs
+        cps = chain(saver, "t1", 3)
+        saver.put_writes("t1", "", cps[-1].id, [write])
+        folder = ns_dir(saver, "t1")
+        for path in (folder / "checkpoints").iterdir():
+            row = json.loads(path.read_text())
+            body, metadata = saver_module._rebuilt(row) or (b"", b"")
+            stored = sha256_of(row["stored"], body + metadata)
+            row["stored"] = {"body": b64(body), "metadata": b64(metadata), **stored}
+            path.write_text(json.dumps(row))
+        for path in (folder / "blobs").iterdir():
+            line, _, data = path.read_bytes().partition(b"\n")
+            header = sha256_of(json.loads(line), data)
+            path.write_bytes(json.dumps(header).encode() + b"\n" + data)
+        for path in (folder / "writes").rglob("*.json"):
+            doc = json.loads(path.read_text())
+            path.write_text(json.dumps(sha256_of(doc, base64.b64decode(doc["data"]))))
+    with FileSaver(tmp_path / "store") as saver:
+        assert [r.checkpoint for r in saver.list("t1")] == cps[::-1]
+        got = saver.get_tuple("t1")
+        assert got is not None and got.pending_writes == (write,)
 
 
 def test_huge_values_are_cut_short_in_the_preview(saver: FileSaver) -> None:
-    cp, hints = make({"text": "x" * 100_000, "items": list(range(10_000)), "raw": b"\0" * 10})
+    text, items = ("x" * 100_000, b"x"), [(i,) for i in range(10_000)]  # tuples: not JSON
+    cp, hints = make({"text": text, "items": items, "raw": b"\0" * 10})
     saver.put(rec("t1", cp, hints))
     preview = json.loads((ns_dir(saver, "t1") / "values" / f"{cp.id}.json").read_text())
-    assert len(preview["values"]["text"]) < 3000
+    assert len(json.dumps(preview["values"]["text"])) < 3000
     assert len(preview["values"]["items"]) == 101
     assert preview["values"]["raw"] == "<10 bytes>"
     got = saver.get_tuple("t1")
@@ -516,7 +569,7 @@ def test_missing_blob_is_a_serialization_error(saver: FileSaver) -> None:
     "damage",
     [
         lambda raw: raw[: len(raw) // 2],
-        lambda raw: raw.replace(b'"body": "', b'"body": "AAAA'),
+        lambda raw: raw.replace(b'"created_at": "', b'"created_at": "1'),
         lambda raw: b"",
     ],
     ids=["truncated", "altered", "empty"],
@@ -950,9 +1003,9 @@ def test_delete_thread_while_others_write_it(tmp_path: Path) -> None:
 def test_a_checkpoint_that_changed_nothing_has_no_preview(tmp_path: Path) -> None:
     """An input checkpoint (the input waits in its write) changes no value: no values file."""
     saver = FileSaver(tmp_path)
-    first, hints = make({"topic": "cats"})
+    first, hints = make({"topic": b"cats"})
     saver.put(rec("t1", first, hints))
-    same, hints = make({"topic": "cats"}, first, changed=set())
+    same, hints = make({"topic": b"cats"}, first, changed=set())
     saver.put(rec("t1", same, hints))
     previews = {p.stem for p in (ns_dir(saver, "t1") / "values").iterdir()}
     assert previews == {first.id}

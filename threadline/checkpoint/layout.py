@@ -59,8 +59,10 @@ class Compaction:
 
 #: What SQLite, Redis and files do: each item stored about once.
 REPLACE = Compaction()
-#: Hops a value may take through prefix rows and deltas before the data is called corrupted.
-_MAX_HOPS = 100_000
+#: Hops a value may take through prefix rows and deltas before the data is called corrupted
+#: (a loop). Far above any real chain: PostgreSQL writes a full copy only after 1 MiB of deltas,
+#: which a list growing by a few bytes a step takes a few hundred thousand steps to reach.
+_MAX_HOPS = 10_000_000
 
 
 @dataclass(slots=True)
@@ -177,17 +179,27 @@ def encode_record(
             blobs.append(blob)
             if outgrown is not None:
                 prefixes += _compacted(blob, outgrown, base_of, compaction.rewrite_full)
-    body = _dumps(_body(cp), codec, "checkpoint {}", cp.id)
     row = CheckpointRow(
         checkpoint_id=cp.id,
         parent_id=cp.parent_id,
         step=cp.step,
         created_at=cp.created_at,
-        body=body,
-        metadata=_dumps(_plain(record.metadata), codec, "the metadata of checkpoint {}", cp.id),
+        body=encode_body(cp, codec),
+        metadata=encode_metadata(record.metadata, cp.id, codec),
     )
     writes = encode_writes(record.pending_writes, codec)
     return EncodedCheckpoint(row, tuple(blobs), writes, tuple(prefixes))
+
+
+def encode_body(cp: Checkpoint, codec: Serializer = serde.DEFAULT) -> bytes:
+    """A checkpoint's row body: everything but its values (they live in blobs)."""
+    return _dumps(_body(cp), codec, "checkpoint {}", cp.id)
+
+
+def encode_metadata(
+    metadata: Mapping[str, Any], checkpoint_id: str, codec: Serializer = serde.DEFAULT
+) -> bytes:
+    return _dumps(_plain(metadata), codec, "the metadata of checkpoint {}", checkpoint_id)
 
 
 BODY_TAG = "cp2"

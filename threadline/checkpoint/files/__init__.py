@@ -12,9 +12,9 @@ Layout (``FileSaver("checkpoints")`` after one run of thread ``order-42``)::
             │   ├── .lock                flock: one writer per (thread, namespace)
             │   ├── namespace.json       the real thread id and namespace
             │   ├── HEAD                 the newest checkpoint id (a hint; see below)
-            │   ├── checkpoints/<id>.json   one row per checkpoint (readable + exact bytes)
-            │   ├── values/<id>.json     preview of the values it changed, for humans only
-            │   ├── blobs/<key>@<version>.blob   one JSON header line, then the value bytes
+            │   ├── checkpoints/<id>.json   one row per checkpoint (JSON; base64 bytes if needed)
+            │   ├── values/<id>.json     preview of changed values no blob shows, for humans
+            │   ├── blobs/<key>@<version>.blob   one JSON header line, then the value (JSON)
             │   └── writes/<id>/000001-result-<hash>.json   pending writes, in order
             └── ns-child%3Aabc/ ...
 
@@ -23,22 +23,27 @@ Names: ids are percent-encoded (only ``A-Z a-z 0-9 _ -`` pass through), so ``../
 120 characters is cut and suffixed with ``~`` and a SHA-256 prefix. The real ids are stored
 inside (``thread.json``, ``namespace.json``, each row), so names never have to be decoded.
 
-What is stored: the bytes ``threadline.checkpoint.layout`` produces, exactly. A row file holds
-the layout's checkpoint ``body`` and ``metadata`` bytes in base64 (with a SHA-256 over both)
-next to a readable rendering (step, next task names, versions, metadata as JSON where it can be
-shown); loading uses only the stored bytes. A blob file starts with a JSON line holding its
-``BlobRow`` fields (``items``: a list's length; absent in files written before lengths were
-kept), size and SHA-256, then the value's msgpack bytes. When compaction writes a list in full
-again, the blobs of the versions it grew from are replaced by prefix rows: the header line
-alone, its ``base`` naming the later version whose first ``items`` items they are. A write file
-holds task id, name, kind, a readable preview and the value bytes in base64 with their SHA-256.
-Truncated or altered files raise ``SerializationError`` naming the file (and the key, for
-values); other checkpoints and threads stay readable.
+What is stored: the bytes ``threadline.checkpoint.layout`` produces, exactly, each file with a
+CRC-32 of them (as the other savers keep; files written before kept a SHA-256, still checked).
+A row file shows the checkpoint (step, next task names, versions, metadata) as JSON; where those
+fields make its ``body`` and ``metadata`` bytes again (``_rebuilt``: plain metadata, no task
+arguments, a codec that neither compresses nor seals) that is all it holds, else it also keeps
+the bytes in base64. A blob file starts with a JSON line holding its ``BlobRow`` fields
+(``items``: a list's length; absent in files written before lengths were kept), size and
+CRC-32, then the value: as JSON (``"json": true`` in the header) when JSON encodes back to the
+exact bytes, which most state (text, numbers, lists, dicts) does, else its msgpack bytes; of a
+delta, only its new items. When compaction writes a list in full again, the blobs of the
+versions it grew from are replaced by prefix rows: the header line alone, its ``base`` naming
+the later version whose first ``items`` items they are. A write file holds task id, name, kind,
+a readable preview and the value bytes in base64 with their CRC-32. Truncated or altered files
+(an edited field or value included) raise ``SerializationError`` naming the file (and the key,
+for values); other checkpoints and threads stay readable.
 
-``values/<id>.json`` is a best-effort JSON rendering of the values a checkpoint changed (of a
-list that grew, only its new items; long strings and collections cut short) written for people
-reading the folder, and only if it changed any (a run's input checkpoint changes none: its
-input is in its write); it is never read back, and ``FileSaver(..., previews=False)`` skips it.
+``values/<id>.json`` is a best-effort JSON rendering of the values a checkpoint changed that
+no blob shows as JSON (of a list that grew, only its new items; long strings and collections
+cut short) written for people reading the folder, and only if there is any (a run's input
+checkpoint changes none: its input is in its write); it is never read back.
+``FileSaver(..., previews=False)`` skips it and keeps every blob in msgpack.
 
 Crash safety: every file is written to a ``.tmp-*`` file in its own folder, flushed, fsynced,
 renamed into place with ``os.replace`` and its folder fsynced. ``put`` writes the blobs, then the

@@ -99,11 +99,11 @@ def make_dirs(path: str) -> None:
 
 
 def json_bytes(obj: Any) -> bytes:
-    text = json.dumps(obj, ensure_ascii=False, indent=2)
+    text = json.dumps(obj, ensure_ascii=False, indent=1)
     try:
         return (text + "\n").encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates: fall back to \u escapes
-        return (json.dumps(obj, ensure_ascii=True, indent=2) + "\n").encode("ascii")
+        return (json.dumps(obj, ensure_ascii=True, indent=1) + "\n").encode("ascii")
 
 
 def b64(data: bytes) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from contextlib import suppress
 from datetime import date, datetime
 from datetime import time as dtime
@@ -90,8 +90,11 @@ def safe_render(obj: Any) -> Any:
         return {"$error": f"cannot render: {type(exc).__name__}"}
 
 
-def preview_changes(values: Mapping[str, Any], hints: StorageHints | None) -> dict[str, Any]:
-    """The values a checkpoint changed; of a list that grew, only its new items.
+def preview_changes(
+    values: Mapping[str, Any], hints: StorageHints | None, shown: Collection[str] = ()
+) -> dict[str, Any]:
+    """The values a checkpoint changed, but those ``shown`` (their blob is readable JSON); of a
+    list that grew, only its new items.
 
     A preview of every value at every checkpoint would repeat a long conversation at each step
     and outweigh the stored values many times over.
@@ -99,7 +102,7 @@ def preview_changes(values: Mapping[str, Any], hints: StorageHints | None) -> di
     changed = hints.changed if hints is not None else values.keys()
     extends = hints.extends if hints is not None else {}
     out: dict[str, Any] = {}
-    for key in sorted(k for k in changed if k in values):
+    for key in sorted(k for k in changed if k in values and k not in shown):
         value = values[key]
         grew = extends.get(key)
         if grew is not None and isinstance(value, list):

@@ -12,6 +12,7 @@ import secrets
 import shutil
 import threading
 import time
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
@@ -21,6 +22,7 @@ from threadline.checkpoint.base import (
     BaseSaver,
     Checkpoint,
     CheckpointRecord,
+    PlannedTask,
     Retention,
     TaskWrite,
     ThreadInfo,
@@ -56,6 +58,8 @@ from threadline.checkpoint.layout import (
     assemble_values,
     decode_metadata,
     decode_write,
+    encode_body,
+    encode_metadata,
     encode_record,
     encode_writes,
     full_blobs,
@@ -68,11 +72,25 @@ from threadline.serde import DEFAULT, Serializer
 
 __all__ = ["FORMAT_VERSION", "FileSaver"]
 
-# Still 1 with ``items`` and prefix rows: older code never loads a wrong value from them (a
-# version stored as a prefix row raises ``SerializationError`` there; the others load), and
-# what it writes (no ``items``) loads here and is left as it is by compaction.
+# Still 1 with ``items``, prefix rows, rows made again from their fields, JSON blobs and CRC-32s:
+# older code never loads a wrong value from them (it raises ``SerializationError`` on each: a
+# prefix row, a row without base64 bytes, a file without a SHA-256), and what it writes loads
+# here and is left as it is by compaction.
 FORMAT_VERSION = 1
 _FORMAT_NAME = "threadline.files"
+_PLAIN = b"\x01\x00"  # the header of a blob neither compressed nor sealed (format version 1)
+
+
+def _checksum(data: bytes) -> dict[str, int]:
+    """The checksum a file keeps of its bytes: a CRC-32, as the other savers keep."""
+    return {"crc32": zlib.crc32(data)}
+
+
+def _checks(fields: Mapping[str, Any], data: bytes) -> bool:
+    """Whether ``data`` matches the file's checksum (files written before kept a SHA-256)."""
+    if "crc32" in fields:
+        return fields["crc32"] == zlib.crc32(data)
+    return fields.get("sha256") == hashlib.sha256(data).hexdigest()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -85,8 +103,46 @@ class _Row:
     created_at: str
 
 
-def _blob_file(blob: BlobRow) -> bytes:
-    """A blob file: one JSON line with the row's fields, size and SHA-256, then the bytes.
+def _rebuilt(doc: dict[str, Any]) -> tuple[bytes, bytes] | None:
+    """The body and metadata bytes of a row, made again from its readable fields.
+
+    A row file keeps its exact bytes (base64) only when this does not give them back: planned
+    tasks with arguments, values JSON cannot show exactly, a codec that compresses or seals.
+    Always encoded with the plain default codec, so any saver rebuilds the same bytes; the
+    row's SHA-256 says whether they are right.
+    """
+    try:
+        cp = Checkpoint(
+            doc["checkpoint_id"],
+            doc["parent_id"],
+            doc["step"],
+            {},
+            doc["versions"],
+            tuple(PlannedTask(name) for name in doc["next"]),
+            doc["created_at"],
+            {key: tuple(names) for key, names in doc["barriers"].items()},
+            tuple(doc["updated_by"]),
+        )
+        return encode_body(cp), encode_metadata(doc["metadata"], cp.id)
+    except (KeyError, TypeError, AttributeError, ValueError, SerializationError):
+        return None
+
+
+def _json_text(data: bytes) -> bytes | None:
+    """The value of plain blob bytes as JSON text, if that text encodes back to those bytes
+    (with the plain default codec, as any saver reading it would); None otherwise."""
+    if data[:2] != _PLAIN:
+        return None
+    try:
+        text = json.dumps(DEFAULT.loads(data), ensure_ascii=False, allow_nan=False)
+        return text.encode() if DEFAULT.dumps(json.loads(text)) == data else None
+    except (TypeError, ValueError, RecursionError, SerializationError):
+        return None
+
+
+def _blob_file(blob: BlobRow, text: bytes | None = None) -> bytes:
+    """A blob file: one JSON line with the row's fields, size and SHA-256, then the bytes, or
+    (``"json": true``) the value as JSON text that encodes back to them (``_json_text``).
 
     A prefix row is the header line alone (``base`` names the version it is a prefix of).
     """
@@ -99,9 +155,12 @@ def _blob_file(blob: BlobRow) -> bytes:
         "full_bytes": blob.full_bytes,
         "items": blob.items,
         "size": len(blob.data),
-        "sha256": hashlib.sha256(blob.data).hexdigest(),
+        **_checksum(blob.data),
     }
-    return json.dumps(header, ensure_ascii=True).encode("ascii") + b"\n" + blob.data
+    if text is not None:
+        header["json"] = True
+    line = json.dumps(header, ensure_ascii=True).encode("ascii")
+    return line + b"\n" + (blob.data if text is None else text)
 
 
 def _blob_row(header: dict[str, Any], data: bytes) -> BlobRow:
@@ -431,9 +490,14 @@ class FileSaver(BaseSaver):
         try:
             doc = json.loads(raw)
             stored = doc["stored"]
-            body = unb64(stored["body"])
-            metadata = unb64(stored["metadata"])
-            if hashlib.sha256(body + metadata).hexdigest() != stored["sha256"]:
+            if "body" in stored:
+                body, metadata = unb64(stored["body"]), unb64(stored["metadata"])
+            else:
+                rebuilt = _rebuilt(doc)
+                if rebuilt is None:
+                    raise ValueError("its fields do not make a checkpoint")
+                body, metadata = rebuilt
+            if not _checks(stored, body + metadata):
                 raise ValueError("checksum mismatch")
             if doc["checkpoint_id"] != checkpoint_id:
                 raise ValueError(f"it holds checkpoint {doc['checkpoint_id']!r}")
@@ -462,12 +526,14 @@ class FileSaver(BaseSaver):
             if header["key"] != key or header["version"] != version:
                 raise ValueError(f"it holds key {header['key']!r} version {header['version']!r}")
             if data:
+                if header.get("json") is True:
+                    payload = DEFAULT.dumps(json.loads(payload))
                 if len(payload) != header["size"]:
                     raise ValueError(f"{len(payload)} bytes instead of {header['size']}")
-                if hashlib.sha256(payload).hexdigest() != header["sha256"]:
+                if not _checks(header, payload):
                     raise ValueError("checksum mismatch")
             return _blob_row(header, payload)
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, SerializationError) as exc:
             raise SerializationError(
                 f"the stored value of key {key!r} (version {version}) is corrupted: "
                 f"{path!r} cannot be read ({exc})"
@@ -511,7 +577,7 @@ class FileSaver(BaseSaver):
                 doc = json.loads(raw)
                 if not isinstance(doc, dict):
                     raise ValueError("not a JSON object")
-                for field in ("task_id", "task_name", "kind", "data", "sha256"):
+                for field in ("task_id", "task_name", "kind", "data"):
                     if not isinstance(doc.get(field), str):
                         raise ValueError(f"{field!r} is missing")
             except ValueError as exc:
@@ -527,7 +593,7 @@ class FileSaver(BaseSaver):
         for path, doc in self._write_meta(ns_dir, checkpoint_id):
             try:
                 data = unb64(doc["data"])
-                if hashlib.sha256(data).hexdigest() != doc["sha256"]:
+                if not _checks(doc, data):
                     raise ValueError("checksum mismatch")
             except (ValueError, binascii.Error) as exc:
                 raise SerializationError(
@@ -709,13 +775,15 @@ class FileSaver(BaseSaver):
                 self._sweep(ns_dir)  # HEAD names a missing row: a put crashed here
             check_put(record, head, fork=fork)  # the id sorts after the head: it is new
             encoded = self._encode(ns_dir, record)  # fails before anything is written
+            texts = {b.key: _json_text(b.data) for b in encoded.blobs} if self.previews else {}
             # 1. values, and the older rows compaction rewrote as prefixes of a new one
-            self._store_blobs(ns_dir, encoded)
+            self._store_blobs(ns_dir, encoded, texts)
             # 2. pending writes (a put of this id that crashed may have left some: drop them)
             shutil.rmtree(self._writes_dir(ns_dir, cp.id), ignore_errors=True)
             self._store_writes(ns_dir, cp.id, encoded.writes, record.pending_writes)
-            # 3. the preview of what changed, for people (none when nothing did)
-            changes = preview_changes(cp.values, record.hints) if self.previews else {}
+            # 3. the preview of what changed and no blob shows as JSON, for people
+            shown = {key for key, text in texts.items() if text is not None}
+            changes = preview_changes(cp.values, record.hints, shown) if self.previews else {}
             if changes:
                 preview = {"checkpoint_id": cp.id, "step": cp.step, "values": changes}
                 write_file(self._preview_path(ns_dir, cp.id), json_bytes(preview))
@@ -751,7 +819,9 @@ class FileSaver(BaseSaver):
             encoded, blobs=encoded.blobs + full_blobs(record, missing, self.serde)
         )
 
-    def _store_blobs(self, ns_dir: str, encoded: EncodedCheckpoint) -> None:
+    def _store_blobs(
+        self, ns_dir: str, encoded: EncodedCheckpoint, texts: Mapping[str, bytes | None]
+    ) -> None:
         """Write the new blobs, then replace the rows compaction turned into prefix rows.
 
         A stored version keeps its value whatever its form, so a new blob already on disk (from
@@ -769,7 +839,8 @@ class FileSaver(BaseSaver):
         for rows in (new, encoded.prefixes[::-1]):
             for row in rows:
                 path = self._blob_path(ns_dir, row.key, row.version)
-                write_file(path, _blob_file(row), sync_dir=False)
+                text = texts.get(row.key) if row.data else None
+                write_file(path, _blob_file(row, text), sync_dir=False)
             if rows:
                 fsync_dir(os.path.join(ns_dir, "blobs"))
 
@@ -790,13 +861,11 @@ class FileSaver(BaseSaver):
             "updated_by": list(cp.updated_by),
             "barriers": safe_render(cp.barriers),
             "metadata": self._readable(record.metadata),
-            "stored": {
-                "body": b64(row.body),
-                "metadata": b64(row.metadata),
-                "sha256": hashlib.sha256(row.body + row.metadata).hexdigest(),
-            },
         }
-        return json_bytes(doc)
+        stored: dict[str, Any] = _checksum(row.body + row.metadata)
+        if self._encrypted or _rebuilt(doc) != (row.body, row.metadata):
+            stored = {"body": b64(row.body), "metadata": b64(row.metadata), **stored}
+        return json_bytes({**doc, "stored": stored})
 
     def put_writes(
         self,
@@ -843,7 +912,7 @@ class FileSaver(BaseSaver):
                 "kind": row.kind,
                 "value": self._readable(write.value),
                 "data": b64(row.data),
-                "sha256": hashlib.sha256(row.data).hexdigest(),
+                **_checksum(row.data),
             }
             write_file(os.path.join(folder, name), json_bytes(doc), sync_dir=False)
         fsync_dir(folder)
