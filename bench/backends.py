@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import shutil
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -189,6 +190,26 @@ def _tl_sqlite(env: Env) -> Iterator[Store]:
         _remove_sqlite(path)
 
 
+def folder_bytes(path: str) -> int:
+    """Bytes of every file under ``path`` (their sizes, not the blocks they occupy)."""
+    return sum(
+        os.path.getsize(os.path.join(root, name))
+        for root, _, names in os.walk(path)
+        for name in names
+    )
+
+
+@contextlib.contextmanager
+def _tl_files(env: Env) -> Iterator[Store]:
+    from threadline.checkpoint import FileSaver
+
+    path = os.path.join(env.tmpdir, env.unique("files"))
+    try:
+        yield Store(FileSaver(path), "files", lambda: folder_bytes(path))
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def _tl_url_saver(kind: str, url: str, schema: str | None) -> Any:
     from_url = _threadline_from_url(kind)
     options = {"schema": schema} if schema else {}
@@ -344,6 +365,7 @@ BACKENDS: dict[str, dict[str, Opener | None]] = {
     },
     # langgraph-checkpoint-redis is a separate project, not installed by `make bench`.
     "redis": {"threadline": _tl_from_url("redis"), "langgraph": None},
+    "files": {"threadline": Opener(_tl_files), "langgraph": None},  # LangGraph has none
 }
 
 

@@ -648,7 +648,7 @@ def cases(scale: Scale) -> list[Case]:
             )
 
     b = f"(b) conversation, {scale.turns} turns × 2 msgs of ~1 KB"
-    for backend in ("sqlite", "postgres", "redis"):
+    for backend in ("sqlite", "postgres", "redis", "files"):
         out.append(
             Case(
                 f"b.{backend}",
