@@ -152,3 +152,21 @@ def test_held_chains_keep_neither_small_nor_oversized_ones_and_stay_bounded() ->
     for thread in "abcdef":
         chains.remember(thread, "", "k", "1", {("k", "1"): row("1", None, 2 * MIN_BYTES)})
     assert [t for t in "abcdef" if chains.tips(t, "")] == ["c", "d", "e", "f"]
+
+
+def test_held_chains_account_for_what_they_hold_as_they_grow() -> None:
+    chains = HeldChains(max_bytes=40 * MIN_BYTES)  # a chain may take 10 * MIN_BYTES
+
+    def held() -> int:  # white box: what the chains hold, against the running total
+        return sum(c.size for ns in chains._chains.values() for c in ns.values())
+
+    pool = {("k", "0"): plain_row("0", None, ["a" * MIN_BYTES])}
+    chains.remember("t", "", "k", "0", pool)
+    was_held = []
+    for i in range(1, 200, 2):  # loads that each bring two new deltas, until too big to hold
+        for v in (i, i + 1):
+            pool[("k", str(v))] = plain_row(str(v), str(v - 1), ["b" * 999])
+        chains.remember("t", "", "k", str(i + 1), pool)
+        was_held.append(bool(chains.tips("t", "")))
+        assert chains._size == held()
+    assert was_held[0] and not was_held[-1] and chains._size == 0

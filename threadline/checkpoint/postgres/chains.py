@@ -117,7 +117,8 @@ class HeldChains:
                 kv = (key, row.base) if row.base is not None else None
             if kv is not None and held is not None:  # reached the held tip: extend it
                 for row in reversed(newer):
-                    self._grow(thread_id, ns, held, row, zlib.crc32(row.data))
+                    if not self._grow(thread_id, ns, held, row, zlib.crc32(row.data)):
+                        break
                 return
         rows = {(key, r.version): r for r in newer}
         self._put(thread_id, ns, key, _Chain(newer[0], zlib.crc32(newer[0].data), rows))
@@ -139,8 +140,9 @@ class HeldChains:
             self._chains.clear()
             self._size = 0
 
-    def _grow(self, thread_id: str, ns: str, chain: _Chain, row: BlobRow, crc: int) -> None:
-        """``row`` (a delta on the tip) becomes the tip; a chain grown too big is dropped."""
+    def _grow(self, thread_id: str, ns: str, chain: _Chain, row: BlobRow, crc: int) -> bool:
+        """``row`` (a delta on the tip) becomes the tip; False if the chain is no longer held
+        (grown too big, or a delta it cannot join)."""
         before = chain.size
         if chain.joined is not None and not _append(chain.joined, row.data):
             chain.rows, chain.joined = {}, None  # not a plain list: the rows below are gone
@@ -151,6 +153,16 @@ class HeldChains:
         if (not chain.rows and chain.joined is None) or chain.size > self._max // 4:
             self._chains[(thread_id, ns)].pop(row.key, None)
             self._size -= chain.size
+            return False
+        self._chains.move_to_end((thread_id, ns))
+        self._evict()
+        return self._chains.get((thread_id, ns), {}).get(row.key) is chain
+
+    def _evict(self) -> None:
+        """Drop the least recently used namespaces' chains while more than the bound is held."""
+        while self._size > self._max and self._chains:
+            _, dropped = self._chains.popitem(last=False)
+            self._size -= sum(c.size for c in dropped.values())
 
     def _put(self, thread_id: str, ns: str, key: str, chain: _Chain) -> None:
         """Hold ``chain`` in place of the key's previous one; small or huge ones are not held."""
@@ -166,9 +178,7 @@ class HeldChains:
                 chains[key] = chain
                 self._size += chain.size
             self._chains.move_to_end((thread_id, ns))
-            while self._size > self._max and self._chains:
-                _, dropped = self._chains.popitem(last=False)
-                self._size -= sum(c.size for c in dropped.values())
+            self._evict()
 
 
 def _array(data: bytes) -> tuple[int, int] | None:
