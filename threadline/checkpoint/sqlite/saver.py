@@ -55,6 +55,7 @@ from threadline.checkpoint.sqlite.queries import (
 from threadline.checkpoint.sqlite.schema import (
     BLOB_META,
     HEAD,
+    HEAD_AND_STATUS,
     INSERT_BLOB,
     INSERT_CHECKPOINT,
     LIST_THREADS,
@@ -63,7 +64,6 @@ from threadline.checkpoint.sqlite.schema import (
     SELECT_LATEST,
     SELECT_ONE,
     SELECT_PAGE,
-    SELECT_STATUS,
     UPSERT_THREAD,
     repoint_prefixes,
 )
@@ -272,7 +272,7 @@ class SqliteSaver(BaseSaver):
         # Encoding (and looking up the blobs deltas extend) happens before the transaction.
         encoded = encode_record(record, self._base_lookup(thread_id, ns), self.serde)
         with self._transaction("IMMEDIATE") as conn:
-            (head,) = conn.execute(HEAD, (thread_id, ns)).fetchone()
+            head, status = conn.execute(HEAD_AND_STATUS, (thread_id, ns)).fetchone()
             check_put(record, head, fork=fork)
             blobs = self._complete(conn, record, encoded.blobs, head)
             row = encoded.row
@@ -321,7 +321,9 @@ class SqliteSaver(BaseSaver):
                 self._repoint(conn, thread_id, ns, encoded.prefixes)
             insert_writes(conn, thread_id, ns, cp.id, encoded.writes)
             if ns == "":
-                self._note_status(conn, thread_id, cp, thread_status(cp, record.pending_writes))
+                now = thread_status(cp, record.pending_writes)
+                if now != status:
+                    self._note_status(conn, thread_id, cp, now)
             if self.retention is not None:
                 self._retain(conn, thread_id, ns, cp.id)
         self._remember(thread_id, ns, [*blobs, *encoded.prefixes])
@@ -333,11 +335,9 @@ class SqliteSaver(BaseSaver):
 
     @staticmethod
     def _note_status(conn: sqlite3.Connection, thread_id: str, cp: Checkpoint, status: str) -> None:
-        """Write the thread row if the status changed (see ``schema.SELECT_STATUS``)."""
-        found = conn.execute(SELECT_STATUS, (thread_id,)).fetchone()
-        if found is None or found[0] != status:
-            planned = names_json(tuple(t.name for t in cp.next))
-            conn.execute(UPSERT_THREAD, (thread_id, status, cp.id, now_iso(), planned))
+        """Write the thread row: the status changed (see ``schema.HEAD_AND_STATUS``)."""
+        planned = names_json(tuple(t.name for t in cp.next))
+        conn.execute(UPSERT_THREAD, (thread_id, status, cp.id, now_iso(), planned))
 
     def _release_free_pages(self) -> None:
         """Give the pages compaction freed back to the OS (files created since schema 4).

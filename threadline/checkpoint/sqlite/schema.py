@@ -127,10 +127,6 @@ UPSERT_THREAD = """
         next = excluded.next
 """
 
-# The status of each thread, written when it changes: a put that leaves it as it was (most steps
-# of a run) writes no thread row, sparing its commit two pages. ``checkpoint_id``, ``next`` and
-# ``updated_at`` are as of that write; ``list_threads`` reads the head's own (``LIST_THREADS``).
-SELECT_STATUS = "SELECT status FROM threads WHERE thread_id = ?"
 
 # Each thread with its head row: newest first by the later of its head's creation and the thread
 # row's last write (a write on the head, a change of status).
@@ -149,6 +145,15 @@ LIST_THREADS = """
 
 HEAD = """
     SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?
+"""
+
+# A put's two reads in one statement: the head (its compare-and-set) and the thread's status.
+# The status is written when it changes: a put that leaves it as it was (most steps of a run)
+# writes no thread row, sparing its commit two pages. ``checkpoint_id``, ``next`` and
+# ``updated_at`` are as of that write; ``list_threads`` reads the head's own (``LIST_THREADS``).
+HEAD_AND_STATUS = """
+    SELECT (SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2),
+           (SELECT status FROM threads WHERE thread_id = ?1)
 """
 
 SELECT_BODY = """
