@@ -36,6 +36,7 @@ from threadline.checkpoint.layout import (
     full_blobs,
     wanted_blobs,
 )
+from threadline.checkpoint.postgres.batcher import PutBatchers
 from threadline.checkpoint.postgres.cache import BlobCache
 from threadline.checkpoint.postgres.chains import HeldChains
 from threadline.checkpoint.postgres.connections import Connections
@@ -118,6 +119,7 @@ class PostgresSaver(BaseSaver):
         self._bytes: HeldBlobs[tuple[str, str]] = HeldBlobs(per_namespace=16)
         self._chains = HeldChains()  # rows of long delta chains: a load walks only new ones
         self._recent = RecentWrites()  # the run input's write, which the next put refers to
+        self._batchers = PutBatchers(self._db, self._q.put_many)  # aput: many puts, one call
 
     @classmethod
     def from_conn_string(cls, url: str, **options: Any) -> PostgresSaver:
@@ -385,6 +387,9 @@ class PostgresSaver(BaseSaver):
             op = self._bases_op(record.thread_id, record.checkpoint_ns, missing)
             self._cache.add(record.thread_id, record.checkpoint_ns, await self._db.arun(op, None))
         encoded, blobs = self._encode(record)
+        if not self._retains():  # with retention a put is a transaction of two statements
+            await self._aput_batched(record, fork, encoded, blobs)
+            return
         begin = self._put_begin()
         try:
             put_op = self._put_op(record, fork, encoded, blobs)
@@ -401,6 +406,27 @@ class PostgresSaver(BaseSaver):
             except NotStored as still:
                 raise self._not_stored(record, still) from None
         self._after_put(record, blobs, crcs, encoded, evicted)
+
+    async def _aput_batched(
+        self,
+        record: CheckpointRecord,
+        fork: bool,
+        encoded: EncodedCheckpoint,
+        blobs: list[BlobRow],
+    ) -> None:
+        """``aput`` through this loop's ``PutBatcher``: with the puts of other threads."""
+        batcher = self._batchers.here()
+        params, crcs = self._put_params(record, fork, encoded, blobs)
+        failure = await batcher.put(params)
+        if isinstance(failure, NotStored):
+            blobs = self._store_in_full(record, blobs, failure)
+            params, crcs = self._put_params(record, fork, encoded, blobs)
+            failure = await batcher.put(params)
+            if isinstance(failure, NotStored):
+                raise self._not_stored(record, failure)
+        if isinstance(failure, HeadMoved):
+            raise self._moved(record, fork, failure)
+        self._after_put(record, blobs, crcs, encoded, [])
 
     def _missing_bases(self, record: CheckpointRecord) -> list[tuple[str, str]]:
         """(key, version) of list bases a delta could extend that the cache does not know."""
@@ -481,6 +507,25 @@ class PostgresSaver(BaseSaver):
         Returns the ``(namespace, key, version)`` of blobs retention deleted, and the CRC-32 of
         each of ``blobs``.
         """
+        params, crcs = self._put_params(record, fork, encoded, blobs)
+        thread_id, ns = record.thread_id, record.checkpoint_ns
+        stmts = [Stmt(self._q.put, params, hot=True)]
+        prune = self._prune_stmt(thread_id, ns)
+        if prune is None:
+            yield Batch(stmts)
+            return [], crcs
+        results = yield Batch([*stmts, prune])
+        _, namespaces, keys, versions = results[-1].rows[0]
+        return list(zip(namespaces, keys, versions, strict=True)), crcs
+
+    def _put_params(
+        self,
+        record: CheckpointRecord,
+        fork: bool,
+        encoded: EncodedCheckpoint,
+        blobs: Sequence[BlobRow],
+    ) -> tuple[dict[str, Any], list[int]]:
+        """The parameters of ``threadline_put`` for this record, and each blob's CRC-32."""
         thread_id, ns, cp = record.thread_id, record.checkpoint_ns, record.checkpoint
         writes = dedupe_writes(encoded.writes)
         sources = self._recent.sources(thread_id, ns, cp.parent_id, blobs)
@@ -519,14 +564,7 @@ class PostgresSaver(BaseSaver):
             ],
             "write_data": [r.data for r in writes],
         }
-        stmts = [Stmt(self._q.put, params, hot=True)]
-        prune = self._prune_stmt(thread_id, ns)
-        if prune is None:
-            yield Batch(stmts)
-            return [], crcs
-        results = yield Batch([*stmts, prune])
-        _, namespaces, keys, versions = results[-1].rows[0]
-        return list(zip(namespaces, keys, versions, strict=True)), crcs
+        return params, crcs
 
     def _prune_stmt(self, thread_id: str, checkpoint_ns: str) -> Stmt | None:
         """Retention's prune of the namespace after a put, or None when nothing is pruned."""

@@ -258,4 +258,44 @@ BEGIN
 END
 $threadline$
 """,
+    # Puts of many threads in one statement (``PostgresSaver.aput`` under concurrency): one round
+    # trip and one commit for all. Each runs in its own subtransaction, so one that loses its
+    # compare-and-set (``TL409``) or misses values (``TL410``) is undone alone and reported in
+    # its row; any other error fails them all. ``p_data`` / ``p_write_data`` hold every put's
+    # bytes in order, each put taking as many as its shape lists.
+    """
+CREATE OR REPLACE FUNCTION {put_many}(
+    p_threads text[], p_nss text[], p_cids text[], p_parents text[], p_forks boolean[],
+    p_steps integer[], p_created timestamptz[], p_bodies bytea[], p_metadata bytea[],
+    p_shapes json[], p_data bytea[], p_write_data bytea[]
+) RETURNS TABLE (state text, detail text) LANGUAGE plpgsql AS $threadline$
+DECLARE
+    v_shape jsonb;
+    v_blobs integer;
+    v_writes integer;
+    v_b integer := 0;
+    v_w integer := 0;
+BEGIN
+    FOR i IN 1 .. cardinality(p_threads) LOOP
+        v_shape := p_shapes[i];
+        v_blobs := jsonb_array_length(v_shape->'blobs');
+        v_writes := jsonb_array_length(v_shape->'writes');
+        state := NULL;
+        detail := NULL;
+        BEGIN
+            PERFORM {put}(
+                p_threads[i], p_nss[i], p_cids[i], p_parents[i], p_forks[i], p_steps[i],
+                p_created[i], p_bodies[i], p_metadata[i], p_shapes[i],
+                COALESCE(p_data[v_b + 1 : v_b + v_blobs], '{{}}'),
+                COALESCE(p_write_data[v_w + 1 : v_w + v_writes], '{{}}'));
+        EXCEPTION WHEN SQLSTATE 'TL409' OR SQLSTATE 'TL410' THEN
+            GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, detail = PG_EXCEPTION_DETAIL;
+        END;
+        v_b := v_b + v_blobs;
+        v_w := v_w + v_writes;
+        RETURN NEXT;
+    END LOOP;
+END
+$threadline$
+""",
 )

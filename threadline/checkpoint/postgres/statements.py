@@ -18,6 +18,15 @@ SELECT {put}(
 )
 """
 
+_PUT_MANY = """
+SELECT state, detail FROM {put_many}(
+    %(threads)s::text[], %(nss)s::text[], %(cids)s::text[], %(parents)s::text[],
+    %(forks)s::boolean[], %(steps)s::integer[], %(created_at)s::timestamptz[],
+    %(bodies)b::bytea[], %(metadata)b::bytea[], %(shapes)s::json[], %(data)b::bytea[],
+    %(write_data)b::bytea[]
+)
+"""
+
 # ``seq`` (an identity) numbers new writes in the order given; replacing one keeps its place.
 _UPSERT_WRITES = """
 INSERT INTO {writes} (thread_id, checkpoint_ns, checkpoint_id, task_id, kind, task_name, data)
@@ -282,6 +291,7 @@ class Queries:
             "advance": table("advance_head"),
             "check_refs": table("check_refs"),
             "put": table("put"),
+            "put_many": table("put_many"),
         }
         self.schema = sql.Identifier(schema).as_string(None)
         self.version_table = self.names["version"].as_string(None)
@@ -291,6 +301,7 @@ class Queries:
         self.ddl_add_items = f(DDL_ADD_ITEMS)
         self.ddl_add_source = f(DDL_ADD_SOURCE)
         self.put = f(_PUT)
+        self.put_many = f(_PUT_MANY)
         self.upsert_writes = f(_UPSERT_WRITES)
         self.touch_head = f(_TOUCH_HEAD)
         self.select_bases = f(_SELECT_BASES)

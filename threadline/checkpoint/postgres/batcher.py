@@ -1,0 +1,121 @@
+"""Async puts of many threads sent together: one statement, one round trip, one commit.
+
+Under ``asyncio`` many runs save at once (a server running hundreds of threads), and each put
+alone pays a connection checkout, a round trip, the event loop's waits and a commit. So puts
+made on one event loop queue up here; one task sends what has queued as one call of
+``threadline_put_many`` (``schema.py``), which runs each put in its own subtransaction and
+reports, per put, whether it lost its compare-and-set or missed values. Two statements may be
+in flight, so the server runs one while the next gathers; a lone put waits for nothing but its
+own round trip.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from threadline.checkpoint.postgres.connections import Connections
+from threadline.checkpoint.postgres.driver import Batch, Op, Stmt
+from threadline.checkpoint.postgres.rows import HeadMoved, NotStored
+from threadline.checkpoint.postgres.schema import CAS_SQLSTATE, REFS_SQLSTATE
+
+MAX_PUTS = 200  # per statement: enough to gather a busy loop's puts, small enough to stream
+SENDERS = 2  # statements in flight at once: the server runs one while the client gathers
+Params = Mapping[str, Any]  # one put's parameters, as ``PostgresSaver`` sends them alone
+Failure = HeadMoved | NotStored
+
+
+class PutBatcher:
+    """The puts waiting on one event loop, and the task that sends them."""
+
+    def __init__(self, db: Connections, query: str) -> None:
+        self._db = db
+        self._query = query
+        self._waiting: list[tuple[Params, asyncio.Future[Failure | None]]] = []
+        self._senders: set[asyncio.Task[None]] = set()
+
+    async def put(self, params: Params) -> Failure | None:
+        """Save one put with whatever else is waiting; its failure, if it failed alone."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[Failure | None] = loop.create_future()
+        self._waiting.append((params, done))
+        if len(self._senders) < SENDERS:
+            sender = loop.create_task(self._send())
+            self._senders.add(sender)
+            sender.add_done_callback(self._senders.discard)
+        return await done
+
+    async def _send(self) -> None:
+        while self._waiting:
+            batch, self._waiting = self._waiting[:MAX_PUTS], self._waiting[MAX_PUTS:]
+            try:
+                rows = await self._db.arun(_put_many(self._query, [p for p, _ in batch]), None)
+            except asyncio.CancelledError:
+                for _, done in batch:
+                    done.cancel()
+                raise
+            except Exception as exc:  # the statement failed: every put in it did
+                for _, done in batch:
+                    if not done.done():
+                        done.set_exception(exc)
+                continue
+            for (_, done), (state, detail) in zip(batch, rows, strict=True):
+                if not done.done():
+                    done.set_result(_failure(state, detail))
+
+
+class PutBatchers:
+    """One ``PutBatcher`` per event loop (a saver may serve several, one after another)."""
+
+    def __init__(self, db: Connections, query: str) -> None:
+        self._db = db
+        self._query = query
+        self._lock = threading.Lock()
+        self._by_loop: dict[asyncio.AbstractEventLoop, PutBatcher] = {}
+
+    def here(self) -> PutBatcher:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            batcher = self._by_loop.get(loop)
+            if batcher is None:
+                for gone in [lp for lp in self._by_loop if lp.is_closed()]:
+                    del self._by_loop[gone]
+                batcher = self._by_loop[loop] = PutBatcher(self._db, self._query)
+            return batcher
+
+
+def _put_many(query: str, puts: Sequence[Params]) -> Op[list[tuple[Any, ...]]]:
+    params = {
+        "threads": [p["thread"] for p in puts],
+        "nss": [p["ns"] for p in puts],
+        "cids": [p["cid"] for p in puts],
+        "parents": [p["parent"] for p in puts],
+        "forks": [p["fork"] for p in puts],
+        "steps": [p["step"] for p in puts],
+        "created_at": [p["created_at"] for p in puts],
+        "bodies": [p["body"] for p in puts],
+        "metadata": [p["metadata"] for p in puts],
+        "shapes": [p["shape"] for p in puts],
+        "data": [d for p in puts for d in p["data"]],
+        "write_data": [d for p in puts for d in p["write_data"]],
+    }
+    (result,) = yield Batch([Stmt(query, params, hot=True)])
+    return result.rows
+
+
+def _failure(state: str | None, detail: str | None) -> Failure | None:
+    """A put's row: nothing (saved), a lost compare-and-set, or values that are not stored."""
+    if state is None:
+        return None
+    try:
+        found = json.loads(detail or "null")
+    except ValueError:
+        found = None
+    if state == CAS_SQLSTATE:
+        return HeadMoved(found.get("actual") if isinstance(found, dict) else None)
+    if state == REFS_SQLSTATE:
+        return NotStored([str(k) for k in found] if isinstance(found, list) else [])
+    raise RuntimeError(f"threadline_put_many reported SQLSTATE {state}")  # it catches only two
