@@ -103,8 +103,15 @@ class HeldChains:
         """Hold the chain of ``version`` if ``pool`` has every row of it, down to a full blob
         (or to the tip held now: the rows above it extend that chain)."""
         with self._lock:
-            held = self._chains.get((thread_id, ns), {}).get(key)
+            chains = self._chains.get((thread_id, ns), {})
+            held = chains.get(key)
             if held is not None and held.tip.version == version:
+                return
+            row = pool.get((key, version))
+            if row is not None and row.base is None and len(row.data) < MIN_BYTES:
+                if held is not None:  # a small value in full: nothing to hold, the old goes
+                    del chains[key]
+                    self._size -= held.size
                 return
             tip = held.tip.version if held is not None else None
             newer: list[BlobRow] = []  # newest first
