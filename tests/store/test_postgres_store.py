@@ -3,6 +3,8 @@
 Each test works in its own schema (``store_backends.postgres_schema``), dropped afterwards.
 """
 
+# ruff: noqa: E402 - the driver is imported only after require_driver() has checked for it
+
 from __future__ import annotations
 
 import threading
@@ -11,8 +13,9 @@ from typing import Any
 
 import pytest
 from store_backends import T0, FakeClock, postgres_schema
+from store_drivers import require_driver
 
-pytest.importorskip("psycopg")
+require_driver("psycopg")  # skips without it, but fails under CI=true
 
 import psycopg
 from psycopg import sql
