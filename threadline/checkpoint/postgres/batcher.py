@@ -14,17 +14,16 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from threadline.checkpoint.postgres.connections import Connections
 from threadline.checkpoint.postgres.driver import Batch, Op, Stmt
-from threadline.checkpoint.postgres.rows import HeadMoved, NotStored
+from threadline.checkpoint.postgres.rows import HeadMoved, NotStored, PutParams, to_json
 from threadline.checkpoint.postgres.schema import CAS_SQLSTATE, REFS_SQLSTATE
 
 MAX_PUTS = 200  # per statement: enough to gather a busy loop's puts, small enough to stream
 SENDERS = 2  # statements in flight at once: the server runs one while the client gathers
-Params = Mapping[str, Any]  # one put's parameters, as ``PostgresSaver`` sends them alone
 Failure = HeadMoved | NotStored
 
 
@@ -34,10 +33,10 @@ class PutBatcher:
     def __init__(self, db: Connections, query: str) -> None:
         self._db = db
         self._query = query
-        self._waiting: list[tuple[Params, asyncio.Future[Failure | None]]] = []
+        self._waiting: list[tuple[PutParams, asyncio.Future[Failure | None]]] = []
         self._senders: set[asyncio.Task[None]] = set()
 
-    async def put(self, params: Params) -> Failure | None:
+    async def put(self, params: PutParams) -> Failure | None:
         """Save one put with whatever else is waiting; its failure, if it failed alone."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[Failure | None] = loop.create_future()
@@ -87,21 +86,12 @@ class PutBatchers:
             return batcher
 
 
-def _put_many(query: str, puts: Sequence[Params]) -> Op[list[tuple[Any, ...]]]:
-    params = {
-        "threads": [p["thread"] for p in puts],
-        "nss": [p["ns"] for p in puts],
-        "cids": [p["cid"] for p in puts],
-        "parents": [p["parent"] for p in puts],
-        "forks": [p["fork"] for p in puts],
-        "steps": [p["step"] for p in puts],
-        "created_at": [p["created_at"] for p in puts],
-        "bodies": [p["body"] for p in puts],
-        "metadata": [p["metadata"] for p in puts],
-        "shapes": [p["shape"] for p in puts],
-        "data": [d for p in puts for d in p["data"]],
-        "write_data": [d for p in puts for d in p["write_data"]],
-    }
+def _put_many(query: str, puts: Sequence[PutParams]) -> Op[list[tuple[Any, ...]]]:
+    at = 0
+    for put in puts:  # each put's pieces, offset by where its bytes start in the whole
+        put.fields["o"] = at
+        at += len(put.data)
+    params = {"puts": to_json([p.fields for p in puts]), "data": b"".join(p.data for p in puts)}
     (result,) = yield Batch([Stmt(query, params, hot=True)])
     return result.rows
 

@@ -4,14 +4,13 @@ check of blob checksums, and the outcomes a put can fail with."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from threadline.checkpoint.base import Checkpoint
 from threadline.checkpoint.layout import BlobRow, WriteRow, referenced_blobs
-from threadline.checkpoint.rules import created_ts
 from threadline.errors import SerializationError
 
 Held = Mapping[tuple[str, str], tuple[int, bytes]]  # (key, version) -> (crc32, bytes)
@@ -42,10 +41,42 @@ class NotStored(Exception):
         self.keys = tuple(keys)
 
 
-def parse_time(text: str) -> datetime | None:
-    """``created_at`` as a time (naive means UTC), for retention by age; None if not ISO."""
-    ts = created_ts(text)
-    return None if ts is None else datetime.fromtimestamp(ts, UTC)
+@dataclasses.dataclass(slots=True)
+class PutParams:
+    """One put as ``threadline_put`` takes it (``schema.py``): everything but bytes as JSON
+    fields, and the bytes laid end to end, each piece named in ``fields`` as [offset, length]."""
+
+    fields: dict[str, Any]
+    data: bytes
+
+    def alone(self) -> dict[str, Any]:
+        """The statement's parameters for this put sent on its own."""
+        self.fields["o"] = 0
+        return {"put": to_json(self.fields), "data": self.data}
+
+
+class Pieces:
+    """Byte strings laid end to end; ``add`` names each by its [offset, length]."""
+
+    def __init__(self) -> None:
+        self._parts: list[bytes] = []
+        self._size = 0
+
+    def add(self, data: bytes) -> list[int]:
+        at = self._size
+        self._parts.append(data)
+        self._size += len(data)
+        return [at, len(data)]
+
+    def joined(self) -> bytes:
+        return b"".join(self._parts)
+
+
+_JSON = json.JSONEncoder(separators=(",", ":"))  # ``json.dumps`` with options makes one a call
+
+
+def to_json(value: Any) -> str:
+    return _JSON.encode(value)
 
 
 def dedupe_writes(rows: Iterable[WriteRow]) -> list[WriteRow]:

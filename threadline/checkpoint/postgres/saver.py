@@ -7,7 +7,6 @@ batches (``driver``), and run by ``Connections.run`` or ``Connections.arun``.
 from __future__ import annotations
 
 import dataclasses
-import json
 import zlib
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -45,12 +44,13 @@ from threadline.checkpoint.postgres.rows import (
     HeadMoved,
     Loaded,
     NotStored,
+    Pieces,
+    PutParams,
     blob_row,
     dedupe_writes,
     held_params,
     loaded_blobs,
     normalized,
-    parse_time,
     tip_params,
     verify_blobs,
     writes_params,
@@ -58,7 +58,13 @@ from threadline.checkpoint.postgres.rows import (
 from threadline.checkpoint.postgres.schema import SCHEMA_VERSION
 from threadline.checkpoint.postgres.sources import RecentWrites
 from threadline.checkpoint.postgres.statements import Queries
-from threadline.checkpoint.rules import age_cutoff, check_keep_last, check_put, status_of
+from threadline.checkpoint.rules import (
+    age_cutoff,
+    check_keep_last,
+    check_put,
+    created_ts,
+    status_of,
+)
 from threadline.errors import ConcurrentUpdateError, SerializationError
 from threadline.serde import DEFAULT, Serializer
 
@@ -509,7 +515,7 @@ class PostgresSaver(BaseSaver):
         """
         params, crcs = self._put_params(record, fork, encoded, blobs)
         thread_id, ns = record.thread_id, record.checkpoint_ns
-        stmts = [Stmt(self._q.put, params, hot=True)]
+        stmts = [Stmt(self._q.put, params.alone(), hot=True)]
         prune = self._prune_stmt(thread_id, ns)
         if prune is None:
             yield Batch(stmts)
@@ -524,8 +530,8 @@ class PostgresSaver(BaseSaver):
         fork: bool,
         encoded: EncodedCheckpoint,
         blobs: Sequence[BlobRow],
-    ) -> tuple[dict[str, Any], list[int]]:
-        """The parameters of ``threadline_put`` for this record, and each blob's CRC-32."""
+    ) -> tuple[PutParams, list[int]]:
+        """This record as ``threadline_put`` takes it, and each blob's CRC-32."""
         thread_id, ns, cp = record.thread_id, record.checkpoint_ns, record.checkpoint
         writes = dedupe_writes(encoded.writes)
         sources = self._recent.sources(thread_id, ns, cp.parent_id, blobs)
@@ -534,37 +540,31 @@ class PostgresSaver(BaseSaver):
         # A value this put stores in full is there once it commits; only the others (values
         # the hints call unchanged, deltas and their bases) need checking.
         written = {(b.key, b.version) for b in blobs if b.base is None}
-        check = [ref for ref in refs if ref not in written]
         crcs = [zlib.crc32(b.data) for b in blobs]
-        shape = {
-            "next": [task.name for task in cp.next],
-            "refs": refs,
-            "check": check,
-            "blobs": [
-                [*(b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes), crc, b.items]
-                + ([None] * 4 if src is None else [*dataclasses.astuple(src)])
-                for b, crc, src in zip(blobs, crcs, sources, strict=True)
-            ],
-            "writes": [[r.task_id, r.kind, r.task_name] for r in writes],
-            "prefixes": [[p.key, p.version, p.base, p.full_bytes, p.items] for p in prefixes],
-        }
-        params: dict[str, Any] = {
+        data = Pieces()
+        fields = {
             "thread": thread_id,
             "ns": ns,
             "cid": cp.id,
             "parent": cp.parent_id,
             "fork": fork,
             "step": cp.step,
-            "created_at": parse_time(cp.created_at),
-            "body": encoded.row.body,
-            "metadata": encoded.row.metadata,
-            "shape": json.dumps(shape, separators=(",", ":")),
-            "data": [
-                b.data if src is None else b.data[:2] for b, src in zip(blobs, sources, strict=True)
+            "ts": created_ts(cp.created_at),
+            "body": data.add(encoded.row.body),
+            "meta": data.add(encoded.row.metadata),
+            "next": [task.name for task in cp.next],
+            "refs": refs,
+            "check": [ref for ref in refs if ref not in written],
+            "blobs": [
+                [*(b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes), crc, b.items]
+                + ([None] * 4 if src is None else [*dataclasses.astuple(src)])
+                + data.add(b.data if src is None else b.data[:2])
+                for b, crc, src in zip(blobs, crcs, sources, strict=True)
             ],
-            "write_data": [r.data for r in writes],
+            "writes": [[r.task_id, r.kind, r.task_name, *data.add(r.data)] for r in writes],
+            "prefixes": [[p.key, p.version, p.base, p.full_bytes, p.items] for p in prefixes],
         }
-        return params, crcs
+        return PutParams(fields, data.joined()), crcs
 
     def _prune_stmt(self, thread_id: str, checkpoint_ns: str) -> Stmt | None:
         """Retention's prune of the namespace after a put, or None when nothing is pruned."""

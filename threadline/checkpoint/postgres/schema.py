@@ -185,71 +185,83 @@ $threadline$
     # ``put`` in one statement (so, in autocommit, one transaction and one round trip): move
     # the head, insert the row, its new blobs and its pending writes, then check that every
     # value it names and did not store in full is stored. Any exception undoes all of it.
-    # ``p_shape`` holds everything but the bytes, as JSON: ``{"next": [name], "refs": [[key,
-    # version]], "check": [[key, version]], "blobs": [[key, version, start, base, chain_bytes,
-    # full_bytes, crc32, items, src_id, src_task, src_at, src_len]], "writes": [[task_id, kind,
-    # task_name]], "prefixes": [[key,
-    # version, target, full_bytes, items]]}``; ``p_data`` and ``p_write_data`` hold the bytes of
-    # ``blobs`` and ``writes``, in the same order. (One JSON value costs the client far less to
-    # send than a dozen typed arrays.) ``prefixes`` (compaction) turn stored versions into
-    # prefix rows of a blob inserted above; they are tiny, so the rewrite leaves little behind.
+    # Two parameters: ``p`` holds everything but bytes, as JSON: ``{"thread", "ns", "cid",
+    # "parent", "fork", "step", "ts" (Unix seconds or null), "o", "body": [off, len], "meta":
+    # [off, len], "next": [name], "refs": [[key, version]], "check": [[key, version]], "blobs":
+    # [[key, version, start, base, chain_bytes, full_bytes, crc32, items, src_id, src_task,
+    # src_at, src_len, off, len]], "writes": [[task_id, kind, task_name, off, len]], "prefixes":
+    # [[key, version, target, full_bytes, items]]}``; ``p_data`` holds the bytes, each piece at
+    # ``o + off``. (A JSON text and one ``bytea`` cost the client far less to send than a dozen
+    # typed parameters, arrays above all: psycopg adapts those element by element in Python.)
+    # ``prefixes`` (compaction) turn stored versions into prefix rows of a blob inserted above;
+    # they are tiny, so the rewrite leaves little behind. (Tables of version 4 also hold the
+    # typed-parameter overloads of ``put`` / ``put_many`` of earlier releases; they are left for
+    # processes still running one.)
     """
-CREATE OR REPLACE FUNCTION {put}(
-    p_thread text, p_ns text, p_cid text, p_parent text, p_fork boolean, p_step integer,
-    p_created_at timestamptz, p_body bytea, p_metadata bytea, p_shape json,
-    p_data bytea[], p_write_data bytea[]
-) RETURNS void LANGUAGE plpgsql AS $threadline$
+CREATE OR REPLACE FUNCTION {put}(p jsonb, p_data bytea) RETURNS void
+LANGUAGE plpgsql AS $threadline$
 DECLARE
-    v_shape jsonb := p_shape;  -- parsed once: each ``->`` on ``json`` parses the text again
+    v_thread text := p->>'thread';
+    v_ns text := p->>'ns';
+    v_cid text := p->>'cid';
+    v_parent text := p->>'parent';
+    v_o integer := (p->>'o')::integer;
 BEGIN
-    PERFORM {advance}(p_thread, p_ns, p_parent, p_cid, p_fork,
-                      ARRAY(SELECT n FROM jsonb_array_elements_text(v_shape->'next')
+    PERFORM {advance}(v_thread, v_ns, v_parent, v_cid, (p->>'fork')::boolean,
+                      ARRAY(SELECT n FROM jsonb_array_elements_text(p->'next')
                                 WITH ORDINALITY AS x(n, i) ORDER BY i));
     -- Never an upsert: the head's compare-and-set guarantees the id is new.
     INSERT INTO {cps} (
         thread_id, checkpoint_ns, checkpoint_id, parent_id, step, created_at, body, metadata,
         blob_keys, blob_versions
     ) VALUES (
-        p_thread, p_ns, p_cid, p_parent, p_step, p_created_at, p_body, p_metadata,
-        ARRAY(SELECT r->>0 FROM jsonb_array_elements(v_shape->'refs')
+        v_thread, v_ns, v_cid, v_parent, (p->>'step')::integer,
+        to_timestamp((p->>'ts')::double precision),
+        substring(p_data FROM v_o + (p->'body'->>0)::integer + 1
+                         FOR (p->'body'->>1)::integer),
+        substring(p_data FROM v_o + (p->'meta'->>0)::integer + 1
+                         FOR (p->'meta'->>1)::integer),
+        ARRAY(SELECT r->>0 FROM jsonb_array_elements(p->'refs')
                     WITH ORDINALITY AS x(r, i) ORDER BY i),
-        ARRAY(SELECT r->>1 FROM jsonb_array_elements(v_shape->'refs')
+        ARRAY(SELECT r->>1 FROM jsonb_array_elements(p->'refs')
                     WITH ORDINALITY AS x(r, i) ORDER BY i)
     );
-    IF cardinality(p_data) > 0 THEN
+    IF jsonb_array_length(p->'blobs') > 0 THEN
         -- A (key, version) stored already holds the same value (perhaps as a prefix row).
         INSERT INTO {blobs} (
             thread_id, checkpoint_ns, key, version, start, base, chain_bytes, full_bytes,
             crc32, data, items, src_id, src_task, src_at, src_len
         )
-        SELECT p_thread, p_ns, b->>0, b->>1, b->>2, b->>3, (b->>4)::bigint, (b->>5)::bigint,
-               (b->>6)::bigint, p_data[i], (b->>7)::bigint, b->>8, b->>9, (b->>10)::integer,
-               (b->>11)::integer
-          FROM jsonb_array_elements(v_shape->'blobs') WITH ORDINALITY AS x(b, i)
+        SELECT v_thread, v_ns, b->>0, b->>1, b->>2, b->>3, (b->>4)::bigint, (b->>5)::bigint,
+               (b->>6)::bigint,
+               substring(p_data FROM v_o + (b->>12)::integer + 1 FOR (b->>13)::integer),
+               (b->>7)::bigint, b->>8, b->>9, (b->>10)::integer, (b->>11)::integer
+          FROM jsonb_array_elements(p->'blobs') AS x(b)
         ON CONFLICT (thread_id, checkpoint_ns, key, version) DO NOTHING;
     END IF;
-    IF jsonb_array_length(COALESCE(v_shape->'prefixes', '[]'::jsonb)) > 0 THEN
+    IF jsonb_array_length(p->'prefixes') > 0 THEN
         UPDATE {blobs} AS b
            SET start = r->>2, base = r->>2, chain_bytes = 0, full_bytes = (r->>3)::bigint,
                crc32 = 0, data = ''::bytea, items = (r->>4)::bigint
-          FROM jsonb_array_elements(v_shape->'prefixes') AS x(r)
-         WHERE b.thread_id = p_thread AND b.checkpoint_ns = p_ns
+          FROM jsonb_array_elements(p->'prefixes') AS x(r)
+         WHERE b.thread_id = v_thread AND b.checkpoint_ns = v_ns
            AND b.key = r->>0 AND b.version = r->>1;
     END IF;
-    IF jsonb_array_length(v_shape->'check') > 0 THEN
+    IF jsonb_array_length(p->'check') > 0 THEN
         PERFORM {check_refs}(
-            p_thread, p_ns,
-            ARRAY(SELECT r->>0 FROM jsonb_array_elements(v_shape->'check')
+            v_thread, v_ns,
+            ARRAY(SELECT r->>0 FROM jsonb_array_elements(p->'check')
                     WITH ORDINALITY AS x(r, i) ORDER BY i),
-            ARRAY(SELECT r->>1 FROM jsonb_array_elements(v_shape->'check')
+            ARRAY(SELECT r->>1 FROM jsonb_array_elements(p->'check')
                     WITH ORDINALITY AS x(r, i) ORDER BY i));
     END IF;
-    IF cardinality(p_write_data) > 0 THEN
+    IF jsonb_array_length(p->'writes') > 0 THEN
         INSERT INTO {writes} (
             thread_id, checkpoint_ns, checkpoint_id, task_id, kind, task_name, data
         )
-        SELECT p_thread, p_ns, p_cid, w->>0, w->>1, w->>2, p_write_data[i]
-          FROM jsonb_array_elements(v_shape->'writes') WITH ORDINALITY AS x(w, i)
+        SELECT v_thread, v_ns, v_cid, w->>0, w->>1, w->>2,
+               substring(p_data FROM v_o + (w->>3)::integer + 1 FOR (w->>4)::integer)
+          FROM jsonb_array_elements(p->'writes') WITH ORDINALITY AS x(w, i)
          ORDER BY i
         ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, kind) DO UPDATE SET
             task_name = excluded.task_name,
@@ -259,40 +271,25 @@ END
 $threadline$
 """,
     # Puts of many threads in one statement (``PostgresSaver.aput`` under concurrency): one round
-    # trip and one commit for all. Each runs in its own subtransaction, so one that loses its
-    # compare-and-set (``TL409``) or misses values (``TL410``) is undone alone and reported in
-    # its row; any other error fails them all. ``p_data`` / ``p_write_data`` hold every put's
-    # bytes in order, each put taking as many as its shape lists.
+    # trip and one commit for all. ``p_puts`` is a JSON array of ``put``'s ``p``, each with its
+    # own ``o`` into the shared ``p_data``. Each runs in its own subtransaction, so one that loses
+    # its compare-and-set (``TL409``) or misses values (``TL410``) is undone alone and reported
+    # in its row; any other error fails them all.
     """
-CREATE OR REPLACE FUNCTION {put_many}(
-    p_threads text[], p_nss text[], p_cids text[], p_parents text[], p_forks boolean[],
-    p_steps integer[], p_created timestamptz[], p_bodies bytea[], p_metadata bytea[],
-    p_shapes json[], p_data bytea[], p_write_data bytea[]
-) RETURNS TABLE (state text, detail text) LANGUAGE plpgsql AS $threadline$
+CREATE OR REPLACE FUNCTION {put_many}(p_puts jsonb, p_data bytea)
+RETURNS TABLE (state text, detail text) LANGUAGE plpgsql AS $threadline$
 DECLARE
-    v_shape jsonb;
-    v_blobs integer;
-    v_writes integer;
-    v_b integer := 0;
-    v_w integer := 0;
+    v_put jsonb;
 BEGIN
-    FOR i IN 1 .. cardinality(p_threads) LOOP
-        v_shape := p_shapes[i];
-        v_blobs := jsonb_array_length(v_shape->'blobs');
-        v_writes := jsonb_array_length(v_shape->'writes');
+    FOR v_put IN SELECT x.p FROM jsonb_array_elements(p_puts) WITH ORDINALITY AS x(p, i)
+                  ORDER BY x.i LOOP
         state := NULL;
         detail := NULL;
         BEGIN
-            PERFORM {put}(
-                p_threads[i], p_nss[i], p_cids[i], p_parents[i], p_forks[i], p_steps[i],
-                p_created[i], p_bodies[i], p_metadata[i], p_shapes[i],
-                COALESCE(p_data[v_b + 1 : v_b + v_blobs], '{{}}'),
-                COALESCE(p_write_data[v_w + 1 : v_w + v_writes], '{{}}'));
+            PERFORM {put}(v_put, p_data);
         EXCEPTION WHEN SQLSTATE 'TL409' OR SQLSTATE 'TL410' THEN
             GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, detail = PG_EXCEPTION_DETAIL;
         END;
-        v_b := v_b + v_blobs;
-        v_w := v_w + v_writes;
         RETURN NEXT;
     END LOOP;
 END

@@ -11,25 +11,9 @@ from threadline.checkpoint.postgres.schema import (
     DDL_VERSION_TABLE,
 )
 
-_PUT = """
-SELECT {put}(
-    %(thread)s, %(ns)s, %(cid)s, %(parent)s, %(fork)s, %(step)s, %(created_at)s, %(body)b,
-    %(metadata)b, %(shape)s::json, %(data)b::bytea[], %(write_data)b::bytea[]
-)
-"""
-
-# Arrays go in binary: psycopg escapes each element of a text array with a regular expression,
-# which for the JSON shapes of 200 puts cost more than the rest of the parameters. ``parents``
-# stays text: a binary list of only None has no type, and a statement whose parameter types
-# change is prepared again (another round trip).
-_PUT_MANY = """
-SELECT state, detail FROM {put_many}(
-    %(threads)b::text[], %(nss)b::text[], %(cids)b::text[], %(parents)s::text[],
-    %(forks)b::boolean[], %(steps)b::integer[], %(created_at)b::timestamptz[],
-    %(bodies)b::bytea[], %(metadata)b::bytea[], %(shapes)b::text[]::json[], %(data)b::bytea[],
-    %(write_data)b::bytea[]
-)
-"""
+# Two parameters whatever the put (see ``schema.py``): a JSON text and the bytes.
+_PUT = "SELECT {put}(%(put)s::jsonb, %(data)b)"
+_PUT_MANY = "SELECT state, detail FROM {put_many}(%(puts)s::jsonb, %(data)b)"
 
 # ``seq`` (an identity) numbers new writes in the order given; replacing one keeps its place.
 _UPSERT_WRITES = """
