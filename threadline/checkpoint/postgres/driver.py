@@ -13,6 +13,7 @@ from collections.abc import Generator, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 import psycopg
+from psycopg.pq import ExecStatus
 
 _T = TypeVar("_T")
 
@@ -39,6 +40,7 @@ class Batch(NamedTuple):
 
 
 Op = Generator[Batch, list[Result], _T]
+TUPLES_OK = ExecStatus.TUPLES_OK
 
 BEGIN_WRITE = Stmt("BEGIN")
 BEGIN_READ = Stmt("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
@@ -176,10 +178,17 @@ async def _apipeline(
 
 
 def _result(cur: psycopg.Cursor[Any]) -> Result:
-    rows = cur.fetchall() if cur.description is not None else []
+    rows = cur.fetchall() if _has_rows(cur) else []
     return Result(cur.rowcount, rows)
 
 
 async def _aresult(cur: psycopg.AsyncCursor[Any]) -> Result:
-    rows = await cur.fetchall() if cur.description is not None else []
+    rows = await cur.fetchall() if _has_rows(cur) else []
     return Result(cur.rowcount, rows)
+
+
+def _has_rows(cur: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> bool:
+    """Whether the statement returned rows (``cur.description`` would tell, but builds a
+    ``Column`` per column to do so)."""
+    res = cur.pgresult
+    return res is not None and res.status == TUPLES_OK
