@@ -31,7 +31,7 @@ def saver(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BaseSaver]
 
 def two_threads(saver: BaseSaver) -> tuple[Checkpoint, Checkpoint]:
     """Thread "bad" and bystander "good", each one checkpoint holding a plain value ``k``."""
-    bad, good = step("bad", {"k": "bad value"}, None), step("good", {"k": "good value"}, None)
+    bad, good = step("bad", {"k": ["bad value"]}, None), step("good", {"k": ["good value"]}, None)
     saver.put(bad)
     saver.put(good)
     return bad.checkpoint, good.checkpoint

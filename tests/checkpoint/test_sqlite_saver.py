@@ -26,9 +26,11 @@ from threadline.checkpoint import (
     SqliteSaver,
     StorageHints,
     TaskWrite,
+    layout,
     new_checkpoint_id,
 )
 from threadline.checkpoint.sqlite import SCHEMA_VERSION
+from threadline.checkpoint.sqlite import saver as sqlite_saver
 from threadline.errors import ConcurrentUpdateError, SaverUnavailableError, SerializationError
 
 TABLES = ("checkpoints", "blobs", "writes", "threads")
@@ -395,7 +397,7 @@ def test_only_changed_values_are_stored(tmp_path: Path) -> None:
     with SqliteSaver(path) as saver:
         parent: Checkpoint | None = None
         for i in range(20):
-            values = {"big": big, "n": i, **{f"fixed{j}": j for j in range(8)}}
+            values = {"big": big, "n": [i], **{f"fixed{j}": [j] for j in range(8)}}
             record = step("t1", values, parent)
             saver.put(record)
             parent = record.checkpoint
@@ -407,12 +409,33 @@ def test_only_changed_values_are_stored(tmp_path: Path) -> None:
     assert sum(n for n, _ in by_key.values()) == 20 + 1 + 8
 
 
+def test_small_scalars_live_in_the_checkpoint_rows(tmp_path: Path) -> None:
+    """A step that changes only small scalars writes its checkpoint row and no blob; each row
+    holds every small scalar, changed or not, so none is looked up elsewhere."""
+    path = tmp_path / "c.db"
+    small = {"n": 0, "ratio": 0.5, "done": False, "none": None, "word": "w" * 64, "raw": b"r"}
+    with SqliteSaver(path) as saver:
+        parent: Checkpoint | None = None
+        records = []
+        for i in range(5):
+            values = {**small, "n": i, "doc": "d" * 65, "items": [i]}
+            records.append(step("t1", values, parent))
+            saver.put(records[-1])
+            parent = records[-1].checkpoint
+        assert saver.prune("t1", keep_last=1) == 4  # the kept row still holds "word" and "raw"
+        got = saver.get_tuple("t1")
+        assert got is not None and got.checkpoint == records[-1].checkpoint
+    # "doc" is one character too long to be inline, "items" a list: blobs as ever.
+    blobs = query(path, "SELECT key, COUNT(*) FROM blobs GROUP BY key ORDER BY key")
+    assert blobs == [("doc", 1), ("items", 1)]
+
+
 def test_a_record_without_hints_stores_each_value_under_its_version(tmp_path: Path) -> None:
     path = tmp_path / "c.db"
     with SqliteSaver(path) as saver:
-        first = make_cp({"a": "x" * 1000, "b": 1})
+        first = make_cp({"a": "x" * 1000, "b": [1]})
         saver.put(rec("t1", first))
-        second = make_cp({"a": "x" * 1000, "b": 2}, parent=first)  # "a" keeps its version
+        second = make_cp({"a": "x" * 1000, "b": [2]}, parent=first)  # "a" keeps its version
         saver.put(rec("t1", second))  # no hints: every value is encoded; "a" is stored once
     assert query(path, "SELECT key, COUNT(*) FROM blobs GROUP BY key") == [("a", 1), ("b", 2)]
 
@@ -589,7 +612,7 @@ def test_prune_deletes_unused_blobs_and_keeps_chains_in_use(tmp_path: Path) -> N
         messages = [item(j, 300) for j in range(10)]  # a big first value: one chain throughout
         for i in range(10):
             messages = [*messages, item(10 + i, 300)]
-            record = step("t1", {"messages": messages, "n": i, "c": "const"}, parent)
+            record = step("t1", {"messages": messages, "n": [i], "c": ["const"]}, parent)
             saver.put(record)
             parent = record.checkpoint
             cps.append(parent)
@@ -615,7 +638,7 @@ def test_retention_prunes_in_the_put_and_collects_blobs(tmp_path: Path) -> None:
     with SqliteSaver(path, retention=Retention(max_checkpoints=3)) as saver:
         parent: Checkpoint | None = None
         for i in range(20):
-            record = step("t1", {"n": i, "big": "x" * 10_000 if i < 10 else "y" * 10_000}, parent)
+            record = step("t1", {"n": [i], "big": "x" * 10_000 if i < 10 else "y" * 10_000}, parent)
             saver.put(record)
             parent = record.checkpoint
     assert counts(path)["checkpoints"] == 3
@@ -669,11 +692,11 @@ def two_threads(path: Path) -> Iterator[tuple[list[Checkpoint], Checkpoint]]:
         cps = []
         for i in range(4):
             log = [item(j, 400) for j in range(4 + i)]  # one full value, then three deltas
-            record = step("t1", {"log": log, "k": "v"}, parent)
+            record = step("t1", {"log": log, "k": ["v"]}, parent)  # a list: not inline
             saver.put(record)
             parent = record.checkpoint
             cps.append(parent)
-        other = step("t2", {"log": [item(0, 400)], "k": "v"}, None)
+        other = step("t2", {"log": [item(0, 400)], "k": ["v"]}, None)
         saver.put(other)
     yield cps, other.checkpoint
 
@@ -1183,6 +1206,30 @@ def test_a_version_4_database_is_migrated_and_lists_its_threads(tmp_path: Path) 
     assert "threads_by_update" not in schema
 
 
+def test_a_version_5_database_with_scalars_in_blobs_loads_and_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Version 5 stored every value in a blob; version 6 keeps small scalars in the rows."""
+    path = tmp_path / "v5.db"
+
+    def as_version_5(record: Any, base_of: Any, codec: Any, inline: bool = False) -> Any:
+        return layout.encode_record(record, base_of, codec)  # inline as version 5 never did
+
+    with monkeypatch.context() as patch:
+        patch.setattr(sqlite_saver, "encode_record", as_version_5)
+        with SqliteSaver(path) as saver:
+            first = step("t1", {"n": 1, "k": "kept"}, None)
+            saver.put(first)
+    assert query(path, "SELECT key FROM blobs ORDER BY key") == [("k",), ("n",)]
+    execute(path, "UPDATE threadline_schema_version SET version = 5")
+    with SqliteSaver(path) as saver:
+        assert query(path, "SELECT version FROM threadline_schema_version") == [(SCHEMA_VERSION,)]
+        second = step("t1", {"n": 2, "k": "kept"}, first.checkpoint)
+        saver.put(second)
+        assert [t.checkpoint for t in saver.list("t1")] == [second.checkpoint, first.checkpoint]
+    assert query(path, "SELECT key FROM blobs ORDER BY key") == [("k",), ("n",)]
+
+
 def test_a_put_that_keeps_the_status_writes_no_thread_row(tmp_path: Path) -> None:
     """Most steps of a run leave the thread running: the thread row is not rewritten (two
     pages less to commit), and list_threads still shows the newest checkpoint."""
@@ -1216,7 +1263,7 @@ def test_checkpoint_bodies_stored_as_whole_records_still_load(tmp_path: Path) ->
     parent: Checkpoint | None = None
     with SqliteSaver(path) as saver:
         for i in range(4):
-            records.append(step("t1", {"log": [item(j) for j in range(i + 1)], "i": i}, parent))
+            records.append(step("t1", {"log": [item(j) for j in range(i + 1)], "i": [i]}, parent))
             saver.put(records[-1])
             parent = records[-1].checkpoint
     with closing(sqlite3.connect(path)) as conn, conn:

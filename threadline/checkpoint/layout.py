@@ -144,6 +144,7 @@ class EncodedCheckpoint:
     blobs: tuple[BlobRow, ...]
     writes: tuple[WriteRow, ...]
     prefixes: tuple[BlobRow, ...] = ()
+    inline: frozenset[str] = frozenset()  # keys whose values the body holds (no blob)
 
 
 BaseLookup = Callable[[str, str], BlobRow | None]
@@ -156,11 +157,19 @@ def encode_record(
     base_of: BaseLookup,
     codec: Serializer = serde.DEFAULT,
     compaction: Compaction = REPLACE,
+    inline: bool = False,
 ) -> EncodedCheckpoint:
-    """Encode a record; raises ``SerializationError`` before anything is stored."""
+    """Encode a record; raises ``SerializationError`` before anything is stored.
+
+    With ``inline``, small scalar values (``inlined``) go into the body, changed or not,
+    instead of blobs: a step that only bumps a counter then writes one row, not two.
+    """
     cp = record.checkpoint
     hints = record.hints
     keys = hints.changed if hints is not None else cp.values.keys()
+    small = inlined(cp.values) if inline else {}
+    if small:
+        keys = [k for k in keys if k not in small]
     extends = hints.extends if hints is not None else {}
     if not cp.values.keys() <= cp.versions.keys():
         unversioned = sorted(k for k in cp.values if k not in cp.versions)
@@ -184,16 +193,35 @@ def encode_record(
         parent_id=cp.parent_id,
         step=cp.step,
         created_at=cp.created_at,
-        body=encode_body(cp, codec),
+        body=encode_body(cp, codec, small),
         metadata=encode_metadata(record.metadata, cp.id, codec),
     )
     writes = encode_writes(record.pending_writes, codec)
-    return EncodedCheckpoint(row, tuple(blobs), writes, tuple(prefixes))
+    return EncodedCheckpoint(row, tuple(blobs), writes, tuple(prefixes), frozenset(small))
 
 
-def encode_body(cp: Checkpoint, codec: Serializer = serde.DEFAULT) -> bytes:
-    """A checkpoint's row body: everything but its values (they live in blobs)."""
-    return _dumps(_body(cp), codec, "checkpoint {}", cp.id)
+#: Values a body may hold itself: scalars of these exact types (subclasses such as enums go to
+#: blobs as ever), strings and bytes up to ``INLINE_LEN``. Small enough to repeat in every
+#: checkpoint's body, and told apart without encoding anything.
+INLINE_TYPES = (int, float, bool, type(None))
+INLINE_LEN = 64
+
+
+def inlined(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The values ``encode_record(inline=True)`` keeps in the body."""
+    return {
+        key: value
+        for key, value in values.items()
+        if type(value) in INLINE_TYPES or (type(value) in (str, bytes) and len(value) <= INLINE_LEN)
+    }
+
+
+def encode_body(
+    cp: Checkpoint, codec: Serializer = serde.DEFAULT, inline: Mapping[str, Any] | None = None
+) -> bytes:
+    """A checkpoint's row body: everything but its values (they live in blobs), except the
+    ``inline`` ones."""
+    return _dumps(_body(cp, inline), codec, "checkpoint {}", cp.id)
 
 
 def encode_metadata(
@@ -207,14 +235,15 @@ BODY_TAG = "cp2"
 ``Checkpoint`` records (as stored before), which still load."""
 
 
-def _body(cp: Checkpoint) -> list[Any]:
+def _body(cp: Checkpoint, inline: Mapping[str, Any] | None = None) -> list[Any]:
     """The checkpoint as its row stores it, values aside (they live in blobs).
 
     Plain lists in a fixed order: about 120 bytes smaller per checkpoint than the typed record
     (no class or field names), and faster to encode and decode. Only task arguments (``Send``
-    payloads) may hold typed values.
+    payloads) may hold typed values. Inline values, if any, come last (a body without them is
+    what every release wrote).
     """
-    return [
+    body = [
         BODY_TAG,
         cp.id,
         cp.parent_id,
@@ -225,15 +254,22 @@ def _body(cp: Checkpoint) -> list[Any]:
         {key: list(names) for key, names in cp.barriers.items()},
         list(cp.updated_by),
     ]
+    if inline:
+        body.append(_plain(inline))
+    return body
 
 
 def _from_body(body: list[Any]) -> Checkpoint:
-    _, cp_id, parent_id, step, created_at, versions, next_, barriers, updated_by = body
+    """The checkpoint of a body; its ``values`` are the inline ones."""
+    _, cp_id, parent_id, step, created_at, versions, next_, barriers, updated_by = body[:9]
+    inline = body[9] if len(body) > 9 else {}
+    if type(inline) is not dict or not inline.keys() <= versions.keys():
+        raise ValueError("its inline values are not a dict of versioned keys")
     return Checkpoint(
         cp_id,
         parent_id,
         step,
-        {},
+        inline,
         versions,
         tuple(PlannedTask(name, arg, send) for name, arg, send in next_),
         created_at,
@@ -372,7 +408,7 @@ def decode_checkpoint(
         cp = stored
     else:
         raise SerializationError(f"stored checkpoint decoded to {type(stored).__name__}")
-    return dataclasses.replace(cp, values=values)
+    return dataclasses.replace(cp, values={**cp.values, **values})
 
 
 def decode_metadata(data: bytes, codec: Serializer = serde.DEFAULT) -> dict[str, Any]:
@@ -388,9 +424,17 @@ def decode_write(row: WriteRow, codec: Serializer = serde.DEFAULT) -> TaskWrite:
 def wanted_blobs(
     body: bytes, codec: Serializer = serde.DEFAULT
 ) -> tuple[Checkpoint, list[tuple[str, str]]]:
-    """The checkpoint (without values) and the ``(key, version)`` blobs its values live in."""
+    """The checkpoint (with its inline values only) and the ``(key, version)`` blobs its other
+    values live in."""
     cp = decode_checkpoint(body, {}, codec)
-    return cp, list(cp.versions.items())
+    return cp, list(blob_versions(cp).items())
+
+
+def blob_versions(cp: Checkpoint) -> dict[str, str]:
+    """The versions of the values of a decoded ``cp`` that live in blobs (not inline)."""
+    if not cp.values:
+        return cp.versions
+    return {key: version for key, version in cp.versions.items() if key not in cp.values}
 
 
 Pool = Mapping[tuple[str, str], BlobRow]
@@ -406,6 +450,20 @@ def assemble_values(
 ) -> dict[str, Any]:
     """Rebuild the values from their blobs; ``check`` sees every row used (checksums)."""
     return {key: _value(key, version, pool, codec, check) for key, version in versions.items()}
+
+
+def checkpoint_values(
+    cp: Checkpoint,
+    pool: Pool,
+    codec: Serializer = serde.DEFAULT,
+    check: Callable[[BlobRow], None] | None = None,
+) -> dict[str, Any]:
+    """The values of a decoded ``cp``: its inline ones and the rest rebuilt from ``pool``, in
+    the order of its versions."""
+    stored = assemble_values(blob_versions(cp), pool, codec, check)
+    if not cp.values:
+        return stored
+    return {key: cp.values[key] if key in cp.values else stored[key] for key in cp.versions}
 
 
 def missing_rows(versions: Mapping[str, str], pool: Pool) -> set[tuple[str, str]]:

@@ -5,8 +5,10 @@ committed checkpoint survives a process crash. One connection is shared by every
 uses the saver, guarded by a lock; several savers (or processes) may open the same file, and
 wait up to ``timeout`` seconds for each other's write transactions.
 
-Storage follows ``threadline.checkpoint.layout`` (schema version 5): a small ``checkpoints`` row
-per checkpoint, one ``blobs`` row per value that changed (list deltas for lists that grew), the
+Storage follows ``threadline.checkpoint.layout`` (schema version 6): a small ``checkpoints`` row
+per checkpoint holding every small scalar value (``layout.inlined``: a step that only bumps a
+counter writes one row), one ``blobs`` row per other value that changed (list deltas for lists
+that grew), the
 pending ``writes``, and a ``threads`` row per thread holding its status, written only when the
 status changes (``list_threads`` joins each row with the thread's newest checkpoint, one query).
 Each ``put`` is one transaction and one commit: compare-and-set on the head, the row, the new
@@ -19,7 +21,7 @@ on load, so a damaged value fails with an error naming its key instead of loadin
 The package, by layer:
 
 - ``schema.py`` — the tables and the statements that write their rows;
-- ``migration.py`` — opening a file: WAL mode, the version check, migrating versions 1 to 4
+- ``migration.py`` — opening a file: WAL mode, the version check, migrating versions 1 to 5
   (in one transaction; a failure leaves the file as it was);
 - ``queries.py`` — reading and writing rows inside a transaction: blobs and their delta
   chains, whole checkpoints, writes;

@@ -98,6 +98,8 @@ def _upgrade(conn: sqlite3.Connection, path: str, found: int | None) -> None:
         migrate_v3(conn)
     elif found == 4:
         migrate_v4(conn)
+    elif found == 5:
+        migrate_v5(conn)
     else:
         for statement in SCHEMA:
             conn.execute(statement)
@@ -285,6 +287,13 @@ def migrate_v4(conn: sqlite3.Connection) -> None:
     """Schema 4 -> 5: a thread row is written when its status changes, not at every put, and
     ``list_threads`` orders by its head instead, so its ``updated_at`` index goes."""
     conn.execute("DROP INDEX IF EXISTS threads_by_update")
+    migrate_v5(conn)
+
+
+def migrate_v5(conn: sqlite3.Connection) -> None:
+    """Schema 5 -> 6: checkpoint rows may hold small scalar values (``layout.inlined``). The
+    tables are unchanged and old rows load as they are; the new number keeps an older
+    threadline, which would call such rows malformed, out of the file."""
     conn.execute("UPDATE threadline_schema_version SET version = ?", (SCHEMA_VERSION,))
 
 

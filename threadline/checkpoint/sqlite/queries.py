@@ -17,7 +17,7 @@ from threadline.checkpoint.bytecache import ByteCache
 from threadline.checkpoint.layout import (
     BlobRow,
     WriteRow,
-    assemble_values,
+    checkpoint_values,
     decode_metadata,
     decode_write,
     missing_rows,
@@ -272,7 +272,7 @@ def to_record(
                 f"{thread_id!r} (namespace {ns!r}) is corrupted: its checksum does not match"
             )
 
-    values = assemble_values(cp.versions, loaded.pool, codec, check)
+    values = checkpoint_values(cp, loaded.pool, codec, check)
     return CheckpointRecord(
         thread_id=thread_id,
         checkpoint_ns=ns,

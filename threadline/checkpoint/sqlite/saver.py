@@ -26,6 +26,7 @@ from threadline.checkpoint.bytecache import ByteCache
 from threadline.checkpoint.layout import (
     BaseLookup,
     BlobRow,
+    EncodedCheckpoint,
     decode_metadata,
     encode_record,
     encode_writes,
@@ -270,11 +271,11 @@ class SqliteSaver(BaseSaver):
     def put(self, record: CheckpointRecord, *, fork: bool = False) -> None:
         thread_id, ns, cp = record.thread_id, record.checkpoint_ns, record.checkpoint
         # Encoding (and looking up the blobs deltas extend) happens before the transaction.
-        encoded = encode_record(record, self._base_lookup(thread_id, ns), self.serde)
+        encoded = encode_record(record, self._base_lookup(thread_id, ns), self.serde, inline=True)
         with self._transaction("IMMEDIATE") as conn:
             head, status = conn.execute(HEAD_AND_STATUS, (thread_id, ns)).fetchone()
             check_put(record, head, fork=fork)
-            blobs = self._complete(conn, record, encoded.blobs, head)
+            blobs = self._complete(conn, record, encoded, head)
             row = encoded.row
             conn.execute(
                 INSERT_CHECKPOINT,
@@ -367,7 +368,7 @@ class SqliteSaver(BaseSaver):
         self,
         conn: sqlite3.Connection,
         record: CheckpointRecord,
-        blobs: tuple[BlobRow, ...],
+        encoded: EncodedCheckpoint,
         head: str | None,
     ) -> list[BlobRow]:
         """The blobs to insert, after checking (in the transaction) what they rely on.
@@ -384,12 +385,14 @@ class SqliteSaver(BaseSaver):
         thread_id, ns, cp = record.thread_id, record.checkpoint_ns, record.checkpoint
         known = self._head_versions.get((thread_id, ns))
         safe = known[1] if known is not None and head is not None and known[0] == head else {}
+        blobs = encoded.blobs
         written = {(b.key, b.version): b for b in blobs}
-        needed = {(k, v) for k, v in cp.versions.items() if (k, v) not in written}
+        refs = {k: v for k, v in cp.versions.items() if k not in encoded.inline}
+        needed = {(k, v) for k, v in refs.items() if (k, v) not in written}
         needed.update((b.key, b.base) for b in blobs if b.base is not None)
         needed = {(k, v) for k, v in needed if safe.get(k) != v}
         stored = blob_rows(conn, thread_id, ns, needed) if needed else {}
-        redo = {k for k, v in cp.versions.items() if (k, v) in needed and (k, v) not in stored}
+        redo = {k for k, v in refs.items() if (k, v) in needed and (k, v) not in stored}
         for b in blobs:
             if b.base is None or (b.key, b.base) not in needed:
                 continue
