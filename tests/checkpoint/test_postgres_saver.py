@@ -46,6 +46,7 @@ from psycopg import sql
 from services import postgres_url, require_postgres
 
 from threadline import serde
+from threadline.checkpoint import layout
 from threadline.checkpoint.base import (
     Checkpoint,
     CheckpointRecord,
@@ -142,11 +143,12 @@ def count(schema: str, table: str) -> int:
 
 
 def chain(thread_id: str, n: int, *, size: int = 100) -> list[CheckpointRecord]:
-    """``n`` records of a growing conversation, as the engine would save them."""
+    """``n`` records of a growing conversation, as the engine would save them. ("step" and
+    "fixed" are lists so that they are stored as blobs: small scalars live in the rows.)"""
     records: list[CheckpointRecord] = []
     parent: Checkpoint | None = None
     for i in range(n):
-        values = {"messages": [item(j, size) for j in range(i + 1)], "step": i, "fixed": "f"}
+        values = {"messages": [item(j, size) for j in range(i + 1)], "step": [i], "fixed": ["f"]}
         record = step(thread_id, values, parent, metadata={"i": i})
         records.append(record)
         parent = record.checkpoint
@@ -675,6 +677,33 @@ def test_setup_migrates_version_1_and_keeps_its_data(url: str) -> None:
             ]
 
 
+def test_setup_takes_version_4_whose_scalars_are_blobs(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Version 4 stored every value in a blob; version 5 keeps small scalars in the bodies.
+    Old checkpoints load as they are, and the thread goes on."""
+
+    def as_version_4(record: Any, base_of: Any, codec: Any, compaction: Any, **_: Any) -> Any:
+        return layout.encode_record(record, base_of, codec, compaction)  # never inline
+
+    first = step("t1", {"n": 1, "k": "kept"}, None)
+    second = step("t1", {"n": 2, "k": "kept"}, first.checkpoint)
+    with postgres_saver() as old:
+        with monkeypatch.context() as patch:
+            patch.setattr(saver_module, "encode_record", as_version_4)
+            old.put(first)
+        assert sorted(r[0] for r in _stored(old.schema, "t1")) == ["k", "n"]
+        query(old.schema, "UPDATE {s}.threadline_schema_version SET version = 4")
+        with PostgresSaver(url, schema=old.schema) as new:
+            new.setup()
+            assert query(old.schema, "SELECT version FROM {s}.threadline_schema_version") == [
+                (SCHEMA_VERSION,)
+            ]
+            new.put(second)
+            assert [r.checkpoint for r in new.list("t1")] == [second.checkpoint, first.checkpoint]
+        assert sorted(r[0] for r in _stored(old.schema, "t1")) == ["k", "n"]
+
+
 def put_and_list_rows(saver: PostgresSaver, records: list[CheckpointRecord]) -> list[Any]:
     """(is full, chain_bytes, length of data) of each stored row of ``messages``."""
     for record in records:
@@ -895,7 +924,7 @@ def test_pruning_keeps_exactly_the_blobs_kept_checkpoints_use(url: str, how: str
         for record in records:
             saver.put(record)
         # A fork from an old checkpoint shares the list's chain.
-        fork = step("t1", {**records[20].checkpoint.values, "step": -1}, records[20].checkpoint)
+        fork = step("t1", {**records[20].checkpoint.values, "step": [-1]}, records[20].checkpoint)
         if how == "prune":
             saver.put(fork, fork=True)
             assert saver.prune("t1", keep_last=3) == 28
@@ -932,7 +961,7 @@ def test_values_the_hints_wrongly_call_stored_are_stored_in_full(
         cid,
         prev.id,
         prev.step + 1,
-        {**prev.values, "messages": [*prev.values["messages"], "m"], "step": 9},
+        {**prev.values, "messages": [*prev.values["messages"], "m"], "step": [9]},
         {**prev.versions, "messages": cid, "step": cid},
         (),
         datetime.now(UTC).isoformat(),

@@ -7,13 +7,14 @@ Tables (in ``schema``, all named ``threadline_*``; DDL in ``schema.py``):
   it moves only from the checkpoint the new one was computed from (anywhere for a fork), and
   only to an id that sorts after it. Root-namespace rows also keep the planned task names and
   the time of the last change, so they serve ``list_threads`` (the "threads table").
-- ``checkpoints``: the checkpoint without its values (``layout.encode_record``), its encoded
-  metadata, and the ``(key, version)`` of every value in the clear, so loading fetches blobs
-  and chains, and pruning finds unused blobs, in SQL without decoding anything.
+- ``checkpoints``: the checkpoint without its values (``layout.encode_record``; its body
+  holds the small scalars, ``layout.inlined``), its encoded metadata, and the ``(key,
+  version)`` of every other value in the clear, so loading fetches blobs and chains, and
+  pruning finds unused blobs, in SQL without decoding anything.
 - ``blobs``: one immutable row per stored value (full, or a delta on a list), keyed by
   (thread, namespace, key, version), with a CRC-32 of its bytes checked on load.
 - ``writes``: pending writes, in insertion order (``seq``).
-- ``schema_version`` (4).
+- ``schema_version`` (5).
 
 Round trips: ``put`` is one statement, a call of the server-side function ``threadline_put``
 (head, row, blobs, check, writes), so in autocommit it is one round trip and one transaction;

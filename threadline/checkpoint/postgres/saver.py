@@ -346,10 +346,10 @@ class PostgresSaver(BaseSaver):
             writes.setdefault(cid, []).append(write)
         records = []
         for cid, body, metadata in loaded.checkpoints:
-            cp, _ = wanted_blobs(body, self.serde)
-            versions = {key: str(version) for key, version in cp.versions.items()}
+            cp, refs = wanted_blobs(body, self.serde)
+            versions = {key: str(version) for key, version in refs}
             verify_blobs(thread_id, checkpoint_ns, versions, rows, damaged)
-            values = assemble_values(versions, rows, self.serde)
+            values = {**cp.values, **assemble_values(versions, rows, self.serde)}
             if not records:  # the newest: the next load most likely extends its chains
                 for key, version in versions.items():
                     self._chains.remember(thread_id, checkpoint_ns, key, version, rows)
@@ -469,7 +469,7 @@ class PostgresSaver(BaseSaver):
         def base_of(key: str, version: str) -> BlobRow | None:
             return self._cache.get(thread_id, ns, key, str(version))
 
-        encoded = encode_record(record, base_of, self.serde, COMPACTION)
+        encoded = encode_record(record, base_of, self.serde, COMPACTION, inline=True)
         return encoded, [normalized(b) for b in encoded.blobs]
 
     def _store_in_full(
@@ -536,7 +536,9 @@ class PostgresSaver(BaseSaver):
         writes = dedupe_writes(encoded.writes)
         sources = self._recent.sources(thread_id, ns, cp.parent_id, blobs)
         prefixes = [normalized(p) for p in encoded.prefixes]
-        refs = sorted((key, str(version)) for key, version in cp.versions.items())
+        refs = sorted(
+            (key, str(version)) for key, version in cp.versions.items() if key not in encoded.inline
+        )
         # A value this put stores in full is there once it commits; only the others (values
         # the hints call unchanged, deltas and their bases) need checking.
         written = {(b.key, b.version) for b in blobs if b.base is None}

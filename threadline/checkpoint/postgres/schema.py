@@ -2,14 +2,16 @@
 
 Version 1 had the tables; version 2 added ``threadline_put`` (``put`` in one statement);
 version 3 added ``blobs.items`` (a list's length) and compaction's prefix rows to the put;
-version 4 the ``blobs.src_*`` columns of a value whose bytes are inside a write. The
+version 4 the ``blobs.src_*`` columns of a value whose bytes are inside a write; version 5
+changed no table: checkpoint bodies may hold small scalar values (``layout.inlined``), which
+an older threadline would call malformed, so its ``setup`` refuses such tables. The
 functions raise SQLSTATE ``TL409`` when a put lost its compare-and-set and ``TL410`` when values
 a checkpoint relies on are not stored; ``connections.map_error`` turns them into exceptions.
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 CAS_SQLSTATE = "TL409"  # raised by threadline_advance_head when the head moved
 REFS_SQLSTATE = "TL410"  # raised by threadline_check_refs when values are not stored
