@@ -49,8 +49,9 @@ def flip_last_byte(data: bytes) -> bytes:
 
 async def assert_only_bad_fails(saver: BaseSaver, good: Checkpoint, match: str) -> None:
     with reopened(saver) as fresh:
-        with pytest.raises(SerializationError, match=match):
+        with pytest.raises(SerializationError, match=match) as info:
             fresh.get_tuple("bad")
+        assert "thread 'bad'" in str(info.value)  # which thread failed, on every backend
         with pytest.raises(SerializationError, match=match):
             await fresh.aget_tuple("bad")
         with pytest.raises(SerializationError, match=match):

@@ -25,7 +25,8 @@ all encoding, decoding and compaction decisions, so every backend stores the sam
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -460,7 +461,12 @@ def checkpoint_values(
 ) -> dict[str, Any]:
     """The values of a decoded ``cp``: its inline ones and the rest rebuilt from ``pool``, in
     the order of its versions."""
-    stored = assemble_values(blob_versions(cp), pool, codec, check)
+    return with_inline(cp, assemble_values(blob_versions(cp), pool, codec, check))
+
+
+def with_inline(cp: Checkpoint, stored: dict[str, Any]) -> dict[str, Any]:
+    """The values of a decoded ``cp``: ``stored`` (from blobs) and its inline ones, in the order
+    of its versions."""
     if not cp.values:
         return stored
     return {key: cp.values[key] if key in cp.values else stored[key] for key in cp.versions}
@@ -532,6 +538,19 @@ def _value(
             raise SerializationError(f"a stored delta of key {key!r} is not a list: corrupted?")
         value.extend(delta)
     return value
+
+
+@contextmanager
+def loading(thread_id: str, ns: str, checkpoint_id: str) -> Iterator[None]:
+    """Name the checkpoint in a ``SerializationError`` raised while loading it."""
+    try:
+        yield
+    except SerializationError as exc:
+        raise SerializationError(
+            f"thread {thread_id!r} (namespace {ns!r}), checkpoint {checkpoint_id}: {exc}",
+            path=exc.path,
+            type_name=exc.type_name,
+        ) from exc
 
 
 def _loads(data: bytes, what: str, codec: Serializer) -> Any:

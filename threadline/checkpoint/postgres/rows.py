@@ -157,8 +157,6 @@ def loaded_blobs(
 
 
 def verify_blobs(
-    thread_id: str,
-    ns: str,
     versions: Mapping[str, str],
     rows: Mapping[tuple[str, str], BlobRow],
     damaged: set[tuple[str, str]],
@@ -171,6 +169,6 @@ def verify_blobs(
     if bad:
         key, version = bad[0]
         raise SerializationError(
-            f"the stored value of key {key!r} (version {version}) of thread {thread_id!r} "
-            f"(namespace {ns!r}) is corrupted: its checksum does not match"
+            f"the stored value of key {key!r} (version {version}) is corrupted: its checksum "
+            "does not match"
         )

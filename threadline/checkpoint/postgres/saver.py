@@ -33,7 +33,9 @@ from threadline.checkpoint.layout import (
     encode_record,
     encode_writes,
     full_blobs,
+    loading,
     wanted_blobs,
+    with_inline,
 )
 from threadline.checkpoint.postgres.batcher import PutBatchers
 from threadline.checkpoint.postgres.cache import BlobCache
@@ -346,22 +348,22 @@ class PostgresSaver(BaseSaver):
             writes.setdefault(cid, []).append(write)
         records = []
         for cid, body, metadata in loaded.checkpoints:
-            cp, refs = wanted_blobs(body, self.serde)
-            versions = {key: str(version) for key, version in refs}
-            verify_blobs(thread_id, checkpoint_ns, versions, rows, damaged)
-            values = {**cp.values, **assemble_values(versions, rows, self.serde)}
-            if not records:  # the newest: the next load most likely extends its chains
-                for key, version in versions.items():
-                    self._chains.remember(thread_id, checkpoint_ns, key, version, rows)
-            records.append(
-                CheckpointRecord(
+            with loading(thread_id, checkpoint_ns, cid):
+                cp, refs = wanted_blobs(body, self.serde)
+                versions = {key: str(version) for key, version in refs}
+                verify_blobs(versions, rows, damaged)
+                values = with_inline(cp, assemble_values(versions, rows, self.serde))
+                record = CheckpointRecord(
                     thread_id=thread_id,
                     checkpoint_ns=checkpoint_ns,
                     checkpoint=dataclasses.replace(cp, values=values),
                     metadata=decode_metadata(metadata, self.serde),
                     pending_writes=tuple(writes.get(cid, ())),
                 )
-            )
+            if not records:  # the newest: the next load most likely extends its chains
+                for key, version in versions.items():
+                    self._chains.remember(thread_id, checkpoint_ns, key, version, rows)
+            records.append(record)
         return records
 
     # -- writing -------------------------------------------------------------------------------

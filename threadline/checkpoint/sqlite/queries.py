@@ -20,6 +20,7 @@ from threadline.checkpoint.layout import (
     checkpoint_values,
     decode_metadata,
     decode_write,
+    loading,
     missing_rows,
     wanted_blobs,
 )
@@ -268,18 +269,20 @@ def to_record(
         crc = loaded.crcs.get(kv)
         if crc is not None and kv not in loaded.verified and zlib.crc32(row.data) != crc:
             raise SerializationError(
-                f"the stored value of key {row.key!r} (version {row.version}) of thread "
-                f"{thread_id!r} (namespace {ns!r}) is corrupted: its checksum does not match"
+                f"the stored value of key {row.key!r} (version {row.version}) is corrupted: "
+                "its checksum does not match"
             )
 
-    values = checkpoint_values(cp, loaded.pool, codec, check)
-    return CheckpointRecord(
-        thread_id=thread_id,
-        checkpoint_ns=ns,
-        checkpoint=dataclasses.replace(cp, values=values),
-        metadata=decode_metadata(loaded.metadata, codec),
-        pending_writes=tuple(decode_write(w, codec) for w in loaded.writes),
-    )
+    with loading(thread_id, ns, cp.id):
+        return CheckpointRecord(
+            thread_id=thread_id,
+            checkpoint_ns=ns,
+            checkpoint=dataclasses.replace(
+                cp, values=checkpoint_values(cp, loaded.pool, codec, check)
+            ),
+            metadata=decode_metadata(loaded.metadata, codec),
+            pending_writes=tuple(decode_write(w, codec) for w in loaded.writes),
+        )
 
 
 def insert_writes(
