@@ -18,6 +18,11 @@ Rewriting old rows is safe because a version's value never changes: every versio
 is a prefix of the new full value, so pointing it there (even from a stale view of the chain, or
 twice) keeps what it loads.
 
+Small scalars (``inlined``) may instead live in the row itself, every checkpoint's row holding
+all of them, changed or not (``encode_record(inline=True)``): a step that moves a counter then
+writes one row, and a row loads them without a lookup. A body without them is what every
+release wrote, and loads as ever.
+
 Backends (SQLite, PostgreSQL, Redis, files) store these rows as they are; the functions here do
 all encoding, decoding and compaction decisions, so every backend stores the same bytes.
 """
