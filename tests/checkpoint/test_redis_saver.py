@@ -118,7 +118,12 @@ def client() -> Iterator[redis.Redis]:
 
 def keys_of(client: redis.Redis, saver: RedisSaver, thread_id: str | None = None) -> list[str]:
     tag = saver.prefix + (":{t:" + thread_id + "}" if thread_id is not None else "")
-    pattern = "".join("\\" + c if c in "*?[]\\" else c for c in tag) + ":*"
+    return keys_under(client, tag)
+
+
+def keys_under(client: redis.Redis, start: str) -> list[str]:
+    """Every key named ``<start>:...``, sorted."""
+    pattern = "".join("\\" + c if c in "*?[]\\" else c for c in start) + ":*"
     return sorted(k.decode() for k in client.scan_iter(match=pattern, count=1000))
 
 
@@ -220,12 +225,13 @@ def record(
 def conversation(
     saver: RedisSaver, thread_id: str, turns: int, *, ns: str = ""
 ) -> list[Checkpoint]:
-    """``turns`` checkpoints, each appending one message to a list (stored as deltas)."""
+    """``turns`` checkpoints, each appending one message to a list (stored as deltas). ("count"
+    is a list so that it is stored as a blob: small scalars live in the checkpoint.)"""
     cps: list[Checkpoint] = []
     parent: Checkpoint | None = None
     for i in range(turns):
         messages = [*(parent.values["messages"] if parent else []), f"message {i} " + "x" * 50]
-        cp = step(parent, {"messages": messages, "count": i, "big": "b" * 1000})
+        cp = step(parent, {"messages": messages, "count": [i], "big": "b" * 1000})
         saver.put(record(thread_id, cp, parent, ns=ns, metadata={"i": i}))
         cps.append(cp)
         parent = cp
@@ -487,6 +493,7 @@ def test_ttl_on_every_key_of_a_thread_and_refreshed(client: redis.Redis) -> None
         saver.put(record("t", step(None, {"c": 1}), ns="child:1"))
         saver.put_writes("t", "", cps[-1].id, [TaskWrite("w", "n", "interrupt", 1)])
         keys = keys_of(client, saver, "t")
+        assert not [k for k in keys if ":b:child" in k]  # "c" lives in its checkpoint
         kinds = {k.split("}:", 1)[1].split(":", 1)[0] for k in keys}
         assert kinds == {"keys", "meta", "ns", "idx", "c", "w", "b"}
         for key in keys:
@@ -885,6 +892,37 @@ def test_one_key_per_checkpoint_and_per_value(saver: RedisSaver, client: redis.R
     assert [k for k in keys if ":w::" in k] == [f"{saver.prefix}:{{t:t}}:w::{cps[3].id}"]
     assert len([k for k in keys if ":b::big:" in k]) == 1
     assert len([k for k in keys if ":b::count:" in k]) == 10
+
+
+def test_small_scalars_live_in_the_checkpoints(saver: RedisSaver, client: redis.Redis) -> None:
+    """A step that changes only small scalars writes its checkpoint key and no blob key; each
+    checkpoint holds every small scalar, changed or not, so none is looked up elsewhere."""
+    small = {"n": 0, "ratio": 0.5, "done": False, "none": None, "word": "w" * 64, "raw": b"r"}
+    records = []
+    parent: Checkpoint | None = None
+    for i in range(5):
+        values = {**small, "n": i, "doc": "d" * 65, "items": [1]}
+        records.append(record("t", step(parent, values), parent))
+        saver.put(records[-1])
+        parent = records[-1].checkpoint
+    tag = f"{saver.prefix}:{{t:t}}"
+    # "doc" is one character too long to be inline, "items" a list: one blob each, as ever.
+    blobs = [k.removeprefix(tag).rsplit(":", 1)[0] for k in blob_keys(client, saver, "t")]
+    assert blobs == [":b::doc", ":b::items"]
+    header = client.get(f"{tag}:c::{parent.id}").partition(b"\n")[0].split(b" ")
+    assert [s.rsplit(b":", 1)[0] for s in header[2:]] == [b":b::doc", b":b::items"]
+    for rec in records:
+        got = saver.get_tuple("t", "", rec.checkpoint.id)
+        assert got is not None and got.checkpoint == rec.checkpoint
+    assert saver.prune("t", keep_last=1) == 4  # the kept checkpoint still holds "word", "raw"
+    got = saver.get_tuple("t")
+    assert got is not None and got.checkpoint == parent
+    assert len(blob_keys(client, saver, "t")) == 2
+    saver.copy_thread("t", "copy")
+    saver.delete_thread("t")
+    assert keys_of(client, saver, "t") == []
+    got = saver.get_tuple("copy")
+    assert got is not None and got.checkpoint == parent
 
 
 def test_long_versions_chain_and_prune_like_short_ones(

@@ -1,4 +1,4 @@
-"""The key layout (version 2) and how values are packed into it.
+"""The key layout (version 3) and how values are packed into it.
 
 ``P`` is the prefix; ``T`` = ``P:{t:<thread>}``, whose hash tag puts every key of one thread in
 one slot. Thread ids, namespaces, state keys and versions are percent-encoded in key names
@@ -21,9 +21,15 @@ becomes a real hash table with an allocation per field name and value, so a chec
 string and so is a blob; only pending writes, which are added one call at a time, are a hash.
 Nothing is stored twice: a checkpoint's id, parent and step live only in its body.
 
+Small scalar values (``layout.inlined``) live in the checkpoint's body, changed or not, and
+have no blob key: a step that only moves a counter writes one checkpoint key. The header of a
+checkpoint names only the blobs of its other values.
+
 Version 1 kept a checkpoint's row, writes and write order in two hashes and a list (``cp``,
 ``w``, ``wo``), repeated the body's id, parent and step as fields, and stored a blob as a hash
-of its fields; ``migration.py`` rewrites such data in place.
+of its fields; ``migration.py`` rewrites such data in place. Version 2 had every value in a
+blob; its data is version 3 data as it is (only the marker moves), but an older threadline
+would call a body holding values malformed, so the new number keeps it away.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from urllib.parse import quote, unquote
 from threadline.checkpoint.layout import BlobRow, CheckpointRow, WriteRow
 
 #: The version of the key layout; a store written by a newer layout is refused.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 HEADER_READ = 512  # bytes read to get a blob's header (all of it, if the header is longer)
 
@@ -144,7 +150,8 @@ def _blob_header(stored: bytes) -> tuple[list[str], bytes]:
 
 # --------------------------------------------------------------------------- checkpoints
 # A checkpoint is "<created_at> <metadata length> <blob suffix>...\n<metadata><body>",
-# created_at quoted. The scripts read the blob suffixes (``read``) and created_at (retention).
+# created_at quoted, naming the blobs of the values the body does not hold (small scalars are
+# inline). The scripts read the blob suffixes (``read``) and created_at (retention).
 
 
 def pack_checkpoint(row: CheckpointRow, blob_suffixes: Sequence[str]) -> bytes:

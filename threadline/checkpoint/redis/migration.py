@@ -9,8 +9,13 @@ version 2 layout (``keys.py``) in one atomic script; it skips what is migrated a
 processes starting at once do no harm. The writes hash keeps its name (``w``) with new fields;
 every other key (index, namespaces, meta, registry) keeps its name and form.
 
+Version 2 data needs no rewriting: version 3 only lets a checkpoint's body hold small scalar
+values (which then have no blob key), so the saver just moves the marker, and old checkpoints
+load and grow as they are.
+
 Stop processes running the old version before starting the new one: an old process that is
-still running would keep writing version 1 keys (a new process started later migrates them).
+still running would keep writing version 1 keys (a new process started later migrates them),
+and a version 2 process would call checkpoints holding values malformed.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from typing import Any
 
 from threadline import serde
 from threadline.checkpoint.base import (
+    Checkpoint,
     CheckpointRecord,
     Retention,
     StorageHints,
@@ -31,7 +32,8 @@ from threadline.checkpoint.bytecache import HeldBlobs
 from threadline.checkpoint.layout import (
     BlobRow,
     EncodedCheckpoint,
-    assemble_values,
+    blob_versions,
+    checkpoint_values,
     decode_metadata,
     decode_write,
     encode_record,
@@ -150,7 +152,7 @@ class Operations:
                 current = keys.tag + suffix
                 fetched.append(self._fetched(thread_id, ns, suffix, blobs_flat[i + 1], held))
             current = keys.checkpoint(q(ns), checkpoint_id)
-            values = _values(cp.versions, wanted, fetched, self.codec)
+            values = _values(cp, wanted, fetched, self.codec)
             metadata = decode_metadata(metadata_bytes, self.codec)
             current = keys.writes(q(ns), checkpoint_id)
             writes = tuple(decode_write(w, self.codec) for w in write_rows(pairs(writes_flat)))
@@ -198,10 +200,13 @@ class Operations:
         """One ``PUT`` script call; sent again in full when a delta's base turned out missing."""
         thread_id, ns, cp = record.thread_id, record.checkpoint_ns, record.checkpoint
         keys, qns = Keys(self.prefix, thread_id), q(ns)
-        key_of = {blob_suffix(qns, k, v): k for k, v in cp.versions.items()}
         in_full: set[str] = set()  # keys the hints called unchanged, but whose blob is missing
         for _ in range(_PUT_ATTEMPTS):
             encoded = yield from self._encode(record)
+            # the blobs the checkpoint names: not its small scalars, which its body holds
+            key_of = {
+                blob_suffix(qns, k, v): k for k, v in cp.versions.items() if k not in encoded.inline
+            }
             blobs = list(encoded.blobs)
             if in_full - {b.key for b in blobs}:
                 blobs += _full_blobs(record, in_full - {b.key for b in blobs}, self.codec)
@@ -273,8 +278,8 @@ class Operations:
                 misses.append((key, str(version)))
             return row
 
-        # raises SerializationError before any I/O
-        encoded = encode_record(record, base_of, self.codec)
+        # raises SerializationError before any I/O; small scalars go into the body (no blob)
+        encoded = encode_record(record, base_of, self.codec, inline=True)
         if not misses:
             return encoded
         keys, qns = Keys(self.prefix, thread_id), q(ns)
@@ -283,7 +288,9 @@ class Operations:
             if base is not None:  # else no such base (or a damaged one): stored in full
                 self.cache.put(thread_id, ns, base)
         cached = self.cache.get
-        return encode_record(record, lambda k, v: cached(thread_id, ns, k, str(v)), self.codec)
+        return encode_record(
+            record, lambda k, v: cached(thread_id, ns, k, str(v)), self.codec, inline=True
+        )
 
     def put_writes(
         self, thread_id: str, ns: str, checkpoint_id: str, writes: Sequence[TaskWrite]
@@ -411,9 +418,9 @@ class Operations:
                 if cutoff is not None and i != ids[-1] and when is not None and when < cutoff:
                     drop.append(i)
                     continue
-                kept.append(
-                    dataclasses.replace(cp, versions={k: str(v) for k, v in cp.versions.items()})
-                )
+                # only blob-backed values: the body holds the inline ones
+                versions = {k: str(v) for k, v in blob_versions(cp).items()}
+                kept.append(dataclasses.replace(cp, versions=versions))
             if not drop:
                 return 0
             suffix_of = yield from self._stored_blobs(keys, qns)
@@ -479,19 +486,20 @@ def _read(
 
 
 def _values(
-    versions: Mapping[str, Any],
+    cp: Checkpoint,
     wanted: Sequence[tuple[str, str]],
     fetched: Sequence[BlobRow],
     codec: Serializer,
 ) -> dict[str, Any]:
-    """The checkpoint's values from the blobs the ``read`` script fetched (chains included)."""
+    """The values of ``cp`` (decoded with its inline ones): the others from the blobs the
+    ``read`` script fetched (chains included)."""
     by_version = {(r.key, r.version): r for r in fetched}
     rows = {
         (key, version): by_version[(key, str(version))]
         for key, version in wanted
         if (key, str(version)) in by_version
     }
-    return assemble_values(versions, with_chains(rows, [fetched]), codec)
+    return checkpoint_values(cp, with_chains(rows, [fetched]), codec)
 
 
 def _metadata(

@@ -120,8 +120,9 @@ class RedisSaver(BaseSaver):
             self._execute(Call("set", (key, SCHEMA_VERSION), {"nx": True}))
             found = self._execute(Call("get", (key,)))
             version = _version(found)
-            if version == 1:
-                self._run(migrate_v1(self.prefix))
+            if version in (1, 2):  # version 2 data is version 3 data: only the marker moves
+                if version == 1:
+                    self._run(migrate_v1(self.prefix))
                 self._execute(Call("set", (key, SCHEMA_VERSION)))
                 version = SCHEMA_VERSION
             self._execute(Load())
