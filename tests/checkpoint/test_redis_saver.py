@@ -38,6 +38,7 @@ from redis.crc import key_slot
 from services import redis_url, require_redis
 
 from threadline import serde
+from threadline.checkpoint import layout
 from threadline.checkpoint.base import (
     Checkpoint,
     CheckpointRecord,
@@ -50,7 +51,9 @@ from threadline.checkpoint.base import (
 from threadline.checkpoint.ids import new_checkpoint_id
 from threadline.checkpoint.layout import BlobRow, encode_record
 from threadline.checkpoint.redis import SCHEMA_VERSION, RedisSaver, mask_url
+from threadline.checkpoint.redis import operations as redis_operations
 from threadline.checkpoint.redis import requests as redis_requests
+from threadline.checkpoint.redis import saver as saver_module
 from threadline.checkpoint.redis.scripts import SCRIPTS
 from threadline.errors import ConcurrentUpdateError, SaverUnavailableError, SerializationError
 from threadline.runtime.loop import storage_hints
@@ -812,6 +815,50 @@ def test_data_of_layout_1_is_migrated_and_reads_back(client: redis.Redis) -> Non
             )
             again = saver.get_tuple("a:b{c}")
             assert again is not None and again.checkpoint == nxt
+    finally:
+        unlink_prefix(prefix)
+
+
+def test_data_of_layout_2_with_scalars_in_blobs_loads_and_goes_on(
+    client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Layout 2 stored every value in a blob; layout 3 keeps small scalars in the checkpoint.
+    Starting a saver moves the marker (so that a layout 2 threadline refuses the data); the old
+    checkpoints load as they are, and the thread goes on from them."""
+
+    def as_layout_2(record: Any, base_of: Any, codec: Any, *args: Any, **_: Any) -> Any:
+        return layout.encode_record(record, base_of, codec, *args)  # never inline
+
+    prefix = f"{SESSION_PREFIX}:v2"
+    try:
+        with monkeypatch.context() as patch:
+            patch.setattr(redis_operations, "encode_record", as_layout_2)
+            with RedisSaver(REDIS_URL, prefix=prefix) as old:
+                first = step(None, {"n": 1, "k": "kept", "items": [1]})
+                old.put(record("t", first))
+                second = step(first, {"n": 2, "k": "kept", "items": [1]})
+                old.put(record("t", second, first))
+        tag = f"{prefix}:{{t:t}}"
+        old_blobs = sorted(k.removeprefix(tag) for k in keys_under(client, tag) if ":b:" in k)
+        assert [b.rsplit(":", 1)[0] for b in old_blobs] == [":b::items", ":b::k", ":b::n", ":b::n"]
+        client.set(f"{prefix}:schema_version", 2)
+        with RedisSaver(REDIS_URL, prefix=prefix) as saver:
+            assert client.get(f"{prefix}:schema_version") == str(SCHEMA_VERSION).encode()
+            third = step(second, {"n": 3, "k": "kept", "items": [1]})  # "k", "items" unchanged
+            saver.put(record("t", third, second))
+            assert [r.checkpoint for r in saver.list("t")] == [third, second, first]
+            new_blobs = sorted(k.removeprefix(tag) for k in keys_under(client, tag) if ":b:" in k)
+            assert new_blobs == old_blobs  # "n" and "k" live in the new checkpoint: no blob
+            assert saver.prune("t", keep_last=1) == 2  # only "items" is still used
+            assert [k.removeprefix(tag) for k in keys_under(client, tag) if ":b:" in k] == [
+                f":b::items:{first.id}"
+            ]
+            got = saver.get_tuple("t")
+            assert got is not None and got.checkpoint == third
+        with monkeypatch.context() as patch:  # a threadline that reads layout 2 stays away
+            patch.setattr(saver_module, "SCHEMA_VERSION", 2)
+            with pytest.raises(SaverUnavailableError, match="upgrade threadline"):
+                RedisSaver(REDIS_URL, prefix=prefix)
     finally:
         unlink_prefix(prefix)
 
