@@ -6,6 +6,7 @@ import base64
 import hashlib
 import itertools
 import json
+import math
 import os
 import signal
 import subprocess
@@ -117,10 +118,11 @@ def saver(tmp_path: Path) -> Iterator[FileSaver]:
 
 
 def test_row_file_is_readable_json(saver: FileSaver) -> None:
-    first, hints = make({"topic": "cats", "messages": ["hi"]})
+    # "topic" is a list: a small scalar would live in the row, not in a blob (see below)
+    first, hints = make({"topic": ["cats"], "messages": ["hi"]})
     saver.put(rec("t1", first, hints, metadata={"source": "input", "step": -1}))
     second, hints = make(
-        {"topic": "cats", "messages": ["hi", "there"]},
+        {"topic": ["cats"], "messages": ["hi", "there"]},
         first,
         changed={"messages"},
         next=(PlannedTask("agent"), PlannedTask("tools", arg={"q": 1}, send=True)),
@@ -187,7 +189,7 @@ def test_the_preview_of_a_list_that_grew_shows_its_new_items(saver: FileSaver) -
 
 
 def test_previews_are_never_read_and_edited_fields_are_caught(saver: FileSaver) -> None:
-    cp, hints = make({"x": b"raw"})
+    cp, hints = make({"x": [b"raw"]})  # in a list: not inline, and its blob is binary
     saver.put(rec("t1", cp, hints, metadata={"source": "input"}))
     (ns_dir(saver, "t1") / "values" / f"{cp.id}.json").write_text("not json at all")
     got = saver.get_tuple("t1")
@@ -208,6 +210,67 @@ def test_an_edited_json_blob_is_caught(saver: FileSaver) -> None:
     path.write_bytes(path.read_bytes().replace(b'"hi"', b'"ho"'))
     with pytest.raises(SerializationError, match=r"'messages'.*checksum mismatch"):
         saver.get_tuple("t1")
+
+
+def test_small_scalars_live_in_the_row_file(saver: FileSaver) -> None:
+    """A step that changes only small scalars writes its row file and no blob (nor preview);
+    each row shows every small scalar, changed or not, as JSON its bytes are made again from,
+    so the newest loads after ``prune(keep_last=1)`` without any blob of them."""
+    small = {"n": 0, "ratio": 0.5, "done": False, "none": None, "word": "w" * 64}
+    records: list[CheckpointRecord] = []
+    parent: Checkpoint | None = None
+    for i in range(5):
+        # "doc" is one character too long to be inline, "items" a list: blobs as ever
+        values = {**small, "n": i, "doc": "d" * 65, "items": [i]}
+        records.append(step("t1", values, parent))
+        saver.put(records[-1])
+        parent = records[-1].checkpoint
+    assert parent is not None
+    folder = ns_dir(saver, "t1")
+    before = files_under(Path(saver.directory))
+    counter = step("t1", {**parent.values, "n": 5}, parent)  # only "n" changed
+    saver.put(counter)
+    records.append(counter)
+    row_path = folder / "checkpoints" / f"{counter.checkpoint.id}.json"
+    new = set(files_under(Path(saver.directory))) - set(before)
+    assert new == {str(row_path.relative_to(saver.directory))}
+    assert list((folder / "values").iterdir()) == []  # the rows show what changed
+
+    assert saver.prune("t1", keep_last=1) == 5  # the kept row still holds "word", unchanged
+    got = saver.get_tuple("t1")
+    assert got is not None and got.checkpoint == counter.checkpoint
+    with FileSaver(saver.directory) as again:
+        assert [r.checkpoint for r in again.list("t1")] == [counter.checkpoint]
+    first, last_items = records[0].checkpoint.id, records[4].checkpoint.id
+    blobs = sorted(p.name for p in (folder / "blobs").iterdir())
+    assert blobs == [f"doc@{first}.blob", f"items@{last_items}.blob"]
+
+    row = json.loads(row_path.read_text())
+    assert row["values"] == {**small, "n": 5}
+    assert set(row["stored"]) == {"crc32"}  # its bytes are made again from its fields
+    row["values"]["n"] = 6
+    row_path.write_text(json.dumps(row))
+    with pytest.raises(SerializationError, match="checksum mismatch"):
+        saver.get_tuple("t1")
+
+
+def test_inline_values_json_cannot_show_keep_the_row_bytes(saver: FileSaver) -> None:
+    """Bytes and non-finite floats are inline too; the row's ``values`` field only renders
+    them, so the row keeps its exact bytes (base64) and loads them."""
+    values = {"raw": b"\x00r", "nan": math.nan, "inf": -math.inf, "n": 1}
+    record = step("t1", values, None)
+    saver.put(record)
+    folder = ns_dir(saver, "t1")
+    assert list((folder / "blobs").iterdir()) == []
+    row = json.loads((folder / "checkpoints" / f"{record.checkpoint.id}.json").read_text())
+    assert row["values"] == {"raw": "<2 bytes>", "nan": "nan", "inf": "-inf", "n": 1}
+    assert set(row["stored"]) == {"body", "metadata", "crc32"}
+    got = saver.get_tuple("t1")
+    assert got is not None
+    loaded = got.checkpoint.values
+    assert loaded["raw"] == b"\x00r" and loaded["inf"] == -math.inf and loaded["n"] == 1
+    assert math.isnan(loaded["nan"])
+    assert got.checkpoint.versions == record.checkpoint.versions
 
 
 def test_files_written_with_their_bytes_and_a_sha256_still_load(tmp_path: Path) -> None:
@@ -244,12 +307,12 @@ def test_files_written_with_their_bytes_and_a_sha256_still_load(tmp_path: Path) 
 
 def test_huge_values_are_cut_short_in_the_preview(saver: FileSaver) -> None:
     text, items = ("x" * 100_000, b"x"), [(i,) for i in range(10_000)]  # tuples: not JSON
-    cp, hints = make({"text": text, "items": items, "raw": b"\0" * 10})
+    cp, hints = make({"text": text, "items": items, "raw": b"\0" * 100})  # too long to inline
     saver.put(rec("t1", cp, hints))
     preview = json.loads((ns_dir(saver, "t1") / "values" / f"{cp.id}.json").read_text())
     assert len(json.dumps(preview["values"]["text"])) < 3000
     assert len(preview["values"]["items"]) == 101
-    assert preview["values"]["raw"] == "<10 bytes>"
+    assert preview["values"]["raw"] == "<100 bytes>"
     got = saver.get_tuple("t1")
     assert got is not None and got.checkpoint.values == cp.values
 
@@ -351,7 +414,7 @@ RACER = textwrap.dedent(
     rounds = json.load(open(os.path.join(workdir, "rounds.json")))
     for n, (thread_id, parent_id) in enumerate(rounds):
         cid = new_checkpoint_id()
-        cp = Checkpoint(cid, parent_id, 1, {"who": me}, {"who": cid}, (), "2030-01-01T00:00:00")
+        cp = Checkpoint(cid, parent_id, 1, {"who": [me]}, {"who": cid}, (), "2030-01-01T00:00:00")
         hints = StorageHints(frozenset({"who"}))
         record = CheckpointRecord(thread_id, "", cp, {"who": me}, (), hints)
         open(os.path.join(workdir, f"ready-{n}-{me}"), "w").close()
@@ -413,11 +476,11 @@ def test_two_processes_racing_on_one_parent_exactly_one_wins(tmp_path: Path) -> 
         history = list(saver.list(f"race-{n}"))
         assert len(history) == 2  # the base and the winner's checkpoint, nothing else
         assert history[0].metadata == {"who": winner}
-        assert history[0].checkpoint.values == {"who": winner}
+        assert history[0].checkpoint.values == {"who": [winner]}
         assert history[0].checkpoint.parent_id == bases[n][1]
-        # the loser left no values behind either
+        # the loser left no values behind either (the base's "i" lives in its row)
         blobs = list((ns_dir(saver, f"race-{n}") / "blobs").iterdir())
-        assert len(blobs) == 2
+        assert len(blobs) == 1
 
 
 # -- crashes -------------------------------------------------------------------------------------
@@ -558,7 +621,7 @@ def test_corrupted_blob_names_the_key_and_spares_other_threads(saver: FileSaver)
 
 
 def test_missing_blob_is_a_serialization_error(saver: FileSaver) -> None:
-    cp, hints = make({"k": 1})
+    cp, hints = make({"k": [1]})
     saver.put(rec("t1", cp, hints))
     (ns_dir(saver, "t1") / "blobs" / f"k@{cp.id}.blob").unlink()
     with pytest.raises(SerializationError, match=r"'k'.*missing"):
@@ -746,7 +809,11 @@ def test_copy_thread(saver: FileSaver) -> None:
 
 def test_retention_max_checkpoints(tmp_path: Path) -> None:
     saver = FileSaver(tmp_path / "store", retention=Retention(max_checkpoints=3))
-    cps = chain(saver, "t1", 6)
+    cps: list[Checkpoint] = []
+    for i in range(6):
+        cp, hints = make({"i": [i]}, cps[-1] if cps else None)  # a list: one blob each
+        saver.put(rec("t1", cp, hints))
+        cps.append(cp)
     assert [r.checkpoint.id for r in saver.list("t1")] == [c.id for c in reversed(cps[3:])]
     assert len(list((ns_dir(saver, "t1") / "blobs").iterdir())) == 3
 
@@ -1003,9 +1070,9 @@ def test_delete_thread_while_others_write_it(tmp_path: Path) -> None:
 def test_a_checkpoint_that_changed_nothing_has_no_preview(tmp_path: Path) -> None:
     """An input checkpoint (the input waits in its write) changes no value: no values file."""
     saver = FileSaver(tmp_path)
-    first, hints = make({"topic": b"cats"})
+    first, hints = make({"topic": [b"cats"]})  # a binary blob, not inline: a preview shows it
     saver.put(rec("t1", first, hints))
-    same, hints = make({"topic": b"cats"}, first, changed=set())
+    same, hints = make({"topic": [b"cats"]}, first, changed=set())
     saver.put(rec("t1", same, hints))
     previews = {p.stem for p in (ns_dir(saver, "t1") / "values").iterdir()}
     assert previews == {first.id}

@@ -3,7 +3,7 @@
 Layout (``FileSaver("checkpoints")`` after one run of thread ``order-42``)::
 
     checkpoints/
-    ├── FORMAT.json                      format marker and version
+    ├── FORMAT.json                      format marker and version (2)
     └── threads/
         └── t-order-42/                  "t-" + the percent-encoded thread id
             ├── .lock .gate              flock: shared by writers, exclusive for delete/copy
@@ -13,7 +13,8 @@ Layout (``FileSaver("checkpoints")`` after one run of thread ``order-42``)::
             │   ├── namespace.json       the real thread id and namespace
             │   ├── HEAD                 the newest checkpoint id (a hint; see below)
             │   ├── checkpoints/<id>.json   one row per checkpoint (JSON; base64 bytes if needed)
-            │   ├── values/<id>.json     preview of changed values no blob shows, for humans
+            │   │                        and its small scalar values ("values")
+            │   ├── values/<id>.json     preview of changed values no file shows, for humans
             │   ├── blobs/<key>@<version>.blob   one JSON header line, then the value (JSON)
             │   └── writes/<id>/000001-result-<hash>.json   pending writes, in order
             └── ns-child%3Aabc/ ...
@@ -24,35 +25,40 @@ Names: ids are percent-encoded (only ``A-Z a-z 0-9 _ -`` pass through), so ``../
 inside (``thread.json``, ``namespace.json``, each row), so names never have to be decoded.
 
 What is stored: the bytes ``threadline.checkpoint.layout`` produces, exactly, each file with a
-CRC-32 of them (as the other savers keep; files written before kept a SHA-256, still checked).
-A row file shows the checkpoint (step, next task names, versions, metadata) as JSON; where those
-fields make its ``body`` and ``metadata`` bytes again (``_rebuilt``: plain metadata, no task
-arguments, a codec that neither compresses nor seals) that is all it holds, else it also keeps
-the bytes in base64. A blob file starts with a JSON line holding its ``BlobRow`` fields
-(``items``: a list's length; absent in files written before lengths were kept), size and
-CRC-32, then the value: as JSON (``"json": true`` in the header) when JSON encodes back to the
-exact bytes, which most state (text, numbers, lists, dicts) does, else its msgpack bytes; of a
-delta, only its new items. When compaction writes a list in full again, the blobs of the
-versions it grew from are replaced by prefix rows: the header line alone, its ``base`` naming
-the later version whose first ``items`` items they are. A write file holds task id, name, kind,
-a readable preview and the value bytes in base64 with their CRC-32. Truncated or altered files
-(an edited field or value included) raise ``SerializationError`` naming the file (and the key,
-for values); other checkpoints and threads stay readable.
+CRC-32 of them (as the other savers keep; files written before kept a SHA-256, still checked). A
+row file shows the checkpoint (step, next task names, versions, metadata) as JSON, and under
+``values`` the small scalars its body holds itself (``layout.inlined``: ``int``, ``float``,
+``bool``, ``None``, ``str`` / ``bytes`` of at most 64 characters, changed or not). They have no
+blob file: a step that only moves a counter writes its row (and ``HEAD``, ``thread.json``) and
+nothing else. Where those fields make its ``body`` and ``metadata`` bytes again (``_rebuilt``:
+plain metadata, no task arguments, no inline bytes, NaN or infinity, a codec that neither
+compresses nor seals) that is all it holds, else it also keeps the bytes in base64. A blob file
+starts with a JSON line holding its ``BlobRow`` fields (``items``: a list's length; absent in
+files written before lengths were kept), size and CRC-32, then the value: as JSON
+(``"json": true`` in the header) when JSON encodes back to the exact bytes, which most state
+(text, numbers, lists, dicts) does, else its msgpack bytes; of a delta, only its new items. When
+compaction writes a list in full again, the blobs of the versions it grew from are replaced by
+prefix rows: the header line alone, its ``base`` naming the later version whose first ``items``
+items they are. A write file holds task id, name, kind, a readable preview and the value bytes
+in base64 with their CRC-32. Truncated or altered files (an edited field or value included)
+raise ``SerializationError`` naming the file (and the key, for values); other checkpoints and
+threads stay readable.
 
 ``values/<id>.json`` is a best-effort JSON rendering of the values a checkpoint changed that
-no blob shows as JSON (of a list that grew, only its new items; long strings and collections
-cut short) written for people reading the folder, and only if there is any (a run's input
-checkpoint changes none: its input is in its write); it is never read back.
+neither a blob nor the row (inline values) shows (of a list that grew, only its new items;
+long strings and collections cut short) written for people reading the folder, and only if
+there is any (a run's input checkpoint changes none: its input is in its write); it is never
+read back.
 ``FileSaver(..., previews=False)`` skips it and keeps every blob in msgpack.
 
 Crash safety: every file is written to a ``.tmp-*`` file in its own folder, flushed, fsynced,
-renamed into place with ``os.replace`` and its folder fsynced. ``put`` writes the blobs, then the
-prefix rows that replace older blobs (once the new full blob they point at is durable), then
-the pending writes, the preview and ``HEAD``, and the row file **last**: a checkpoint exists
-once its row file does, so a crash mid-put leaves the previous checkpoint the newest. ``HEAD`` is
-written before the row, so a ``HEAD`` naming a missing row means a crash: readers then scan
-``checkpoints/`` instead, and the next writer there sweeps up stray temp files and the orphaned
-files of the unfinished checkpoint.
+renamed into place with ``os.replace`` and its folder fsynced. ``put`` writes the blobs (of
+values not inline), then the prefix rows that replace older blobs (once the new full blob they
+point at is durable), then the pending writes, the preview and ``HEAD``, and the row file
+**last**: a checkpoint exists once its row file does, so a crash mid-put leaves the previous
+checkpoint the newest. ``HEAD`` is written before the row, so a ``HEAD`` naming a missing row
+means a crash: readers then scan ``checkpoints/`` instead, and the next writer there sweeps up
+stray temp files and the orphaned files of the unfinished checkpoint.
 
 Concurrency (Linux, ``fcntl.flock``): writers of a (thread, namespace) hold its ``.lock``
 exclusively around check-and-write, so compare-and-set ``put`` works across processes; they

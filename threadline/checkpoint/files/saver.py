@@ -52,10 +52,10 @@ from threadline.checkpoint.files.disk import (
 from threadline.checkpoint.files.preview import preview_changes, safe_render
 from threadline.checkpoint.layout import (
     BlobRow,
-    CheckpointRow,
     EncodedCheckpoint,
     WriteRow,
-    assemble_values,
+    blob_versions,
+    checkpoint_values,
     decode_metadata,
     decode_write,
     encode_body,
@@ -72,11 +72,16 @@ from threadline.serde import DEFAULT, Serializer
 
 __all__ = ["FORMAT_VERSION", "FileSaver"]
 
-# Still 1 with ``items``, prefix rows, rows made again from their fields, JSON blobs and CRC-32s:
-# older code never loads a wrong value from them (it raises ``SerializationError`` on each: a
-# prefix row, a row without base64 bytes, a file without a SHA-256), and what it writes loads
-# here and is left as it is by compaction.
-FORMAT_VERSION = 1
+# Version 1 took ``items``, prefix rows, rows made again from their fields, JSON blobs and
+# CRC-32s without a new number: older code never loads a wrong value from them (it raises
+# ``SerializationError`` on each: a prefix row, a row without base64 bytes, a file without a
+# SHA-256), and what it writes loads here and is left as it is by compaction. Version 2: rows
+# hold small scalar values (``layout.inlined``) that have no blob file. Version-1 code would
+# call such a row corrupted (its fields no longer make its bytes, or a blob is missing), never
+# load a wrong value, but an older threadline should say "upgrade" instead. A version-1 folder
+# loads as it is and is marked 2 when opened (or, if it cannot be written then, by the first
+# ``put``, before its row).
+FORMAT_VERSION = 2
 _FORMAT_NAME = "threadline.files"
 _PLAIN = b"\x01\x00"  # the header of a blob neither compressed nor sealed (format version 1)
 
@@ -107,11 +112,15 @@ def _rebuilt(doc: dict[str, Any]) -> tuple[bytes, bytes] | None:
     """The body and metadata bytes of a row, made again from its readable fields.
 
     A row file keeps its exact bytes (base64) only when this does not give them back: planned
-    tasks with arguments, values JSON cannot show exactly, a codec that compresses or seals.
-    Always encoded with the plain default codec, so any saver rebuilds the same bytes; the
-    row's SHA-256 says whether they are right.
+    tasks with arguments, values JSON cannot show exactly (metadata, or inline ``values`` such
+    as bytes or NaN), a codec that compresses or seals. Always encoded with the plain default
+    codec, so any saver rebuilds the same bytes; the row's checksum says whether they are
+    right. ``values`` (the small scalars the body holds) is absent in rows without any.
     """
     try:
+        inline = doc.get("values")
+        if inline is not None and type(inline) is not dict:
+            return None
         cp = Checkpoint(
             doc["checkpoint_id"],
             doc["parent_id"],
@@ -123,7 +132,7 @@ def _rebuilt(doc: dict[str, Any]) -> tuple[bytes, bytes] | None:
             {key: tuple(names) for key, names in doc["barriers"].items()},
             tuple(doc["updated_by"]),
         )
-        return encode_body(cp), encode_metadata(doc["metadata"], cp.id)
+        return encode_body(cp, DEFAULT, inline), encode_metadata(doc["metadata"], cp.id)
     except (KeyError, TypeError, AttributeError, ValueError, SerializationError):
         return None
 
@@ -138,6 +147,13 @@ def _json_text(data: bytes) -> bytes | None:
         return text.encode() if DEFAULT.dumps(json.loads(text)) == data else None
     except (TypeError, ValueError, RecursionError, SerializationError):
         return None
+
+
+def _shown(inline: Mapping[str, Any]) -> dict[str, Any]:
+    """The inline values of a row as its ``values`` field: as they are where JSON shows them
+    exactly (numbers, booleans, None, text), else a rendering (``"<3 bytes>"``, ``"nan"``) that
+    ``_rebuilt`` does not turn back into the body, so the row keeps its bytes too."""
+    return {key: safe_render(value) for key, value in inline.items()}
 
 
 def _blob_file(blob: BlobRow, text: bytes | None = None) -> bytes:
@@ -207,6 +223,7 @@ class FileSaver(BaseSaver):
         self._swept: set[str] = set()
         self._swept_lock = threading.Lock()  # guards the two caches below
         self._created: dict[str, tuple[int, float | None]] = {}  # row path -> (inode, created)
+        self._unmarked = False  # FORMAT.json names an older version still (``_mark_format``)
         try:
             make_dirs(self._threads)
             self._check_format()
@@ -258,6 +275,17 @@ class FileSaver(BaseSaver):
                 f"checkpoint directory {self.directory!r} has format version {version!r}, newer "
                 f"than this threadline understands ({FORMAT_VERSION}); upgrade threadline"
             )
+        if version < FORMAT_VERSION:
+            self._unmarked = True
+            with suppress(OSError):  # a read-only folder still loads; ``put`` marks it first
+                self._mark_format()
+
+    def _mark_format(self) -> None:
+        """Mark an older folder with this format: its rows are about to hold values (inline
+        ones) that older code cannot read, so an older threadline must refuse the folder."""
+        marker = {"format": _FORMAT_NAME, "version": FORMAT_VERSION}
+        write_file(os.path.join(self.directory, "FORMAT.json"), json_bytes(marker))
+        self._unmarked = False
 
     def _empty_trash(self) -> None:
         """Finish deletions a crash interrupted, and drop stale temp files at the top."""
@@ -539,16 +567,19 @@ class FileSaver(BaseSaver):
                 f"{path!r} cannot be read ({exc})"
             ) from exc
 
-    def _values(self, ns_dir: str, versions: Mapping[str, Any]) -> dict[str, Any]:
-        """Read each value's rows, following ``base`` to a full blob: down a delta chain, or
-        from a prefix row up to the later version it is a prefix of (which may be a delta or
-        a prefix row again). A file missing ends the walk; ``assemble_values`` names it.
+    def _values(self, ns_dir: str, cp: Checkpoint) -> dict[str, Any]:
+        """The values of a decoded ``cp``: its inline ones, and the others from their blobs.
+
+        Reads each blob-backed value's rows, following ``base`` to a full blob: down a delta
+        chain, or from a prefix row up to the later version it is a prefix of (which may be a
+        delta or a prefix row again). A file missing ends the walk; ``checkpoint_values`` names
+        it.
 
         A compaction racing this read can turn a row of the walk into a prefix row: either
         form of a version holds the same value, so the walk just goes on from what it finds.
         """
         pool: dict[tuple[str, str], BlobRow] = {}
-        for key, version in versions.items():
+        for key, version in blob_versions(cp).items():
             ref: Any = version
             while ref is not None and (key, ref) not in pool:  # a loop ends at a seen row
                 row = self._read_blob(ns_dir, key, ref)
@@ -556,7 +587,7 @@ class FileSaver(BaseSaver):
                     break
                 pool[(key, ref)] = row
                 ref = row.base
-        return assemble_values(versions, pool, self.serde)
+        return checkpoint_values(cp, pool, self.serde)
 
     def _write_meta(self, ns_dir: str, checkpoint_id: str) -> list[tuple[str, dict[str, Any]]]:
         """``(path, parsed JSON)`` of a checkpoint's write files, in saved order."""
@@ -609,7 +640,7 @@ class FileSaver(BaseSaver):
     ) -> CheckpointRecord | None:
         try:
             cp, _ = wanted_blobs(row.body, self.serde)
-            values = self._values(ns_dir, cp.versions)
+            values = self._values(ns_dir, cp)
             metadata = decode_metadata(row.metadata, self.serde)
             writes = self._writes(ns_dir, row.checkpoint_id)
         except SerializationError as exc:
@@ -768,6 +799,8 @@ class FileSaver(BaseSaver):
     def put(self, record: CheckpointRecord, *, fork: bool = False) -> None:
         cp = record.checkpoint
         thread_id, ns = record.thread_id, record.checkpoint_ns
+        if self._unmarked:  # opened read-only as an older format: mark it before any new row
+            self._mark_format()
         with self._writing(thread_id, ns) as ns_dir:
             head_hint = self._head_file(ns_dir)
             head = self._head(ns_dir)
@@ -781,8 +814,9 @@ class FileSaver(BaseSaver):
             # 2. pending writes (a put of this id that crashed may have left some: drop them)
             shutil.rmtree(self._writes_dir(ns_dir, cp.id), ignore_errors=True)
             self._store_writes(ns_dir, cp.id, encoded.writes, record.pending_writes)
-            # 3. the preview of what changed and no blob shows as JSON, for people
-            shown = {key for key, text in texts.items() if text is not None}
+            # 3. the preview of what changed and no blob (nor the row: inline values) shows as
+            # JSON, for people
+            shown = {key for key, text in texts.items() if text is not None} | encoded.inline
             changes = preview_changes(cp.values, record.hints, shown) if self.previews else {}
             if changes:
                 preview = {"checkpoint_id": cp.id, "step": cp.step, "values": changes}
@@ -790,7 +824,7 @@ class FileSaver(BaseSaver):
             # 4. HEAD, then the row: the checkpoint exists from this rename on
             head_doc = json_bytes({"checkpoint_id": cp.id})
             write_file(os.path.join(ns_dir, "HEAD"), head_doc, sync_dir=False)
-            write_file(self._row_path(ns_dir, cp.id), self._row_json(record, encoded.row))
+            write_file(self._row_path(ns_dir, cp.id), self._row_json(record, encoded))
             fsync_dir(ns_dir)
             # 5. after the fact: retention, and the thread summary
             if self.retention is not None:
@@ -804,13 +838,14 @@ class FileSaver(BaseSaver):
         def base_of(key: str, version: str) -> BlobRow | None:
             return self._read_blob(ns_dir, key, version, data=False)
 
-        encoded = encode_record(record, base_of, self.serde)
+        encoded = encode_record(record, base_of, self.serde, inline=True)
         cp = record.checkpoint
         written = {(b.key, b.version) for b in encoded.blobs}
         missing = [
             key
             for key, version in cp.versions.items()
-            if (key, version) not in written
+            if key not in encoded.inline  # the row holds it
+            and (key, version) not in written
             and not os.path.exists(self._blob_path(ns_dir, key, version))
         ]
         if not missing:
@@ -847,8 +882,8 @@ class FileSaver(BaseSaver):
     def _readable(self, value: Any) -> Any:
         return "(encrypted)" if self._encrypted else safe_render(value)
 
-    def _row_json(self, record: CheckpointRecord, row: CheckpointRow) -> bytes:
-        cp = record.checkpoint
+    def _row_json(self, record: CheckpointRecord, encoded: EncodedCheckpoint) -> bytes:
+        cp, row = record.checkpoint, encoded.row
         source = record.metadata.get("source")
         doc = {
             "checkpoint_id": cp.id,
@@ -862,6 +897,9 @@ class FileSaver(BaseSaver):
             "barriers": safe_render(cp.barriers),
             "metadata": self._readable(record.metadata),
         }
+        if encoded.inline:  # the small scalars the body holds, in its order (no blob has them)
+            inline = {k: v for k, v in cp.values.items() if k in encoded.inline}
+            doc["values"] = "(encrypted)" if self._encrypted else _shown(inline)
         stored: dict[str, Any] = _checksum(row.body + row.metadata)
         if self._encrypted or _rebuilt(doc) != (row.body, row.metadata):
             stored = {"body": b64(row.body), "metadata": b64(row.metadata), **stored}
@@ -1010,9 +1048,10 @@ class FileSaver(BaseSaver):
             if row is None:
                 continue
             try:
-                kept.append(wanted_blobs(row.body, self.serde)[0])
+                cp = wanted_blobs(row.body, self.serde)[0]
             except SerializationError:
                 return len(drop)  # cannot tell what it needs: keep every value
+            kept.append(dataclasses.replace(cp, versions=blob_versions(cp)))  # not inline ones
         blobs_dir = os.path.join(ns_dir, "blobs")
         headers: dict[tuple[str, str], BlobRow] = {}
         names: dict[tuple[str, str], str] = {}
