@@ -24,6 +24,7 @@ import pytest
 from builders import item, step
 
 from threadline import serde
+from threadline.checkpoint import layout
 from threadline.checkpoint.base import (
     BaseSaver,
     Checkpoint,
@@ -33,7 +34,7 @@ from threadline.checkpoint.base import (
     StorageHints,
     TaskWrite,
 )
-from threadline.checkpoint.files import FileSaver
+from threadline.checkpoint.files import FORMAT_VERSION, FileSaver
 from threadline.checkpoint.files import saver as saver_module
 from threadline.checkpoint.files.disk import b64
 from threadline.checkpoint.ids import new_checkpoint_id
@@ -349,6 +350,90 @@ def test_a_newer_format_is_refused(tmp_path: Path) -> None:
     marker.write_text(json.dumps({"format": "threadline.files", "version": 999}))
     with pytest.raises(SaverUnavailableError, match="upgrade threadline"):
         FileSaver(tmp_path / "store")
+
+
+def as_format_1(record: Any, base_of: Any, codec: Any, *_: Any, **__: Any) -> Any:
+    """``encode_record`` as format 1 used it: every value in a blob."""
+    return layout.encode_record(record, base_of, codec)
+
+
+def set_format(directory: Path, version: int) -> None:
+    marker = {"format": "threadline.files", "version": version}
+    (directory / "FORMAT.json").write_text(json.dumps(marker))
+
+
+def format_of(directory: Path) -> Any:
+    return json.loads((directory / "FORMAT.json").read_text())["version"]
+
+
+def test_a_format_1_folder_with_scalars_in_blobs_loads_and_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Format 1 stored every value in a blob; format 2 keeps small scalars in the rows. An old
+    folder loads as it is, is marked 2 (which an older threadline refuses) and goes on; its
+    old scalar blobs go once no kept row needs them."""
+    directory = tmp_path / "store"
+    records: list[CheckpointRecord] = []
+    with monkeypatch.context() as patch:
+        patch.setattr(saver_module, "encode_record", as_format_1)
+        with FileSaver(directory) as saver:
+            for i in range(2):
+                parent = records[-1].checkpoint if records else None
+                records.append(step("t1", {"n": i, "k": "kept", "log": [i]}, parent))
+                saver.put(records[-1])
+            folder = ns_dir(saver, "t1")
+    first, second = (r.checkpoint.id for r in records)
+    old_blobs = {f"{key}@{cid}.blob" for key in ("n", "log") for cid in (first, second)}
+    old_blobs.add(f"k@{first}.blob")
+    assert {p.name for p in (folder / "blobs").iterdir()} == old_blobs
+    set_format(directory, 1)
+
+    with FileSaver(directory) as saver:
+        assert format_of(directory) == FORMAT_VERSION == 2
+        assert [r.checkpoint for r in saver.list("t1")] == [r.checkpoint for r in records[::-1]]
+        records.append(step("t1", {"n": 2, "k": "kept", "log": [2]}, records[-1].checkpoint))
+        saver.put(records[-1])
+        third = records[-1].checkpoint.id
+        assert {p.name for p in (folder / "blobs").iterdir()} == old_blobs | {f"log@{third}.blob"}
+        assert [r.checkpoint for r in saver.list("t1")] == [r.checkpoint for r in records[::-1]]
+        assert saver.prune("t1", keep_last=1) == 2  # "k" is in the kept row: its blob goes
+        assert {p.name for p in (folder / "blobs").iterdir()} == {f"log@{third}.blob"}
+        got = saver.get_tuple("t1")
+        assert got is not None and got.checkpoint == records[-1].checkpoint
+
+    monkeypatch.setattr(saver_module, "FORMAT_VERSION", 1)  # the threadline before format 2
+    with pytest.raises(SaverUnavailableError, match=r"format version 2, newer.*upgrade threadline"):
+        FileSaver(directory)
+
+
+def test_a_format_1_folder_it_cannot_mark_when_opened_is_marked_by_the_first_put(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opening a folder it may not write (say, read-only) still reads it; a put marks it before
+    it writes a row older code could not read."""
+    directory = tmp_path / "store"
+    with FileSaver(directory) as saver:
+        (a,) = chain(saver, "t1", 1)
+    set_format(directory, 1)
+    real_write_file = saver_module.write_file
+
+    def no_marker(path: str, data: bytes, **options: Any) -> None:
+        if os.path.basename(path) == "FORMAT.json":
+            raise PermissionError(path)
+        real_write_file(path, data, **options)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(saver_module, "write_file", no_marker)
+        saver = FileSaver(directory)
+        got = saver.get_tuple("t1")
+        assert got is not None and got.checkpoint == a
+        with pytest.raises(PermissionError):
+            saver.put(rec("t1", *make({"i": 1}, a)))
+    assert format_of(directory) == 1 and [r.checkpoint for r in saver.list("t1")] == [a]
+    b, hints = make({"i": 1}, a)
+    saver.put(rec("t1", b, hints))
+    assert format_of(directory) == 2
+    assert [r.checkpoint for r in saver.list("t1")] == [b, a]
 
 
 def test_an_unusable_directory_is_reported(tmp_path: Path) -> None:
