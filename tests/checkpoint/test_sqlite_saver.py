@@ -1227,7 +1227,12 @@ def test_a_version_5_database_with_scalars_in_blobs_loads_and_goes_on(
         second = step("t1", {"n": 2, "k": "kept"}, first.checkpoint)
         saver.put(second)
         assert [t.checkpoint for t in saver.list("t1")] == [second.checkpoint, first.checkpoint]
-    assert query(path, "SELECT key FROM blobs ORDER BY key") == [("k",), ("n",)]
+        assert query(path, "SELECT key FROM blobs ORDER BY key") == [("k",), ("n",)]
+        # The new row holds "k" (unchanged, same version) itself: its old blob is not needed.
+        assert saver.prune("t1", keep_last=1) == 1
+        assert query(path, "SELECT key FROM blobs") == []
+        got = saver.get_tuple("t1")
+        assert got is not None and got.checkpoint == second.checkpoint
 
 
 def test_a_put_that_keeps_the_status_writes_no_thread_row(tmp_path: Path) -> None:

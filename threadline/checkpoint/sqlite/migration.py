@@ -176,11 +176,14 @@ def _raw_blob(blob: bytes) -> Any:
 
 
 def body_versions(body: bytes) -> dict[str, str] | None:
-    """The ``versions`` of a stored checkpoint body, or ``None`` if it cannot be read."""
+    """The versions of the values a stored checkpoint body keeps in blobs (not those it holds
+    inline), or ``None`` if it cannot be read."""
     try:
         stored = _raw_blob(body)
         if type(stored) is list and stored and stored[0] == BODY_TAG:
             versions = stored[5]  # see layout._body
+            if len(stored) > 9 and type(stored[9]) is dict:
+                versions = {k: v for k, v in versions.items() if k not in stored[9]}
         else:
             versions = _raw_record(stored)[1]["versions"]
         if type(versions) is dict and all(type(v) is str for v in versions.values()):
@@ -188,10 +191,10 @@ def body_versions(body: bytes) -> dict[str, str] | None:
     except Exception:
         pass
     try:
-        cp, _ = wanted_blobs(body)
+        _, refs = wanted_blobs(body)
     except SerializationError:
         return None
-    return dict(cp.versions)
+    return dict(refs)
 
 
 def body_next(body: bytes, codec: serde.Serializer = serde.DEFAULT) -> tuple[str, ...]:
