@@ -570,10 +570,11 @@ def _loads(data: bytes, what: str, codec: Serializer) -> Any:
 def referenced_blobs(
     checkpoints: Iterable[Checkpoint], rows: Mapping[tuple[str, str], BlobRow]
 ) -> set[tuple[str, str]]:
-    """Every ``(key, version)`` the given checkpoints need, chains included (for pruning)."""
+    """Every ``(key, version)`` the given checkpoints need, chains included (for pruning);
+    inline values (in ``cp.values`` of a decoded ``cp``) need none."""
     needed: set[tuple[str, str]] = set()
     for cp in checkpoints:
-        for key, version in cp.versions.items():
+        for key, version in blob_versions(cp).items():
             ref: str | None = version
             while ref is not None and (key, ref) not in needed:
                 needed.add((key, ref))
