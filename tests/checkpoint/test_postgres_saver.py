@@ -981,6 +981,21 @@ def test_values_the_hints_wrongly_call_stored_are_stored_in_full(
     assert ("fixed", prev.versions["fixed"]) in blobs
 
 
+def test_a_put_prepares_its_statement_again_when_the_server_forgot_it() -> None:
+    """A sync put runs a statement prepared on each connection (``driver.Hot``); after a
+    ``DEALLOCATE ALL`` (or a pooler's reset) it is prepared again, and nothing is lost."""
+    with postgres_saver(pool_size=1) as saver:
+        records = chain("t1", 3)
+        saver.put(records[0])
+        with saver._db._sync_pool().connection() as conn:  # the pool's only connection
+            names = [r[0] for r in conn.execute("SELECT name FROM pg_prepared_statements")]
+            assert any(n.startswith("threadline_put_") for n in names)
+            conn.execute("DEALLOCATE ALL")
+        saver.put(records[1])
+        saver.put(records[2])
+        assert [r.checkpoint for r in saver.list("t1")] == [r.checkpoint for r in reversed(records)]
+
+
 def test_list_threads_pages_through_many_threads(saver: PostgresSaver) -> None:
     for k in range(300):
         nxt = (PlannedTask("ask"),) if k % 3 == 0 else ()

@@ -8,13 +8,14 @@ import contextlib
 import json
 import re
 import threading
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
-from threadline.checkpoint.postgres.driver import Op, Stmt, adrive, drive
+from threadline.checkpoint.postgres.driver import Hot, Op, Stmt, adrive, drive, execute_hot
 from threadline.checkpoint.postgres.rows import HeadMoved, NotStored
 from threadline.checkpoint.postgres.schema import (
     CAS_SQLSTATE,
@@ -267,10 +268,21 @@ class Connections:
         """Drive ``op`` on a pooled connection, in a transaction opened with ``begin`` (None:
         each batch on its own, for single-statement operations)."""
         try:
+            return self._on_connection(lambda conn: drive(conn, op, begin))
+        finally:
+            op.close()
+
+    def run_hot(self, hot: Hot) -> None:
+        """Run ``hot`` alone on a pooled connection (see ``driver.Hot``)."""
+        self._on_connection(lambda conn: execute_hot(conn, hot))
+
+    def _on_connection(self, work: Callable[[psycopg.Connection[Any]], _T]) -> _T:
+        """``work`` on a pooled connection; driver errors become the saver's."""
+        try:
             pool = self._sync_pool()
             conn = pool.getconn()  # not ``pool.connection()``: ``drive`` commits, and this is
             try:  # a put's hottest path (the context managers cost ~10 us a step)
-                return drive(conn, op, begin)
+                return work(conn)
             except psycopg.Error as exc:
                 if _unexpected(exc):
                     conn.close()
@@ -282,8 +294,6 @@ class Connections:
             if mapped is None:
                 raise
             raise mapped from exc
-        finally:
-            op.close()
 
     async def arun(self, op: Op[_T], begin: Stmt | None) -> _T:
         try:

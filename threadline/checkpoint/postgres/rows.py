@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 
 from threadline.checkpoint.base import Checkpoint
 from threadline.checkpoint.layout import BlobRow, WriteRow, referenced_blobs
+from threadline.checkpoint.postgres.driver import Hot
 from threadline.errors import SerializationError
 
 Held = Mapping[tuple[str, str], tuple[int, bytes]]  # (key, version) -> (crc32, bytes)
@@ -53,6 +54,14 @@ class PutParams:
         """The statement's parameters for this put sent on its own."""
         self.fields["o"] = 0
         return {"put": to_json(self.fields), "data": self.data}
+
+    def hot(self, name: bytes, sql: str) -> Hot:
+        """This put sent on its own as a ``driver.Hot`` statement of ``sql``."""
+        self.fields["o"] = 0
+        return Hot(name, sql.encode(), [to_json(self.fields).encode(), self.data], _TEXT_BINARY)
+
+
+_TEXT_BINARY = (0, 1)
 
 
 class Pieces:

@@ -7,6 +7,7 @@ batches (``driver``), and run by ``Connections.run`` or ``Connections.arun``.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import zlib
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -128,6 +129,9 @@ class PostgresSaver(BaseSaver):
         self._chains = HeldChains()  # rows of long delta chains: a load walks only new ones
         self._recent = RecentWrites()  # the run input's write, which the next put refers to
         self._batchers = PutBatchers(self._db, self._q.put_many)  # aput: many puts, one call
+        self._hot_put = (
+            b"threadline_put_" + hashlib.sha1(self._q.put_hot.encode()).hexdigest()[:16].encode()
+        )  # a name per schema: the statement names its tables
 
     @classmethod
     def from_conn_string(cls, url: str, **options: Any) -> PostgresSaver:
@@ -374,20 +378,29 @@ class PostgresSaver(BaseSaver):
             op = self._bases_op(record.thread_id, record.checkpoint_ns, missing)
             self._cache.add(record.thread_id, record.checkpoint_ns, self._db.run(op, None))
         encoded, blobs = self._encode(record)
-        begin = self._put_begin()
         try:
-            evicted, crcs = self._db.run(self._put_op(record, fork, encoded, blobs), begin)
+            evicted, crcs = self._put_once(record, fork, encoded, blobs)
         except HeadMoved as moved:
             raise self._moved(record, fork, moved) from None
         except NotStored as gone:
             blobs = self._store_in_full(record, blobs, gone)
             try:
-                evicted, crcs = self._db.run(self._put_op(record, fork, encoded, blobs), begin)
+                evicted, crcs = self._put_once(record, fork, encoded, blobs)
             except HeadMoved as moved:
                 raise self._moved(record, fork, moved) from None
             except NotStored as still:
                 raise self._not_stored(record, still) from None
         self._after_put(record, blobs, crcs, encoded, evicted)
+
+    def _put_once(
+        self, record: CheckpointRecord, fork: bool, encoded: EncodedCheckpoint, blobs: list[BlobRow]
+    ) -> tuple[list[tuple[str, str, str]], list[int]]:
+        """One try of a sync ``put``: alone on libpq, or with retention's prune (``_put_op``)."""
+        if self._retains():
+            return self._db.run(self._put_op(record, fork, encoded, blobs), BEGIN_WRITE)
+        params, crcs = self._put_params(record, fork, encoded, blobs)
+        self._db.run_hot(params.hot(self._hot_put, self._q.put_hot))
+        return [], crcs
 
     async def aput(self, record: CheckpointRecord, *, fork: bool = False) -> None:
         missing = self._missing_bases(record)

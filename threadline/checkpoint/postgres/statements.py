@@ -14,6 +14,8 @@ from threadline.checkpoint.postgres.schema import (
 # Two parameters whatever the put (see ``schema.py``): a JSON text and the bytes.
 _PUT = "SELECT {put}(%(put)s::jsonb, %(data)b)"
 _PUT_MANY = "SELECT state, detail FROM {put_many}(%(puts)s::jsonb, %(data)b)"
+# The same put run on libpq itself (``driver.Hot``): the JSON as text, the bytes in binary.
+_PUT_HOT = "SELECT {put}($1::jsonb, $2)"
 
 # ``seq`` (an identity) numbers new writes in the order given; replacing one keeps its place.
 _UPSERT_WRITES = """
@@ -290,6 +292,7 @@ class Queries:
         self.ddl_add_source = f(DDL_ADD_SOURCE)
         self.put = f(_PUT)
         self.put_many = f(_PUT_MANY)
+        self.put_hot = f(_PUT_HOT)
         self.upsert_writes = f(_UPSERT_WRITES)
         self.touch_head = f(_TOUCH_HEAD)
         self.select_bases = f(_SELECT_BASES)
