@@ -13,9 +13,9 @@ import pytest
 from test_postgres_saver import WireCounter, chain, postgres_saver, query, url, wire
 
 from threadline import serde
+from threadline.checkpoint.chains import MIN_BYTES, HeldChains
 from threadline.checkpoint.layout import BlobRow
 from threadline.checkpoint.postgres import PostgresSaver
-from threadline.checkpoint.postgres.chains import MIN_BYTES, HeldChains
 from threadline.errors import SerializationError
 
 __all__ = ["url", "wire"]  # fixtures of test_postgres_saver, imported for the tests here

@@ -352,6 +352,30 @@ def test_loading_takes_a_few_queries(tmp_path: Path) -> None:
         assert len(trace.log) <= 8, trace.log
 
 
+def test_a_held_chain_loads_without_reading_its_rows(tmp_path: Path) -> None:
+    """The saver that stored (or last loaded) a long chain holds it as one blob: the next load
+    reads the tip's row, finds its checksum unchanged and reads no chain; a saver that holds
+    nothing reads the chain, and a delta another saver adds is read as a new tip."""
+    path = tmp_path / "c.db"
+    records = []
+    with SqliteSaver(path) as writer, SqliteSaver(path) as reader:
+        parent: Checkpoint | None = None
+        for i in range(40):
+            records.append(step("t1", {"log": [item(j, 1000) for j in range(i + 1)]}, parent))
+            writer.put(records[-1])
+            parent = records[-1].checkpoint
+        chain_query = "b.start = w.v"  # the WHERE of queries.chain_rows
+        for saver, reads_chain in ((writer, False), (reader, True), (reader, False)):
+            with Statements(saver) as trace:
+                got = saver.get_tuple("t1")
+            assert got is not None and got.checkpoint == records[-1].checkpoint
+            assert any(chain_query in q for q in trace.log) == reads_chain, trace.log
+        records.append(step("t1", {"log": [item(j, 1000) for j in range(41)]}, parent))
+        writer.put(records[-1])
+        got = reader.get_tuple("t1")  # its held tip is the parent's: it reads the chain again
+        assert got is not None and got.checkpoint == records[-1].checkpoint
+
+
 def test_a_large_value_is_read_from_the_file_once(tmp_path: Path) -> None:
     """Its verified bytes stay in the process: the next load reads only the small rows."""
     path = tmp_path / "c.db"

@@ -23,6 +23,7 @@ from threadline.checkpoint.base import (
     metadata_matches,
 )
 from threadline.checkpoint.bytecache import HeldBlobs
+from threadline.checkpoint.chains import HeldChains
 from threadline.checkpoint.layout import (
     BlobRow,
     Compaction,
@@ -40,7 +41,6 @@ from threadline.checkpoint.layout import (
 )
 from threadline.checkpoint.postgres.batcher import PutBatchers
 from threadline.checkpoint.postgres.cache import BlobCache
-from threadline.checkpoint.postgres.chains import HeldChains
 from threadline.checkpoint.postgres.connections import Connections
 from threadline.checkpoint.postgres.driver import BEGIN_READ, BEGIN_WRITE, Batch, Op, Stmt
 from threadline.checkpoint.postgres.rows import (

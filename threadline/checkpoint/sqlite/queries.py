@@ -14,6 +14,7 @@ from typing import Any
 from threadline.checkpoint import bytecache
 from threadline.checkpoint.base import Checkpoint, CheckpointRecord
 from threadline.checkpoint.bytecache import ByteCache
+from threadline.checkpoint.chains import HeldChains
 from threadline.checkpoint.layout import (
     BlobRow,
     WriteRow,
@@ -219,28 +220,41 @@ def fetch(
     rows: Sequence[Row],
     codec: Serializer = DEFAULT,
     cache: ByteCache | None = None,
+    chains: HeldChains | None = None,
 ) -> list[Loaded]:
     """Everything needed to decode ``rows``: blobs with their chains, then writes.
 
     Usually two blob queries (the rows, then the chains of the deltas among them); prefix rows
     of compacted chains lead to later versions, fetched the same way until nothing is missing.
+    A delta that is the tip of a chain ``chains`` holds (same CRC-32) needs no chain: it comes
+    back as its whole value, or with the held rows below it.
     """
     if not rows:
         return []
     decoded = [(wanted_blobs(body, codec), metadata) for _, body, metadata in rows]
     crcs: dict[tuple[str, str], int] = {}
     pool: dict[tuple[str, str], BlobRow] = {}
+    held: dict[tuple[str, str], BlobRow] = {}
     wanted = {kv for (_, pairs), _ in decoded for kv in pairs}
     while wanted:
         found = blob_rows(conn, thread_id, ns, wanted, crcs=crcs)
+        if chains is not None:
+            tips = {kv: crcs[kv] for kv, row in found.items() if row.base is not None}
+            below = chains.rows_below(thread_id, ns, tips) if tips else {}
+            held.update(below)
+            found.update(below)
         pool.update(found)
-        deltas = [row for row in found.values() if row.base is not None and not row.is_prefix]
+        deltas = [
+            row
+            for kv, row in found.items()
+            if row.base is not None and not row.is_prefix and kv not in held
+        ]
         for chain in chain_rows(conn, thread_id, ns, deltas, crcs).values():
             pool.update({(r.key, r.version): r for r in chain})
         if not found:
             break  # assemble_values names what is missing
         wanted = set().union(*(missing_rows(dict(pairs), pool) for (_, pairs), _ in decoded))
-    verified = _fill_large(conn, thread_id, ns, pool, crcs, cache or ByteCache(0))
+    verified = _fill_large(conn, thread_id, ns, pool, crcs, cache or ByteCache(0)) | held.keys()
     ids = [r[0] for r in rows]
     writes: dict[str, list[WriteRow]] = {cid: [] for cid in ids}
     for i in range(0, len(ids), CHUNK):

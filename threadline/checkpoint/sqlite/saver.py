@@ -23,10 +23,12 @@ from threadline.checkpoint.base import (
     thread_status,
 )
 from threadline.checkpoint.bytecache import ByteCache
+from threadline.checkpoint.chains import HeldChains
 from threadline.checkpoint.layout import (
     BaseLookup,
     BlobRow,
     EncodedCheckpoint,
+    blob_versions,
     decode_metadata,
     encode_record,
     encode_writes,
@@ -105,6 +107,7 @@ class SqliteSaver(BaseSaver):
         # (thread, ns, key, version) -> the blob's row without its data, for ``base_of``
         self._blob_cache: OrderedDict[tuple[str, str, str, str], BlobRow] = OrderedDict()
         self._bytes = ByteCache()  # large values' bytes, so a long conversation is not reread
+        self._chains = HeldChains()  # long delta chains as one blob: a load decodes one value
         # (thread, ns) -> (id, versions) of the checkpoint this saver last saved there
         self._head_versions: OrderedDict[tuple[str, str], tuple[str, dict[str, str]]] = (
             OrderedDict()
@@ -156,6 +159,7 @@ class SqliteSaver(BaseSaver):
                 self._conn = None
             self._blob_cache.clear()
             self._head_versions.clear()
+            self._chains.clear()
 
     def __repr__(self) -> str:
         state = "closed" if self._conn is None else "open"
@@ -207,8 +211,14 @@ class SqliteSaver(BaseSaver):
                 row = conn.execute(SELECT_ONE, (thread_id, checkpoint_ns, checkpoint_id)).fetchone()
             if row is None:
                 return None
-            (loaded,) = fetch(conn, thread_id, checkpoint_ns, [row], self.serde, self._bytes)
-        return to_record(thread_id, checkpoint_ns, loaded, self.serde)
+            (loaded,) = fetch(
+                conn, thread_id, checkpoint_ns, [row], self.serde, self._bytes, self._chains
+            )
+        record = to_record(thread_id, checkpoint_ns, loaded, self.serde)  # checks every row
+        if checkpoint_id is None:  # the newest: the next load most likely extends its chains
+            for key, version in blob_versions(loaded.checkpoint).items():
+                self._chains.remember(thread_id, checkpoint_ns, key, str(version), loaded.pool)
+        return record
 
     def list(
         self,
@@ -331,6 +341,10 @@ class SqliteSaver(BaseSaver):
         self._remember_head(thread_id, ns, cp)
         for b, crc in zip(blobs, crcs, strict=True):
             self._bytes.add((thread_id, ns, b.key, b.version, crc), b.data)
+            if b.base is None:
+                self._chains.remember(thread_id, ns, b.key, b.version, {(b.key, b.version): b})
+            else:
+                self._chains.extend(thread_id, ns, b, crc)
         if encoded.prefixes:
             self._release_free_pages()
 
@@ -621,5 +635,6 @@ class SqliteSaver(BaseSaver):
                 del cache[k]
             if ns is None:
                 self._bytes.forget_thread(thread_id)
+                self._chains.forget_thread(thread_id)
             for h in [h for h in self._head_versions if h[0] == thread_id]:
                 del self._head_versions[h]

@@ -3,13 +3,14 @@
 A list that grows by deltas is stored as a chain of rows: a full blob, then one delta per
 version. Loading the newest version walks the whole chain, which by turn 200 of a conversation
 is hundreds of rows. So the saver keeps, per (thread, namespace, key), the rows of the newest
-chain it loaded or stored, from the full blob to the tip, with their verified bytes. A load names
-each tip with its CRC-32; the server stops walking at a tip whose row still has that checksum,
-and sends only the rows above it (new versions); the rows below come from here.
+chain it loaded or stored, from the full blob to the tip, with their verified bytes. A load
+that finds a tip whose row still has the checksum held here takes the rows below from here:
+PostgreSQL names each tip with its CRC-32 so the server stops walking there and sends only the
+rows above it (new versions); SQLite reads the tip's row and, when it matches, no chain at all.
 
 A version's value never changes, so held rows stay right even when the database later rewrites
 them (compaction makes them prefix rows of a newer full blob). A tip rewritten meanwhile no
-longer matches its checksum, and the server walks the whole chain as it would without this.
+longer matches its checksum, and the chain is walked as it would be without this.
 
 Decoding hundreds of deltas one by one would still cost each load as much as the chain is
 long, so where it can a chain is held as one blob instead of its rows: the items of every row
