@@ -17,8 +17,11 @@ Tables (in ``schema``, all named ``threadline_*``; DDL in ``schema.py``):
 - ``schema_version`` (5).
 
 Round trips: ``put`` is one statement, a call of the server-side function ``threadline_put``
-(head, row, blobs, check, writes), so in autocommit it is one round trip and one transaction;
-with retention, the prune follows it in the same pipeline, inside ``BEGIN`` / ``COMMIT``. The
+(head, row, blobs, check, writes) with two parameters (its fields as JSON, its bytes), so in
+autocommit it is one round trip and one transaction. A sync put alone goes straight to libpq
+(``driver.Hot``: prepared once per connection); concurrent ``aput``s on one event loop go
+together as one ``threadline_put_many`` call (``batcher``); with retention, the prune follows
+the put in the same pipeline, inside ``BEGIN`` / ``COMMIT``. The
 other operations send their statements in psycopg pipeline mode together with their ``BEGIN``
 and ``COMMIT``, so ``put_writes``, ``get_tuple``, ``delete_thread``, ``prune`` and a page of
 ``list`` each take one round trip and one transaction. ``put`` takes one more when the blob
@@ -34,7 +37,9 @@ decoding, so a filter key never reaches SQL.
 
 Modules: ``schema`` (tables, functions, version), ``statements`` (SQL), ``driver`` (batches of
 statements, one round trip each), ``connections`` (pools, errors), ``rows`` and ``cache``
-(what is stored and remembered), ``saver`` (``PostgresSaver``).
+(what is stored and remembered), ``sources`` (values stored inside the input's write),
+``batcher`` (many ``aput``s in one call), ``saver`` (``PostgresSaver``); held chains are in
+``checkpoint/chains.py``, shared with SQLite.
 """
 
 from threadline.checkpoint.postgres.connections import mask_url
