@@ -60,13 +60,40 @@ def test_prune_and_retention_drop_values_nothing_uses() -> None:
     saver = InMemorySaver(retention=Retention(max_checkpoints=2))
     parent: Checkpoint | None = None
     for i in range(6):
-        record = step("t1", {"log": [item(j, 10) for j in range(i + 1)], "c": "same"}, parent)
+        values = {"log": [item(j, 10) for j in range(i + 1)], "c": "same", "n": [i]}
+        record = step("t1", values, parent)
         saver.put(record)
         parent = record.checkpoint
     assert len(saver._checkpoints[("t1", "")]) == 2
-    keys = blob_keys(saver)
-    assert [k for k, _ in keys].count("log") == 2 and [k for k, _ in keys].count("c") == 1
+
+    def counts() -> dict[str, int]:
+        names = [k for k, _ in blob_keys(saver)]
+        return {name: names.count(name) for name in sorted(set(names))}
+
+    # "log" grew by deltas: the kept checkpoints need its whole chain (a full blob, 5 deltas).
+    assert counts() == {"c": 1, "log": 6, "n": 2}
     assert saver.prune("t1", keep_last=1) == 1
-    assert [k for k, _ in blob_keys(saver)] == ["c", "log"]
+    assert counts() == {"c": 1, "log": 6, "n": 1}
+    got = saver.get_tuple("t1")
+    assert got is not None and got.checkpoint == parent
     assert saver.prune("t1", keep_last=0) == 1
     assert everything(saver) == ({}, {}, {}, {}, {})
+
+
+def test_a_growing_list_costs_about_its_own_size() -> None:
+    """A conversation is stored as deltas, compacted now and then: 200 turns of two 1 KB items
+    take a few times the items' bytes, not the square of them, and every turn loads."""
+    saver = InMemorySaver()
+    parent: Checkpoint | None = None
+    records = []
+    for i in range(200):
+        record = step("t1", {"log": [item(j, 1000) for j in range(2 * i + 2)]}, parent)
+        saver.put(record)
+        parent = record.checkpoint
+        records.append(record)
+    stored = sum(len(b.data) for b in saver._blobs[("t1", "")].values())
+    raw = 400 * 1000
+    assert stored < 3 * raw  # full copies at every step would be about 200 times raw
+    for record in records[::37]:
+        got = saver.get_tuple("t1", "", record.checkpoint.id)
+        assert got is not None and got.checkpoint == record.checkpoint

@@ -2,9 +2,10 @@
 
 It keeps *encoded* bytes, not live objects: mutating a state value after a save cannot rewrite
 history, and a value that cannot be serialized fails here exactly as it would on disk. Values
-are stored with the shared layout (``threadline.checkpoint.layout``), one full blob per
-``(key, version)``: a value that did not change is neither encoded nor stored again, but list
-deltas are not used (every changed value is stored whole), which keeps this saver simple.
+are stored with the shared layout (``threadline.checkpoint.layout``), one blob per ``(key,
+version)``: a value that did not change is neither encoded nor stored again, and a list that
+grew stores its new items as a delta (compacted as on SQLite), so a long conversation costs
+about its own size, not the square of it, and each save encodes only what is new.
 
 The module also holds the small rules every saver applies the same way (the compare-and-set
 check, thread status, the clock behind ``updated_at``, retention's notion of age); the SQLite
@@ -21,6 +22,7 @@ from typing import Any
 
 from threadline.checkpoint.base import (
     BaseSaver,
+    Checkpoint,
     CheckpointRecord,
     Retention,
     TaskWrite,
@@ -38,6 +40,7 @@ from threadline.checkpoint.layout import (
     encode_record,
     encode_writes,
     full_blobs,
+    referenced_blobs,
     wanted_blobs,
 )
 from threadline.checkpoint.rules import (
@@ -51,10 +54,6 @@ from threadline.clock import increasing_micros, iso_at
 from threadline.serde import DEFAULT, Serializer
 
 __all__ = ["InMemorySaver", "MemorySaver"]
-
-
-def _no_base(key: str, version: str) -> BlobRow | None:
-    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -139,7 +138,8 @@ class InMemorySaver(BaseSaver):
 
     def _snapshot(self, key: _Key, checkpoint_id: str, stored: _Stored) -> _Snapshot:
         blobs = self._blobs.get(key, {})
-        rows = {kv: blobs[kv] for kv in stored.versions.items() if kv in blobs}
+        stub = Checkpoint("", None, 0, {}, stored.versions, (), "")
+        rows = {kv: blobs[kv] for kv in referenced_blobs([stub], blobs) if kv in blobs}
         writes = tuple(self._writes.get((*key, checkpoint_id), {}).values())
         return stored, rows, writes
 
@@ -171,9 +171,12 @@ class InMemorySaver(BaseSaver):
     # -- writing ------------------------------------------------------------------------------
 
     def put(self, record: CheckpointRecord, *, fork: bool = False) -> None:
-        encoded = encode_record(record, _no_base, self.serde)  # fails before anything is stored
         cp = record.checkpoint
         key = (record.thread_id, record.checkpoint_ns)
+        # Stored rows never change, so reading them here without the lock is safe; a base pruned
+        # meanwhile is found missing below. Encoding fails before anything is stored.
+        stored_rows = self._blobs.get(key, {})
+        encoded = encode_record(record, lambda k, v: stored_rows.get((k, v)), self.serde)
         stored = _Stored(
             encoded.row,
             dict(cp.versions),
@@ -186,10 +189,18 @@ class InMemorySaver(BaseSaver):
             missing = [
                 k for k, v in cp.versions.items() if (k, v) not in have and (k, v) not in new
             ]
+            # A delta whose base went (a prune since it was encoded) is stored whole instead.
+            missing += [
+                b.key for b in new.values() if b.base is not None and (b.key, b.base) not in have
+            ]
             if missing:  # hints said "unchanged", but the value is not stored: store it now
                 new.update({(b.key, b.version): b for b in full_blobs(record, missing, self.serde)})
             # Nothing can fail from here on.
-            self._blobs.setdefault(key, {}).update(new)
+            rows = self._blobs.setdefault(key, {})
+            rows.update(new)
+            for p in encoded.prefixes:  # compaction: the versions the new full blob holds
+                if (p.key, p.version) in rows:
+                    rows[(p.key, p.version)] = p
             self._checkpoints.setdefault(key, {})[cp.id] = stored
             self._heads[key] = cp.id
             self._store_writes((*key, cp.id), encoded.writes)
@@ -273,8 +284,9 @@ class InMemorySaver(BaseSaver):
             if key[1] == "":
                 self._updated.pop(key[0], None)
             return count
-        used = {kv for stored in by_id.values() for kv in stored.versions.items()}
         blobs = self._blobs.get(key, {})
+        kept = [Checkpoint("", None, 0, {}, stored.versions, (), "") for stored in by_id.values()]
+        used = referenced_blobs(kept, blobs)  # chains included
         for kv in [kv for kv in blobs if kv not in used]:
             del blobs[kv]
         return count
