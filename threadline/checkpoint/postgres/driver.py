@@ -97,7 +97,8 @@ class Hot(NamedTuple):
     It runs on libpq itself (``psycopg.pq``: ``prepare`` once per connection, then
     ``exec_prepared``, which releases the GIL while it waits): psycopg's cursor layer (query
     conversion, adapters, result objects) cost a put as much client CPU as everything else it
-    does, ~40 us of ~90 here. Only for statements whose result is not read.
+    does, ~40 us of ~90 here. Only for statements whose result is not read. (Being one libpq
+    call, a Ctrl-C during it takes effect when the statement ends, not at once.)
     """
 
     name: bytes
