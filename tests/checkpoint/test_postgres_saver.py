@@ -909,11 +909,12 @@ def _stored(schema: str, thread_id: str) -> dict[tuple[str, str], BlobRow]:
     return {(r[0], r[1]): BlobRow(*r, b"") for r in rows}
 
 
-def _kept(schema: str, thread_id: str) -> list[Checkpoint]:
+def _kept(schema: str, thread_id: str) -> list[dict[str, str]]:
+    """The blob versions of each checkpoint of the thread."""
     rows = query(
         schema, "SELECT body FROM {s}.threadline_checkpoints WHERE thread_id = %s", [thread_id]
     )
-    return [wanted_blobs(r[0])[0] for r in rows]
+    return [dict(wanted_blobs(r[0])[1]) for r in rows]
 
 
 @pytest.mark.parametrize("how", ["prune", "retention"])

@@ -568,13 +568,13 @@ def _loads(data: bytes, what: str, codec: Serializer) -> Any:
 
 
 def referenced_blobs(
-    checkpoints: Iterable[Checkpoint], rows: Mapping[tuple[str, str], BlobRow]
+    versions: Iterable[Mapping[str, str]], rows: Mapping[tuple[str, str], BlobRow]
 ) -> set[tuple[str, str]]:
-    """Every ``(key, version)`` the given checkpoints need, chains included (for pruning);
-    inline values (in ``cp.values`` of a decoded ``cp``) need none."""
+    """Every ``(key, version)`` that checkpoints naming these blob ``versions`` (each a
+    checkpoint's ``blob_versions``) need, chains included: what pruning keeps."""
     needed: set[tuple[str, str]] = set()
-    for cp in checkpoints:
-        for key, version in blob_versions(cp).items():
+    for named in versions:
+        for key, version in named.items():
             ref: str | None = version
             while ref is not None and (key, ref) not in needed:
                 needed.add((key, ref))

@@ -22,7 +22,6 @@ from typing import Any
 
 from threadline.checkpoint.base import (
     BaseSaver,
-    Checkpoint,
     CheckpointRecord,
     Retention,
     TaskWrite,
@@ -138,8 +137,7 @@ class InMemorySaver(BaseSaver):
 
     def _snapshot(self, key: _Key, checkpoint_id: str, stored: _Stored) -> _Snapshot:
         blobs = self._blobs.get(key, {})
-        stub = Checkpoint("", None, 0, {}, stored.versions, (), "")
-        rows = {kv: blobs[kv] for kv in referenced_blobs([stub], blobs) if kv in blobs}
+        rows = {kv: blobs[kv] for kv in referenced_blobs([stored.versions], blobs) if kv in blobs}
         writes = tuple(self._writes.get((*key, checkpoint_id), {}).values())
         return stored, rows, writes
 
@@ -285,8 +283,7 @@ class InMemorySaver(BaseSaver):
                 self._updated.pop(key[0], None)
             return count
         blobs = self._blobs.get(key, {})
-        kept = [Checkpoint("", None, 0, {}, stored.versions, (), "") for stored in by_id.values()]
-        used = referenced_blobs(kept, blobs)  # chains included
+        used = referenced_blobs([stored.versions for stored in by_id.values()], blobs)
         for kv in [kv for kv in blobs if kv not in used]:
             del blobs[kv]
         return count

@@ -1042,7 +1042,7 @@ class FileSaver(BaseSaver):
             remove_file(os.path.join(ns_dir, "HEAD"))
         # Values: keep every blob a kept checkpoint needs: its chain, and the later version a
         # prefix row is a prefix of (``base`` leads to both).
-        kept: list[Checkpoint] = []
+        kept: list[dict[str, str]] = []
         for cid in keep:
             row = self._read_row(thread_id, self._row_path(ns_dir, cid), cid)
             if row is None:
@@ -1051,7 +1051,7 @@ class FileSaver(BaseSaver):
                 cp = wanted_blobs(row.body, self.serde)[0]
             except SerializationError:
                 return len(drop)  # cannot tell what it needs: keep every value
-            kept.append(dataclasses.replace(cp, versions=blob_versions(cp)))  # not inline ones
+            kept.append(blob_versions(cp))
         blobs_dir = os.path.join(ns_dir, "blobs")
         headers: dict[tuple[str, str], BlobRow] = {}
         names: dict[tuple[str, str], str] = {}

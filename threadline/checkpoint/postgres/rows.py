@@ -9,7 +9,6 @@ import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from threadline.checkpoint.base import Checkpoint
 from threadline.checkpoint.layout import BlobRow, WriteRow, referenced_blobs
 from threadline.checkpoint.postgres.driver import Hot
 from threadline.errors import SerializationError
@@ -173,8 +172,7 @@ def verify_blobs(
     """Fail if a blob the values are rebuilt from (chains included) failed its CRC-32."""
     if not damaged:
         return
-    stub = Checkpoint("", None, 0, {}, dict(versions), (), "")
-    bad = sorted(referenced_blobs([stub], rows) & damaged)
+    bad = sorted(referenced_blobs([versions], rows) & damaged)
     if bad:
         key, version = bad[0]
         raise SerializationError(

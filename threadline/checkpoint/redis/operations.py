@@ -418,9 +418,7 @@ class Operations:
                 if cutoff is not None and i != ids[-1] and when is not None and when < cutoff:
                     drop.append(i)
                     continue
-                # only blob-backed values: the body holds the inline ones
-                versions = {k: str(v) for k, v in blob_versions(cp).items()}
-                kept.append(dataclasses.replace(cp, versions=versions))
+                kept.append({k: str(v) for k, v in blob_versions(cp).items()})
             if not drop:
                 return 0
             suffix_of = yield from self._stored_blobs(keys, qns)

@@ -508,12 +508,12 @@ class SqliteSaver(BaseSaver):
             "SELECT body FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?",
             (thread_id, ns),
         ).fetchall()
-        kept: list[Checkpoint] = []
+        kept: list[dict[str, str]] = []
         for (body,) in bodies:
             versions = body_versions(body)
             if versions is None:
                 return  # an unreadable checkpoint: keep every blob rather than guess
-            kept.append(Checkpoint("", None, 0, {}, versions, (), ""))
+            kept.append(versions)
         rows = {
             (r[0], r[1]): meta_row(r)
             for r in conn.execute(
