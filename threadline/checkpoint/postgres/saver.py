@@ -408,46 +408,32 @@ class PostgresSaver(BaseSaver):
             op = self._bases_op(record.thread_id, record.checkpoint_ns, missing)
             self._cache.add(record.thread_id, record.checkpoint_ns, await self._db.arun(op, None))
         encoded, blobs = self._encode(record)
-        if not self._retains():  # with retention a put is a transaction of two statements
-            await self._aput_batched(record, fork, encoded, blobs)
-            return
-        begin = self._put_begin()
         try:
-            put_op = self._put_op(record, fork, encoded, blobs)
-            evicted, crcs = await self._db.arun(put_op, begin)
+            evicted, crcs = await self._aput_once(record, fork, encoded, blobs)
         except HeadMoved as moved:
             raise self._moved(record, fork, moved) from None
         except NotStored as gone:
             blobs = self._store_in_full(record, blobs, gone)
             try:
-                put_op = self._put_op(record, fork, encoded, blobs)
-                evicted, crcs = await self._db.arun(put_op, begin)
+                evicted, crcs = await self._aput_once(record, fork, encoded, blobs)
             except HeadMoved as moved:
                 raise self._moved(record, fork, moved) from None
             except NotStored as still:
                 raise self._not_stored(record, still) from None
         self._after_put(record, blobs, crcs, encoded, evicted)
 
-    async def _aput_batched(
-        self,
-        record: CheckpointRecord,
-        fork: bool,
-        encoded: EncodedCheckpoint,
-        blobs: list[BlobRow],
-    ) -> None:
-        """``aput`` through this loop's ``PutBatcher``: with the puts of other threads."""
-        batcher = self._batchers.here()
+    async def _aput_once(
+        self, record: CheckpointRecord, fork: bool, encoded: EncodedCheckpoint, blobs: list[BlobRow]
+    ) -> tuple[list[tuple[str, str, str]], list[int]]:
+        """One try of ``aput``: with the puts of other threads through this loop's
+        ``PutBatcher``, or with retention's prune (``_put_op``)."""
+        if self._retains():
+            return await self._db.arun(self._put_op(record, fork, encoded, blobs), BEGIN_WRITE)
         params, crcs = self._put_params(record, fork, encoded, blobs)
-        failure = await batcher.put(params)
-        if isinstance(failure, NotStored):
-            blobs = self._store_in_full(record, blobs, failure)
-            params, crcs = self._put_params(record, fork, encoded, blobs)
-            failure = await batcher.put(params)
-            if isinstance(failure, NotStored):
-                raise self._not_stored(record, failure)
-        if isinstance(failure, HeadMoved):
-            raise self._moved(record, fork, failure)
-        self._after_put(record, blobs, crcs, encoded, [])
+        failure = await self._batchers.here().put(params)
+        if failure is not None:
+            raise failure
+        return [], crcs
 
     def _missing_bases(self, record: CheckpointRecord) -> list[tuple[str, str]]:
         """(key, version) of list bases a delta could extend that the cache does not know."""
@@ -600,11 +586,6 @@ class PostgresSaver(BaseSaver):
     def _retains(self) -> bool:
         r = self.retention
         return r is not None and (r.max_checkpoints is not None or r.max_age is not None)
-
-    def _put_begin(self) -> Stmt | None:
-        """A put alone is one statement, atomic by itself (autocommit); with retention's prune
-        it is two, made one transaction."""
-        return BEGIN_WRITE if self._retains() else None
 
     def _after_put(
         self,
