@@ -7,7 +7,6 @@ batches (``driver``), and run by ``Connections.run`` or ``Connections.arun``.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import zlib
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -129,9 +128,6 @@ class PostgresSaver(BaseSaver):
         self._chains = HeldChains()  # rows of long delta chains: a load walks only new ones
         self._recent = RecentWrites()  # the run input's write, which the next put refers to
         self._batchers = PutBatchers(self._db, self._q.put_many)  # aput: many puts, one call
-        self._hot_put = (
-            b"threadline_put_" + hashlib.sha1(self._q.put_hot.encode()).hexdigest()[:16].encode()
-        )  # a name per schema: the statement names its tables
 
     @classmethod
     def from_conn_string(cls, url: str, **options: Any) -> PostgresSaver:
@@ -399,7 +395,7 @@ class PostgresSaver(BaseSaver):
         if self._retains():
             return self._db.run(self._put_op(record, fork, encoded, blobs), BEGIN_WRITE)
         params, crcs = self._put_params(record, fork, encoded, blobs)
-        self._db.run_hot(params.hot(self._hot_put, self._q.put_hot))
+        self._db.run_hot(params.hot(self._q.put_hot_name, self._q.put_hot))
         return [], crcs
 
     async def aput(self, record: CheckpointRecord, *, fork: bool = False) -> None:

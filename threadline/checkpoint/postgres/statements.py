@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from psycopg import sql
 
 from threadline.checkpoint.postgres.schema import (
@@ -293,6 +295,10 @@ class Queries:
         self.put = f(_PUT)
         self.put_many = f(_PUT_MANY)
         self.put_hot = f(_PUT_HOT)
+        # Its prepared statement's name, one per schema (the statement names its tables).
+        self.put_hot_name = (
+            b"threadline_put_" + hashlib.sha1(self.put_hot.encode()).hexdigest()[:16].encode()
+        )
         self.upsert_writes = f(_UPSERT_WRITES)
         self.touch_head = f(_TOUCH_HEAD)
         self.select_bases = f(_SELECT_BASES)
