@@ -126,21 +126,57 @@ def plain_row(version: str, base: str | None, items: list[str]) -> BlobRow:
     return BlobRow("k", version, "1", base, len(data), 0, data, None)
 
 
+def value(row: BlobRow) -> object:
+    """What a load makes of a held row: its decoded items copied, or its bytes decoded."""
+    return row.value() if row.value is not None else serde.DEFAULT.loads(row.data)
+
+
 def test_a_chain_of_plain_lists_is_held_and_loaded_as_one_value() -> None:
     chains = HeldChains()
     first, second = ["a" * MIN_BYTES], [f"m{i}" for i in range(20)]  # array16 and fixarray
     rows = {("k", "1"): plain_row("1", None, first), ("k", "2"): plain_row("2", "1", second)}
     chains.remember("t", "", "k", "2", rows)
     (tip,) = chains.rows_below("t", "", {("k", "2"): zlib.crc32(rows[("k", "2")].data)}).values()
-    assert tip.base is None and serde.DEFAULT.loads(tip.data) == first + second
+    assert tip.base is None and value(tip) == first + second
     third = plain_row("3", "2", ["x"])
     chains.extend("t", "", third, 7)  # a delta stored on the tip
     (tip,) = chains.rows_below("t", "", {("k", "3"): 7}).values()
-    assert serde.DEFAULT.loads(tip.data) == [*first, *second, "x"] and tip.items == 22
+    assert value(tip) == [*first, *second, "x"] and tip.items == 22
     fourth = plain_row("4", "3", ["y"])
     chains.remember("t", "", "k", "4", {("k", "4"): fourth})  # loaded above the tip
     (tip,) = chains.rows_below("t", "", {("k", "4"): zlib.crc32(fourth.data)}).values()
-    assert serde.DEFAULT.loads(tip.data)[-2:] == ["x", "y"]
+    assert value(tip)[-2:] == ["x", "y"]  # type: ignore[index]
+
+
+def test_a_held_chain_of_plain_items_is_decoded_once_and_copied_for_each_load() -> None:
+    chains = HeldChains()
+    first = [{"text": "a" * MIN_BYTES, "tags": ["t"]}, ("frozen", 1)]
+    rows = {("k", "1"): plain_row("1", None, first)}
+    chains.remember("t", "", "k", "1", rows)
+    crc = zlib.crc32(rows[("k", "1")].data)
+
+    def load() -> list:
+        (tip,) = chains.rows_below("t", "", {("k", "1"): crc}).values()
+        assert tip.value is not None and not tip.data  # held decoded, no bytes to decode
+        return tip.value()  # type: ignore[return-value]
+
+    one, two = load(), load()
+    assert one == two == first
+    assert one[0] is not two[0] and one[0]["tags"] is not two[0]["tags"]
+    assert one[0]["text"] is two[0]["text"] and one[1] is two[1]  # immutable: shared
+    one[0]["tags"].append("changed")
+    assert load() == first
+
+
+def test_a_held_chain_with_an_item_that_is_not_plain_is_decoded_at_each_load() -> None:
+    chains = HeldChains()
+    rows = {("k", "1"): plain_row("1", None, ["a" * MIN_BYTES])}
+    chains.remember("t", "", "k", "1", rows)
+    (tip,) = chains.rows_below("t", "", {("k", "1"): zlib.crc32(rows[("k", "1")].data)}).values()
+    assert tip.value is not None
+    chains.extend("t", "", plain_row("2", "1", [{"ids": {1, 2}}]), 5)  # a set: not shared
+    (tip,) = chains.rows_below("t", "", {("k", "2"): 5}).values()
+    assert tip.value is None and value(tip) == ["a" * MIN_BYTES, {"ids": {1, 2}}]
 
 
 def test_held_chains_keep_neither_small_nor_oversized_ones_and_stay_bounded() -> None:
@@ -170,3 +206,30 @@ def test_held_chains_account_for_what_they_hold_as_they_grow() -> None:
         was_held.append(bool(chains.tips("t", "")))
         assert chains._size == held()
     assert was_held[0] and not was_held[-1] and chains._size == 0
+
+
+def test_a_chain_stored_again_in_full_keeps_the_items_it_had_decoded() -> None:
+    """Compaction stores the whole list again: the held items carry over (only the new ones
+    are decoded) when the new blob starts with the old items, and are decoded anew if not."""
+    chains = HeldChains()
+    first = [{"text": "a" * MIN_BYTES}, {"text": "b"}]
+
+    def held_items() -> object:  # white box: what the chain holds decoded
+        return chains._chains[("t", "")]["k"].items
+
+    def load(version: str, crc: int) -> list:
+        (tip,) = chains.rows_below("t", "", {("k", version): crc}).values()
+        return tip.value() if tip.value is not None else serde.DEFAULT.loads(tip.data)
+
+    rows = {("k", "1"): plain_row("1", None, first)}
+    chains.remember("t", "", "k", "1", rows)
+    assert load("1", zlib.crc32(rows[("k", "1")].data)) == first
+    assert held_items() is not None
+    grown = [*first, {"text": "c"}]
+    chains.remember("t", "", "k", "2", {("k", "2"): plain_row("2", None, grown)})
+    assert held_items() is not None  # before any load: carried over
+    assert load("2", zlib.crc32(plain_row("2", None, grown).data)) == grown
+    other = [{"text": "z" * MIN_BYTES}, {"text": "c"}]
+    chains.remember("t", "", "k", "3", {("k", "3"): plain_row("3", None, other)})
+    assert held_items() is None  # not an extension: decoded at the next load
+    assert load("3", zlib.crc32(plain_row("3", None, other).data)) == other

@@ -22,13 +22,21 @@ compressed or sealed ones, are held as rows.)
 
 from __future__ import annotations
 
+import functools
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
+from typing import Any
+from uuid import UUID
 
+from threadline import serde
 from threadline.checkpoint.layout import BlobRow
+from threadline.errors import SerializationError
+from threadline.serde import Serializer
 from threadline.serde import _format as fmt
 
 #: Bytes held in all, per saver; chains are dropped least recently used first.
@@ -38,6 +46,85 @@ MIN_BYTES = 16 * 1024
 
 _Kv = tuple[str, str]  # (key, version)
 _PLAIN = bytes((fmt.FORMAT_VERSION, 0))  # the header of a blob neither compressed nor sealed
+_JOINED_HEADER = 7  # a joined value's: _PLAIN, then an array32 header (0xdd and 4 bytes)
+#: Types whose values cannot change, so that loads may share them (exact types: subclasses may).
+_IMMUTABLE = frozenset(
+    {str, bytes, int, float, bool, type(None), datetime, date, time, timedelta, Decimal, UUID}
+)
+
+Copier = Callable[[Any], Any] | None  # how a load gets its own copy of an item; None: shared
+
+
+class _NotPlain(Exception):
+    """An item that is not built of dicts, lists and immutable values only."""
+
+
+def _frozen(value: Any) -> bool:
+    """Whether ``value`` can never change: an immutable value, or a tuple of them."""
+    kind = type(value)
+    if kind is tuple or kind is frozenset:
+        return all(map(_frozen, value))
+    return kind in _IMMUTABLE
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``value`` is built of dicts, lists and values that cannot change."""
+    kind = type(value)
+    if kind is dict:
+        return all(_frozen(k) and _plain(v) for k, v in value.items())
+    if kind is list:
+        return all(map(_plain, value))
+    return _frozen(value)
+
+
+def _fresh(value: Any) -> Any:
+    """A copy of every dict and list in a plain ``value``, sharing what cannot change."""
+    kind = type(value)
+    if kind is dict:
+        return {k: _fresh(v) for k, v in value.items()}
+    if kind is list:
+        return [_fresh(v) for v in value]
+    return value
+
+
+def _copier(item: Any) -> Copier:
+    """How a load gets its own ``item``: shared (None) if it cannot change, a one-level copy
+    for a dict or list of immutable values (a chat message), else a copy of every container;
+    ``_NotPlain`` if it holds anything else."""
+    if _frozen(item):
+        return None
+    kind = type(item)
+    if kind is dict and all(map(_frozen, item)) and all(map(_frozen, item.values())):
+        return dict.copy
+    if kind is list and all(map(_frozen, item)):
+        return list.copy
+    if _plain(item):
+        return _fresh
+    raise _NotPlain
+
+
+@dataclass(slots=True)
+class _Items:
+    """A held list decoded once; its objects never leave here, loads get copies."""
+
+    values: list[Any] = field(default_factory=list)
+    copiers: list[Copier] = field(default_factory=list)
+
+    def extend(self, items: Any) -> None:
+        """Add decoded ``items``; ``_NotPlain`` if one cannot be handed out as a copy."""
+        if type(items) is not list:
+            raise _NotPlain
+        copiers = [_copier(item) for item in items]
+        self.values += items
+        self.copiers += copiers
+
+    def handout(self) -> Callable[[], list[Any]]:
+        """What makes a load's own copy of the items held now (later ones are left out)."""
+        return functools.partial(_copies, self.values, self.copiers, len(self.values))
+
+
+def _copies(values: list[Any], copiers: list[Copier], count: int) -> list[Any]:
+    return [v if c is None else c(v) for v, c in zip(values[:count], copiers[:count], strict=True)]
 
 
 @dataclass(slots=True)
@@ -47,20 +134,24 @@ class _Chain:
     rows: dict[_Kv, BlobRow]  # every row down to a full blob; empty when ``joined`` holds it
     joined: bytearray | None = None  # the tip's value as one plain blob
     snapshot: bytes | None = None  # a copy of ``joined`` handed to loads (never resized)
+    items: _Items | None = None  # ``joined`` decoded, when its items are plain
+    decodable: bool = True  # False once ``joined`` proved not plain: not tried again
 
     @property
     def size(self) -> int:
-        """Bytes held: the rows, or the joined value and its snapshot."""
+        """Bytes held: the rows, or the joined value and its snapshot or decoded items
+        (counted as twice its bytes, whether made yet or not)."""
         if self.joined is not None:
-            return 2 * len(self.joined) + len(self.tip.data)
+            return 3 * len(self.joined) + len(self.tip.data)
         return sum(len(r.data) for r in self.rows.values())
 
 
 class HeldChains:
     """Per (thread, namespace, key), the value of the newest version held, from a full blob."""
 
-    def __init__(self, max_bytes: int = MAX_BYTES) -> None:
+    def __init__(self, max_bytes: int = MAX_BYTES, codec: Serializer = serde.DEFAULT) -> None:
         self._max = max_bytes
+        self._codec = codec
         self._size = 0
         self._lock = threading.Lock()
         # (thread, ns) -> key -> chain; namespaces least recently used first
@@ -89,14 +180,52 @@ class HeldChains:
                 if chain.joined is None:
                     found.update(chain.rows)
                     continue
-                if chain.snapshot is None:
-                    chain.snapshot = bytes(chain.joined)
-                data = chain.snapshot
-                items = int.from_bytes(data[3:7], "big")
-                found[(key, version)] = BlobRow(
-                    key, version, version, None, 0, len(data), data, items
-                )
+                found[(key, version)] = self._whole(chain)
         return found
+
+    def _whole(self, chain: _Chain) -> BlobRow:
+        """The tip of a joined chain as a full row: its decoded items or, if they are not
+        plain, a snapshot of its bytes."""
+        assert chain.joined is not None
+        key, version = chain.tip.key, chain.tip.version
+        count = int.from_bytes(chain.joined[3:7], "big")
+        size = len(chain.joined)
+        if chain.items is None and chain.decodable:
+            chain.items = self._decoded(chain.joined)
+            chain.decodable = chain.items is not None
+        if chain.items is not None:
+            value = chain.items.handout()
+            return BlobRow(key, version, version, None, 0, size, b"", count, value)
+        if chain.snapshot is None:
+            chain.snapshot = bytes(chain.joined)
+        return BlobRow(key, version, version, None, 0, size, chain.snapshot, count)
+
+    def _carried(self, old: _Chain | None, new: _Chain) -> _Items | None:
+        """The items ``old`` holds decoded and those ``new`` adds, if ``new`` starts with every
+        item of ``old`` (byte for byte: its value's first items are the same). So compaction,
+        which stores the list again in full, decodes only what it added."""
+        if old is None or old.items is None or old.joined is None or new.joined is None:
+            return None
+        count = int.from_bytes(new.joined[3:7], "big") - len(old.items.values)
+        held = memoryview(old.joined)[_JOINED_HEADER:]
+        if count < 0 or not new.joined.startswith(held, _JOINED_HEADER):
+            return None
+        added = new.joined[_JOINED_HEADER + len(held) :]
+        items = _Items(list(old.items.values), list(old.items.copiers))
+        try:
+            items.extend(self._codec.loads(_PLAIN + b"\xdd" + count.to_bytes(4, "big") + added))
+        except (_NotPlain, SerializationError, RecursionError):
+            return None
+        return items
+
+    def _decoded(self, data: bytes | bytearray) -> _Items | None:
+        """``data`` (a plain list) decoded and held, or None if an item is not plain."""
+        items = _Items()
+        try:
+            items.extend(self._codec.loads(memoryview(data)))
+        except (_NotPlain, SerializationError, RecursionError):
+            return None
+        return items
 
     def remember(
         self, thread_id: str, ns: str, key: str, version: str, pool: Mapping[_Kv, BlobRow]
@@ -156,6 +285,11 @@ class HeldChains:
             chain.rows, chain.joined = {}, None  # not a plain list: the rows below are gone
         elif chain.joined is None:
             chain.rows[(row.key, row.version)] = row
+        elif chain.items is not None:
+            try:
+                chain.items.extend(self._codec.loads(row.data))
+            except (_NotPlain, SerializationError, RecursionError):
+                chain.items, chain.decodable = None, False
         chain.tip, chain.crc, chain.snapshot = row, crc, None
         self._size += chain.size - before
         if (not chain.rows and chain.joined is None) or chain.size > self._max // 4:
@@ -183,6 +317,7 @@ class HeldChains:
             old = chains.pop(key, None)
             self._size -= old.size if old is not None else 0
             if keep:
+                chain.items = self._carried(old, chain)
                 chains[key] = chain
                 self._size += chain.size
             self._chains.move_to_end((thread_id, ns))
@@ -218,7 +353,7 @@ def _joined(key: str, chain: _Chain) -> bytearray | None:
         if row.base is None:
             break
         row = chain.rows.get((key, row.base))
-    parts.append(_PLAIN + b"\xdd" + count.to_bytes(4, "big"))
+    parts.append(_PLAIN + b"\xdd" + count.to_bytes(4, "big"))  # _JOINED_HEADER bytes
     parts.reverse()
     return bytearray().join(parts)
 

@@ -79,6 +79,9 @@ class BlobRow:
     - delta: ``data`` holds the items appended to the value of version ``base``.
     - prefix: ``base`` names a later version and the value is its first ``items`` items;
       no data of its own (``chain_bytes == 0``). Written by compaction, see ``is_prefix``.
+
+    A full row a saver holds decoded (``chains.HeldChains``) has ``value`` instead of data: it
+    makes a new copy of the value at each call.
     """
 
     key: str
@@ -89,6 +92,7 @@ class BlobRow:
     full_bytes: int  # bytes of the chain's full blob
     data: bytes
     items: int | None = None  # length of the value, for a list (None: not a list, or unknown)
+    value: Callable[[], Any] | None = None  # held rows only: the value, decoded
 
     @property
     def is_prefix(self) -> bool:
@@ -527,7 +531,10 @@ def _value(
         row = below
     else:
         raise SerializationError(f"the stored history of key {key!r} loops: corrupted?")
-    value = _loads(row.data, f"the value of key {key!r}", codec)
+    if row.value is not None:
+        value = row.value()
+    else:
+        value = _loads(row.data, f"the value of key {key!r}", codec)
     if steps and not isinstance(value, list):
         raise SerializationError(f"the stored value of key {key!r} is not a list: corrupted?")
     for step in reversed(steps):

@@ -125,7 +125,7 @@ class PostgresSaver(BaseSaver):
         self._cache = BlobCache()
         # large values' bytes, by (key, version): a long conversation is not resent
         self._bytes: HeldBlobs[tuple[str, str]] = HeldBlobs(per_namespace=16)
-        self._chains = HeldChains()  # rows of long delta chains: a load walks only new ones
+        self._chains = HeldChains(codec=self.serde)  # long delta chains: a load walks new rows
         self._recent = RecentWrites()  # the run input's write, which the next put refers to
         self._batchers = PutBatchers(self._db, self._q.put_many)  # aput: many puts, one call
 

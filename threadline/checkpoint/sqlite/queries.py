@@ -163,8 +163,11 @@ def _rows(
 
 
 def _deferred(pool: dict[tuple[str, str], BlobRow]) -> list[tuple[str, str]]:
-    """Rows whose (large) data was left out: only prefix rows hold no data of their own."""
-    return [kv for kv, row in pool.items() if not row.data and not row.is_prefix]
+    """Rows whose (large) data was left out: only prefix rows and rows held decoded have no
+    data."""
+    return [
+        kv for kv, row in pool.items() if not row.data and not row.is_prefix and row.value is None
+    ]
 
 
 def _fill_large(

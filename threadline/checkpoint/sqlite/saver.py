@@ -107,7 +107,7 @@ class SqliteSaver(BaseSaver):
         # (thread, ns, key, version) -> the blob's row without its data, for ``base_of``
         self._blob_cache: OrderedDict[tuple[str, str, str, str], BlobRow] = OrderedDict()
         self._bytes = ByteCache()  # large values' bytes, so a long conversation is not reread
-        self._chains = HeldChains()  # long delta chains as one blob: a load decodes one value
+        self._chains = HeldChains(codec=self.serde)  # long delta chains, joined and decoded
         # (thread, ns) -> (id, versions) of the checkpoint this saver last saved there
         self._head_versions: OrderedDict[tuple[str, str], tuple[str, dict[str, str]]] = (
             OrderedDict()
