@@ -233,3 +233,29 @@ def test_a_chain_stored_again_in_full_keeps_the_items_it_had_decoded() -> None:
     chains.remember("t", "", "k", "3", {("k", "3"): plain_row("3", None, other)})
     assert held_items() is None  # not an extension: decoded at the next load
     assert load("3", zlib.crc32(plain_row("3", None, other).data)) == other
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        [{"role": "user", "text": "a" * MIN_BYTES}, {"role": "ai", "text": "b"}],  # all flat dicts
+        ["a" * MIN_BYTES, "b"],  # all immutable
+    ],
+)
+def test_a_held_chain_of_items_all_alike_hands_out_copies(first: list) -> None:
+    chains = HeldChains()
+    rows = {("k", "1"): plain_row("1", None, first)}
+    chains.remember("t", "", "k", "1", rows)
+    crc = zlib.crc32(rows[("k", "1")].data)
+
+    def load() -> list:
+        (tip,) = chains.rows_below("t", "", {("k", "1"): crc}).values()
+        return tip.value()  # type: ignore[misc, return-value]
+
+    one, two = load(), load()
+    assert one == two == first and one is not two
+    assert all(a is not b for a, b in zip(one, two, strict=True) if isinstance(a, dict))
+    if isinstance(one[0], dict):
+        one[0]["role"] = "changed"
+    one.append("stray")
+    assert load() == first

@@ -109,6 +109,7 @@ class _Items:
 
     values: list[Any] = field(default_factory=list)
     copiers: list[Copier] = field(default_factory=list)
+    kinds: set[Copier] = field(default_factory=set)  # the distinct copiers among ``copiers``
 
     def extend(self, items: Any) -> None:
         """Add decoded ``items``; ``_NotPlain`` if one cannot be handed out as a copy."""
@@ -117,14 +118,27 @@ class _Items:
         copiers = [_copier(item) for item in items]
         self.values += items
         self.copiers += copiers
+        self.kinds.update(copiers)
+
+    def copy(self) -> _Items:
+        """Another holder of the same items, to grow apart (their objects are never changed)."""
+        return _Items(list(self.values), list(self.copiers), set(self.kinds))
 
     def handout(self) -> Callable[[], list[Any]]:
         """What makes a load's own copy of the items held now (later ones are left out)."""
-        return functools.partial(_copies, self.values, self.copiers, len(self.values))
+        count = len(self.values)
+        if len(self.kinds) == 1:  # all alike (all messages flat dicts): one C-level map
+            (copier,) = self.kinds
+            return functools.partial(_copied_alike, self.values, copier, count)
+        return functools.partial(_copied, self.values, self.copiers, count)
 
 
-def _copies(values: list[Any], copiers: list[Copier], count: int) -> list[Any]:
+def _copied(values: list[Any], copiers: list[Copier], count: int) -> list[Any]:
     return [v if c is None else c(v) for v, c in zip(values[:count], copiers[:count], strict=True)]
+
+
+def _copied_alike(values: list[Any], copier: Copier, count: int) -> list[Any]:
+    return values[:count] if copier is None else list(map(copier, values[:count]))
 
 
 @dataclass(slots=True)
@@ -211,7 +225,7 @@ class HeldChains:
         if count < 0 or not new.joined.startswith(held, _JOINED_HEADER):
             return None
         added = new.joined[_JOINED_HEADER + len(held) :]
-        items = _Items(list(old.items.values), list(old.items.copiers))
+        items = old.items.copy()
         try:
             items.extend(self._codec.loads(_PLAIN + b"\xdd" + count.to_bytes(4, "big") + added))
         except (_NotPlain, SerializationError, RecursionError):
