@@ -1093,6 +1093,87 @@ def test_a_folder_written_before_list_lengths_were_kept_still_loads_and_grows(
     assert any(h["base"] is not None and h["chain_bytes"] == 0 for h, _ in files.values())
 
 
+# -- loading a long thread again -----------------------------------------------------------------
+
+
+@contextmanager
+def blobs_opened(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The names of the blob files the saver opens inside the block."""
+    opened: list[str] = []
+
+    def counting(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if Path(path).parent.name == "blobs":
+            opened.append(Path(path).name)
+        return open(path, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(saver_module, "open", counting, raising=False)
+        yield opened
+
+
+def newest(saver: FileSaver) -> dict[str, Any]:
+    got = saver.get_tuple("t1")
+    assert got is not None
+    return got.checkpoint.values
+
+
+def test_a_long_thread_loads_again_from_the_header_of_its_tip(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The newest value's chain is held (``HeldChains``): loading it again opens one blob file,
+    its tip, for the CRC-32 in its header, however long the list has grown."""
+    records: list[CheckpointRecord] = []
+    with FileSaver(tmp_path / "store") as saver:
+        grow(saver, records, 60, 1000)
+    with FileSaver(tmp_path / "store") as saver:
+        with blobs_opened(monkeypatch) as cold:
+            assert newest(saver) == records[-1].checkpoint.values
+        with blobs_opened(monkeypatch) as warm:
+            assert newest(saver) == records[-1].checkpoint.values
+        assert len(cold) > 3 and warm == [cold[0]]
+        grow(saver, records, 2, 1000)  # puts move the held tip along
+        with blobs_opened(monkeypatch) as after_puts:
+            assert newest(saver) == records[-1].checkpoint.values
+        assert len(after_puts) == 1
+
+
+def test_a_held_chain_follows_what_another_saver_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows another process added are read down to the held tip, then the rest is held; its
+    compaction (the held tip turns into a prefix row) makes the chain be read again."""
+    records: list[CheckpointRecord] = []
+    with FileSaver(tmp_path / "store") as reader, FileSaver(tmp_path / "store") as writer:
+        grow(writer, records, 60, 1000)
+        assert newest(reader) == records[-1].checkpoint.values
+        grow(writer, records, 2, 1000)
+        with blobs_opened(monkeypatch) as opened:
+            assert newest(reader) == records[-1].checkpoint.values
+        assert len(opened) == 3  # two new deltas, the header of the held tip
+        grow(writer, records, 40, 1000)
+        assert newest(reader) == records[-1].checkpoint.values
+        for r in records:
+            got = reader.get_tuple("t1", "", r.checkpoint.id)
+            assert got is not None and got.checkpoint.values == r.checkpoint.values
+
+
+def test_a_held_chain_is_checked_against_its_tip_on_disk(saver: FileSaver) -> None:
+    """A tip file that no longer records the bytes held (rewritten by another process, here by
+    hand) is read, never taken for the held value."""
+    records: list[CheckpointRecord] = []
+    grow(saver, records, 60, 1000)
+    assert newest(saver) == records[-1].checkpoint.values
+    tip = records[-1].checkpoint.versions["messages"]
+    path = Path(saver._blob_path(str(ns_dir(saver, "t1")), "messages", tip))
+    header = json.loads(path.read_bytes().partition(b"\n")[0])
+    other = saver_module._blob_row(header, serde.DEFAULT.dumps(["another last item"]))
+    path.write_bytes(saver_module._blob_file(other))
+    assert newest(saver)["messages"] == [
+        *records[-2].checkpoint.values["messages"],
+        "another last item",
+    ]
+
+
 async def test_async_methods_and_context_manager(tmp_path: Path) -> None:
     with FileSaver(tmp_path / "store") as saver:
         cp, hints = make({"x": 1})

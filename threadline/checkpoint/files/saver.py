@@ -30,6 +30,7 @@ from threadline.checkpoint.base import (
     metadata_matches,
     thread_status,
 )
+from threadline.checkpoint.chains import HeldChains
 from threadline.checkpoint.files.disk import (
     ROOT_NS_DIR,
     TMP,
@@ -53,6 +54,7 @@ from threadline.checkpoint.files.preview import preview_changes, safe_render
 from threadline.checkpoint.layout import (
     BlobRow,
     EncodedCheckpoint,
+    Pool,
     WriteRow,
     blob_versions,
     checkpoint_values,
@@ -224,6 +226,7 @@ class FileSaver(BaseSaver):
         self._swept_lock = threading.Lock()  # guards the two caches below
         self._created: dict[str, tuple[int, float | None]] = {}  # row path -> (inode, created)
         self._unmarked = False  # FORMAT.json names an older version still (``_mark_format``)
+        self._chains = HeldChains(codec=self.serde)  # long delta chains, joined and decoded
         try:
             make_dirs(self._threads)
             self._check_format()
@@ -567,27 +570,54 @@ class FileSaver(BaseSaver):
                 f"{path!r} cannot be read ({exc})"
             ) from exc
 
-    def _values(self, ns_dir: str, cp: Checkpoint) -> dict[str, Any]:
-        """The values of a decoded ``cp``: its inline ones, and the others from their blobs.
+    def _pool(self, thread_id: str, ns: str, ns_dir: str, cp: Checkpoint) -> Pool:
+        """The rows the blob-backed values of a decoded ``cp`` need.
 
-        Reads each blob-backed value's rows, following ``base`` to a full blob: down a delta
-        chain, or from a prefix row up to the later version it is a prefix of (which may be a
-        delta or a prefix row again). A file missing ends the walk; ``checkpoint_values`` names
-        it.
+        Reads each value's rows, following ``base`` to a full blob: down a delta chain, or from
+        a prefix row up to the later version it is a prefix of (which may be a delta or a prefix
+        row again). A file missing ends the walk; ``checkpoint_values`` names it. The walk stops
+        early at the tip of a chain this saver holds whose file still records the bytes held
+        (``_holds``): the rows below come from ``self._chains``, so a long conversation reads
+        one header line instead of its whole chain and full blob.
 
         A compaction racing this read can turn a row of the walk into a prefix row: either
         form of a version holds the same value, so the walk just goes on from what it finds.
         """
+        tips = self._chains.tips(thread_id, ns)
         pool: dict[tuple[str, str], BlobRow] = {}
         for key, version in blob_versions(cp).items():
             ref: Any = version
             while ref is not None and (key, ref) not in pool:  # a loop ends at a seen row
+                tip = tips.get((key, ref))
+                if tip is not None and self._holds(ns_dir, key, ref, *tip):
+                    below = self._chains.rows_below(thread_id, ns, {(key, ref): tip[0]})
+                    if (key, ref) in below:  # else dropped meanwhile: read the files
+                        pool.update(below)
+                        break
                 row = self._read_blob(ns_dir, key, ref)
                 if row is None:
                     break
                 pool[(key, ref)] = row
                 ref = row.base
-        return checkpoint_values(cp, pool, self.serde)
+        return pool
+
+    def _holds(self, ns_dir: str, key: str, version: str, crc: int, data: bytes) -> bool:
+        """Whether the file of ``version`` still records the CRC-32 and size of the ``data``
+        held as its row. A version's value never changes, so the chain held below it is then
+        its value; a file another process rewrote (a prefix row now) or removed does not match.
+        """
+        try:
+            with open(self._blob_path(ns_dir, key, version), "rb") as f:
+                header = json.loads(f.readline())
+        except (OSError, ValueError):
+            return False
+        return (
+            isinstance(header, dict)
+            and header.get("key") == key
+            and header.get("version") == version
+            and header.get("crc32") == crc
+            and header.get("size") == len(data)
+        )
 
     def _write_meta(self, ns_dir: str, checkpoint_id: str) -> list[tuple[str, dict[str, Any]]]:
         """``(path, parsed JSON)`` of a checkpoint's write files, in saved order."""
@@ -636,11 +666,13 @@ class FileSaver(BaseSaver):
         return tuple(writes)
 
     def _load(
-        self, thread_id: str, checkpoint_ns: str, ns_dir: str, row: _Row
+        self, thread_id: str, checkpoint_ns: str, ns_dir: str, row: _Row, *, newest: bool = False
     ) -> CheckpointRecord | None:
+        """The checkpoint of ``row``; ``newest``: hold its chains, which the next puts extend."""
         try:
             cp, _ = wanted_blobs(row.body, self.serde)
-            values = self._values(ns_dir, cp)
+            pool = self._pool(thread_id, checkpoint_ns, ns_dir, cp)
+            values = checkpoint_values(cp, pool, self.serde)
             metadata = decode_metadata(row.metadata, self.serde)
             writes = self._writes(ns_dir, row.checkpoint_id)
         except SerializationError as exc:
@@ -651,6 +683,9 @@ class FileSaver(BaseSaver):
                 path=exc.path,
                 type_name=exc.type_name,
             ) from exc
+        if newest:
+            for key, version in blob_versions(cp).items():
+                self._chains.remember(thread_id, checkpoint_ns, key, version, pool)
         return CheckpointRecord(
             thread_id=thread_id,
             checkpoint_ns=checkpoint_ns,
@@ -670,7 +705,10 @@ class FileSaver(BaseSaver):
             if cid is None:
                 return None
             row = self._read_row(thread_id, self._row_path(ns_dir, cid), cid)
-            record = self._load(thread_id, checkpoint_ns, ns_dir, row) if row else None
+            newest = checkpoint_id is None
+            record = (
+                self._load(thread_id, checkpoint_ns, ns_dir, row, newest=newest) if row else None
+            )
             if record is not None or checkpoint_id is not None:
                 return record
             # the newest checkpoint vanished under us (deleted or pruned): look again
@@ -831,6 +869,16 @@ class FileSaver(BaseSaver):
                 self._apply_retention(thread_id, ns_dir)
             if ns == "":
                 self._refresh_thread_json(thread_id, ns_dir, cp)
+        self._hold(thread_id, ns, encoded.blobs)
+
+    def _hold(self, thread_id: str, ns: str, blobs: Sequence[BlobRow]) -> None:
+        """Move the held chains to the values just stored: the next load of this thread then
+        reads the header of each tip, not its chain."""
+        for b in blobs:
+            if b.base is None:
+                self._chains.remember(thread_id, ns, b.key, b.version, {(b.key, b.version): b})
+            else:
+                self._chains.extend(thread_id, ns, b, zlib.crc32(b.data))
 
     def _encode(self, ns_dir: str, record: CheckpointRecord) -> EncodedCheckpoint:
         """What to write: changed values, any the hints wrongly skip, and prefix rows."""
@@ -958,6 +1006,7 @@ class FileSaver(BaseSaver):
     # -- deleting ------------------------------------------------------------------------------
 
     def delete_thread(self, thread_id: str) -> None:
+        self._chains.forget_thread(thread_id)
         with self._exclusive(thread_id, create=False) as thread_dir:
             if thread_dir is None:
                 return
