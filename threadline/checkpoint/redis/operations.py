@@ -4,7 +4,8 @@ Every operation is written once and driven by ``RedisSaver``'s sync or async run
 one script call (``scripts.PUT``); encoding a delta may first cost one lookup of its base's
 metadata when this process has not seen that base (``BlobCache``). A read is one script call
 too (``scripts.READ``), which sends only the header of a large blob whose bytes this process
-holds (``HeldBlobs``).
+holds (``HeldBlobs``) and stops walking a list's delta chain at the tip of one it holds
+(``HeldChains``): a load of a long conversation gets only what was added since.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from typing import Any
 
 from threadline import serde
 from threadline.checkpoint.base import (
-    Checkpoint,
     CheckpointRecord,
     Retention,
     StorageHints,
@@ -29,6 +29,7 @@ from threadline.checkpoint.base import (
     metadata_matches,
 )
 from threadline.checkpoint.bytecache import HeldBlobs
+from threadline.checkpoint.chains import HeldChains
 from threadline.checkpoint.layout import (
     BlobRow,
     EncodedCheckpoint,
@@ -40,7 +41,6 @@ from threadline.checkpoint.layout import (
     encode_writes,
     referenced_blobs,
     wanted_blobs,
-    with_chains,
 )
 from threadline.checkpoint.redis.cache import BlobCache
 from threadline.checkpoint.redis.keys import (
@@ -66,6 +66,33 @@ PAGE = 64  # checkpoints (or threads) read per round trip when listing
 _PRUNE_ATTEMPTS = 5
 _PUT_ATTEMPTS = 4
 
+Held = Mapping[str, tuple[int, bytes]]  # key suffix -> (CRC-32, bytes) of blobs a load names
+_Kv = tuple[str, str]  # (key, version)
+
+
+class _ChainLetGo(Exception):
+    """The ``read`` script stopped at a tip whose chain this process no longer holds."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Load:
+    """A load's thread and namespace, and what it names to the ``read`` script: the tips of
+    the held chains and the blobs whose bytes are held (each by key suffix, with its CRC-32)."""
+
+    keys: Keys
+    thread_id: str
+    ns: str
+    tips: Held
+    held: Held
+
+    def read(self, checkpoint_id: str | None) -> Eval:
+        """The ``read`` script call (its arguments are documented with the script)."""
+        has_id = "0" if checkpoint_id is None else "1"
+        args: list[Any] = [self.keys.tag, q(self.ns), checkpoint_id or "", has_id, len(self.tips)]
+        for suffix, (crc, _) in [*self.tips.items(), *self.held.items()]:
+            args += [suffix, crc]
+        return Eval("read", [self.keys.idx(q(self.ns))], args)
+
 
 @dataclass
 class Operations:
@@ -78,16 +105,23 @@ class Operations:
     cache: BlobCache = field(default_factory=BlobCache)
     # large blobs' bytes, by key suffix: a long conversation is not resent
     held: HeldBlobs[str] = field(default_factory=lambda: HeldBlobs(per_namespace=8))
+    # long lists' delta chains, joined and decoded: a load reads only the rows above the tip
+    chains: HeldChains = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.chains = HeldChains(codec=self.codec)
 
     # -- reading ---------------------------------------------------------------------------
 
     def get(
         self, thread_id: str, ns: str, checkpoint_id: str | None
     ) -> Op[CheckpointRecord | None]:
-        keys = Keys(self.prefix, thread_id)
-        held = self.held.held(thread_id, ns)
-        reply = yield _read(keys, q(ns), checkpoint_id, held)
-        return self._decode(keys, thread_id, ns, reply, held) if reply else None
+        load = self._load(thread_id, ns)
+        reply = yield load.read(checkpoint_id)
+        if not reply:
+            return None
+        # the newest: the next load most likely extends its chains
+        return (yield from self._record(load, reply, newest=checkpoint_id is None))
 
     def list(
         self,
@@ -118,12 +152,15 @@ class Operations:
                     and metadata_matches(_metadata(keys, thread_id, ns, i, row, self.codec), filter)
                 ]
             if wanted:
-                held = self.held.held(thread_id, ns)
-                replies = yield Pipe([_read(keys, qns, i, held) for i in wanted])
+                load = self._load(thread_id, ns)
+                replies = yield Pipe([load.read(i) for i in wanted])
                 for reply in replies:
                     if not reply:
                         continue  # pruned or deleted since the page was read
-                    yield Emit(self._decode(keys, thread_id, ns, reply, held))
+                    record = yield from self._record(load, reply)
+                    if record is None:
+                        continue
+                    yield Emit(record)
                     produced += 1
                     if limit is not None and produced >= limit:
                         return
@@ -131,18 +168,25 @@ class Operations:
                 return
             cursor = ids[-1]
 
-    def _decode(
-        self,
-        keys: Keys,
-        thread_id: str,
-        ns: str,
-        reply: Sequence[Any],
-        held: Mapping[str, tuple[int, bytes]],
-    ) -> CheckpointRecord:
-        """The record from a ``read`` reply (sent ``held``); a damaged key is named in the error."""
+    def _record(
+        self, load: _Load, reply: Sequence[Any], newest: bool = False
+    ) -> Op[CheckpointRecord | None]:
+        """The record from a ``read`` reply; read again naming no tips if the script stopped at
+        one whose chain this process let go meanwhile (another load or put moved it)."""
+        try:
+            return self._decode(load, reply, newest)
+        except _ChainLetGo:
+            load = dataclasses.replace(load, tips={})
+            again = yield load.read(text(reply[0]))
+            return self._decode(load, again, newest) if again else None
+
+    def _decode(self, load: _Load, reply: Sequence[Any], newest: bool) -> CheckpointRecord:
+        """The record from a ``read`` reply to ``load``; a damaged key is named in the error.
+        The chains of the ``newest`` checkpoint are held from now on."""
+        keys, thread_id, ns = load.keys, load.thread_id, load.ns
         raw_id, row, writes_flat, blobs_flat = reply
         checkpoint_id = text(raw_id)
-        fetched: list[BlobRow] = []
+        sent: dict[str, tuple[BlobRow, int | None]] = {}  # by suffix, with its CRC-32
         current = keys.checkpoint(q(ns), checkpoint_id)
         try:
             _, metadata_bytes, body = unpack_checkpoint(row)
@@ -150,9 +194,10 @@ class Operations:
             for i in range(0, len(blobs_flat) - 1, 2):
                 suffix = text(blobs_flat[i])
                 current = keys.tag + suffix
-                fetched.append(self._fetched(thread_id, ns, suffix, blobs_flat[i + 1], held))
+                sent[suffix] = self._fetched(load, suffix, blobs_flat[i + 1])
             current = keys.checkpoint(q(ns), checkpoint_id)
-            values = _values(cp, wanted, fetched, self.codec)
+            pool = self._pool(load, sent)
+            values = checkpoint_values(cp, pool, self.codec)
             metadata = decode_metadata(metadata_bytes, self.codec)
             current = keys.writes(q(ns), checkpoint_id)
             writes = tuple(decode_write(w, self.codec) for w in write_rows(pairs(writes_flat)))
@@ -160,8 +205,11 @@ class Operations:
             raise _in_checkpoint(exc, thread_id, ns, checkpoint_id, keys.tag) from exc
         except (KeyError, ValueError) as exc:
             raise _malformed(current, thread_id, ns, checkpoint_id, exc) from exc
-        for blob in fetched:
+        for blob, _ in sent.values():
             self.cache.put(thread_id, ns, blob)
+        if newest:
+            for key, version in wanted:
+                self.chains.remember(thread_id, ns, key, str(version), pool)
         return CheckpointRecord(
             thread_id=thread_id,
             checkpoint_ns=ns,
@@ -170,29 +218,56 @@ class Operations:
             pending_writes=writes,
         )
 
-    def _fetched(
-        self,
-        thread_id: str,
-        ns: str,
-        suffix: str,
-        stored: bytes,
-        held: Mapping[str, tuple[int, bytes]],
-    ) -> BlobRow:
-        """A blob of a ``read`` reply: given the held bytes if the script sent only its header,
-        else checked against the CRC-32 its header records (blobs stored before checksums were
-        kept record none) and, if large, held from now on."""
+    def _pool(
+        self, load: _Load, sent: Mapping[str, tuple[BlobRow, int | None]]
+    ) -> dict[_Kv, BlobRow]:
+        """The rows ``sent``, with what holds the values of the tips the walk stopped at
+        (``HeldChains.rows_below``); ``_ChainLetGo`` if a delta's chain is no longer held.
+        A tip stored again with other bytes (its thread made anew with the same ids) lets the
+        thread's chains go: what they hold is no longer what is stored."""
+        pool = {(row.key, row.version): row for row, _ in sent.values()}
+        stopped: dict[_Kv, int] = {}
+        for suffix, (row, crc) in sent.items():
+            if suffix not in load.tips or crc is None:
+                continue
+            if load.tips[suffix][0] == crc:
+                stopped[(row.key, row.version)] = crc
+            else:
+                self.chains.forget_thread(load.thread_id)
+        if not stopped:
+            return pool
+        below = self.chains.rows_below(load.thread_id, load.ns, stopped)
+        if any(pool[kv].base is not None for kv in stopped.keys() - below.keys()):
+            raise _ChainLetGo
+        return pool | below
+
+    def _fetched(self, load: _Load, suffix: str, stored: bytes) -> tuple[BlobRow, int | None]:
+        """A blob of a ``read`` reply and the CRC-32 its header records (blobs stored before
+        checksums were kept record none): given the bytes ``load`` named with that CRC-32 if
+        the script sent only its header, else checked against it and, if large, held from now
+        on."""
         row, crc = unpack_blob(suffix, stored), stored_crc(stored)
         if crc is None:
-            return row
-        if not row.data and suffix in held and held[suffix][0] == crc:
-            return dataclasses.replace(row, data=held[suffix][1])
+            return row, crc
+        if not row.data:
+            for held in (load.tips, load.held):
+                if suffix in held and held[suffix][0] == crc:
+                    return dataclasses.replace(row, data=held[suffix][1]), crc
         if zlib.crc32(row.data) != crc:
             raise SerializationError(
                 f"the stored value of key {row.key!r} (version {row.version}) is damaged: its "
                 "data does not match the CRC-32 in its header"
             )
-        self.held.add(thread_id, ns, suffix, row.key, str(row.version), crc, row.data)
-        return row
+        self.held.add(load.thread_id, load.ns, suffix, row.key, str(row.version), crc, row.data)
+        return row, crc
+
+    def _load(self, thread_id: str, ns: str) -> _Load:
+        """A load of ``(thread_id, ns)`` naming what this process holds of it now."""
+        qns = q(ns)
+        chains = self.chains.tips(thread_id, ns)
+        tips = {blob_suffix(qns, k, v): tip for (k, v), tip in chains.items()}
+        held = self.held.held(thread_id, ns)
+        return _Load(Keys(self.prefix, thread_id), thread_id, ns, tips, held)
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -230,6 +305,7 @@ class Operations:
                 else:
                     self.cache.put(thread_id, ns, _stringly(b))
                     self.held.add(thread_id, ns, suffix, b.key, str(b.version), None, b.data)
+                    self._hold_chain(thread_id, ns, _stringly(b, b.data))
             for p in encoded.prefixes:
                 self.cache.put(thread_id, ns, _stringly(p))
                 self.held.drop(thread_id, ns, [blob_suffix(qns, p.key, p.version)])
@@ -239,6 +315,15 @@ class Operations:
             f"checkpoint {cp.id!r} of thread {thread_id!r} (namespace {ns!r}) was not saved: "
             "the values it extends keep disappearing (is another process pruning the thread?)"
         )
+
+    def _hold_chain(self, thread_id: str, ns: str, blob: BlobRow) -> None:
+        """A blob just stored: a full one starts the key's held chain, a delta extends it."""
+        if blob.base is None:
+            self.chains.remember(
+                thread_id, ns, blob.key, blob.version, {(blob.key, blob.version): blob}
+            )
+        else:
+            self.chains.extend(thread_id, ns, blob, zlib.crc32(blob.data))
 
     def _put_args(
         self,
@@ -311,6 +396,7 @@ class Operations:
         yield Eval("delete", [keys.registry, keys.threads], [keys.tag, thread_id])
         self.cache.drop(thread_id)
         self.held.forget_thread(thread_id)
+        self.chains.forget_thread(thread_id)
 
     def copy(self, source: str, target: str) -> Op[None]:
         src, dst = Keys(self.prefix, source), Keys(self.prefix, target)
@@ -473,33 +559,6 @@ def _blob_heads(keys: Keys, suffixes: Sequence[str]) -> Op[list[BlobRow | None]]
     return rows
 
 
-def _read(
-    keys: Keys, qns: str, checkpoint_id: str | None, held: Mapping[str, tuple[int, bytes]]
-) -> Eval:
-    """The ``read`` script call, naming the blobs whose bytes are ``held`` (with their CRC)."""
-    args: list[Any] = [keys.tag, qns, checkpoint_id or "", "0" if checkpoint_id is None else "1"]
-    for suffix, (crc, _) in held.items():
-        args += [suffix, crc]
-    return Eval("read", [keys.idx(qns)], args)
-
-
-def _values(
-    cp: Checkpoint,
-    wanted: Sequence[tuple[str, str]],
-    fetched: Sequence[BlobRow],
-    codec: Serializer,
-) -> dict[str, Any]:
-    """The values of ``cp`` (decoded with its inline ones): the others from the blobs the
-    ``read`` script fetched (chains included)."""
-    by_version = {(r.key, r.version): r for r in fetched}
-    rows = {
-        (key, version): by_version[(key, str(version))]
-        for key, version in wanted
-        if (key, str(version)) in by_version
-    }
-    return checkpoint_values(cp, with_chains(rows, [fetched]), codec)
-
-
 def _metadata(
     keys: Keys, thread_id: str, ns: str, checkpoint_id: str, row: bytes, codec: Serializer
 ) -> dict[str, Any]:
@@ -536,8 +595,9 @@ def _missing_keys(record: CheckpointRecord, missing: set[str]) -> set[str]:
     return missing
 
 
-def _stringly(blob: BlobRow) -> BlobRow:
-    """The blob's metadata as it reads back from Redis: versions as strings, no data."""
+def _stringly(blob: BlobRow, data: bytes = b"") -> BlobRow:
+    """The blob as it reads back from Redis: versions as strings, with ``data`` (none: its
+    metadata)."""
     return BlobRow(
         blob.key,
         str(blob.version),
@@ -545,7 +605,7 @@ def _stringly(blob: BlobRow) -> BlobRow:
         str(blob.base) if blob.base is not None else None,
         blob.chain_bytes,
         blob.full_bytes,
-        b"",
+        data,
         blob.items,
     )
 

@@ -5,7 +5,8 @@ that the new id sorts after it — compare-and-set — and then writes the check
 (immutable: an existing blob is never rewritten), its pending writes, the index, the thread's
 status and the TTLs; or it writes nothing and reports why. ``read`` returns a checkpoint with
 its writes and every blob its values need, following each delta to its chain's full blob; of a
-blob whose bytes the saver holds already (same CRC-32), only the header.
+blob whose bytes the saver holds already (same CRC-32), only the header, and at the tip of a
+chain whose rows it holds (same CRC-32) the walk stops.
 Key names and value formats are in ``keys.py``.
 """
 
@@ -185,15 +186,19 @@ return 'ok'
 )
 
 # One checkpoint with its writes and every blob its values need, deltas followed to their
-# chain's full blob. KEYS: the namespace index. ARGV: 1 tag, 2 qns, 3 id, 4 has_id, then 2 per
-# blob whose bytes the caller holds (suffix, CRC-32): such a blob comes as its header line alone
-# if its header records that CRC (the first 512 bytes, keys.HEADER_READ, are looked at).
+# chain's full blob. KEYS: the namespace index. ARGV: 1 tag, 2 qns, 3 id, 4 has_id, 5 n_tips,
+# then 2 per chain tip whose chain the caller holds (suffix, CRC-32), then 2 per blob whose
+# bytes it holds (suffix, CRC-32). Either comes as its header line alone if its header records
+# that CRC (the first 512 bytes, keys.HEADER_READ, are looked at); the walk stops at such a
+# tip, so only the rows above it are sent (``chains.HeldChains`` has the rest).
 # Replies {id, packed checkpoint, writes hash fields, {suffix, stored blob, ...}} or false.
 READ = r"""
 local tag, qns = ARGV[1], ARGV[2]
 local cid = ARGV[3]
-local held = {}
-for i = 5, #ARGV - 1, 2 do held[ARGV[i]] = ARGV[i + 1] end
+local tips, held = {}, {}
+local first_held = 6 + 2 * tonumber(ARGV[5])
+for i = 6, first_held - 1, 2 do tips[ARGV[i]] = ARGV[i + 1] end
+for i = first_held, #ARGV - 1, 2 do held[ARGV[i]] = ARGV[i + 1] end
 local CRC = '^' .. string.rep('[^|\n]*|', 6) .. '([^|\n]*)\n'  -- a header's seventh field
 if ARGV[4] ~= '1' then
   cid = redis.call('ZREVRANGE', KEYS[1], 0, 0)[1]
@@ -207,15 +212,17 @@ for s in string.gmatch(string.match(row, '^[^\n]*'), '[^ ]+') do
   word = word + 1  -- the header: created_at, metadata length, then the blob suffixes
   while word > 2 and s and not seen[s] do
     seen[s] = true
-    local blob
-    if held[s] then
+    local blob, at_tip
+    if tips[s] or held[s] then
       local head = string.match(redis.call('GETRANGE', tag .. s, 0, 511), '^[^\n]*\n')
-      if head and string.match(head, CRC) == held[s] then blob = head end
+      local crc = head and string.match(head, CRC)
+      if crc and (crc == tips[s] or crc == held[s]) then blob, at_tip = head, crc == tips[s] end
     end
     blob = blob or redis.call('GET', tag .. s)
     if not blob then break end
     out[#out + 1] = s
     out[#out + 1] = blob
+    if at_tip then break end
     local base = string.match(blob, '^[dp]|[^|\n]*|[^|\n]*|[^|\n]*|([^|\n]*)[|\n]')
     -- a delta's base, or the later version a prefix row is part of; nil for a full blob
     s = base and (string.match(s, '^(.*:)') .. base)
