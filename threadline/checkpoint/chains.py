@@ -1,23 +1,28 @@
-"""The rows of long values this process holds, so that a load reads only what is new.
+"""The long values this process holds, so that a load reads and decodes only what is new.
 
 A list that grows by deltas is stored as a chain of rows: a full blob, then one delta per
 version. Loading the newest version walks the whole chain, which by turn 200 of a conversation
-is hundreds of rows. So the saver keeps, per (thread, namespace, key), the rows of the newest
-chain it loaded or stored, from the full blob to the tip, with their verified bytes. A load
-that finds a tip whose row still has the checksum held here takes the rows below from here:
-PostgreSQL names each tip with its CRC-32 so the server stops walking there and sends only the
-rows above it (new versions); SQLite reads the tip's row and, when it matches, no chain at all.
+is hundreds of rows. So each durable saver keeps, per (thread, namespace, key), the newest
+chain it loaded or stored, from the full blob to the tip. A load that finds a tip whose row
+still has the checksum held here takes the value from here: PostgreSQL and Redis name each tip
+with its CRC-32 so the server stops walking there and sends only the rows above it; SQLite
+reads the tip's row, and files the header line of the tip's file, and when it matches read no
+chain at all.
 
 A version's value never changes, so held rows stay right even when the database later rewrites
-them (compaction makes them prefix rows of a newer full blob). A tip rewritten meanwhile no
-longer matches its checksum, and the chain is walked as it would be without this.
+them (compaction makes them prefix rows of a newer full blob). A tip found with another
+checksum under the same version (written again elsewhere: versions chosen by hand, a thread
+written again from its records) is not this chain any more: it is dropped, never grown.
 
-Decoding hundreds of deltas one by one would still cost each load as much as the chain is
-long, so where it can a chain is held as one blob instead of its rows: the items of every row
-under one msgpack array header (bytes, never decoded objects, so nothing a node does to its
-state reaches the next load). A load gets it in place of the tip's row and decodes it in one
-call; a delta stored or loaded on the tip is appended to it. (Rows that are not plain lists,
-compressed or sealed ones, are held as rows.)
+Where it can, a chain is held as one blob instead of its rows: the items of every row under one
+msgpack array header, to which a delta stored or loaded on the tip is appended. (Rows that are
+not plain lists, compressed or sealed ones, are held as rows.) And when every item is built of
+dicts, lists and values that cannot change (strings, numbers, dates...), as chat messages are,
+the chain also holds its items decoded, once, and never hands them out: each load gets new
+dicts and lists around the same immutable values (``_Items``), which costs far less than a
+decode. A node that changes its state in place changes its own copy, as it would a freshly
+decoded one; nothing it does reaches the next load. Other items (a set, a class instance) are
+decoded from the held bytes at every load.
 """
 
 from __future__ import annotations
@@ -147,13 +152,13 @@ class _Chain:
     crc: int  # of the tip row's data
     rows: dict[_Kv, BlobRow]  # every row down to a full blob; empty when ``joined`` holds it
     joined: bytearray | None = None  # the tip's value as one plain blob
-    snapshot: bytes | None = None  # a copy of ``joined`` handed to loads (never resized)
     items: _Items | None = None  # ``joined`` decoded, when its items are plain
+    whole: BlobRow | None = None  # the tip as one full row, as loads get it (``_whole``)
     decodable: bool = True  # False once ``joined`` proved not plain: not tried again
 
     @property
     def size(self) -> int:
-        """Bytes held: the rows, or the joined value and its snapshot or decoded items
+        """Bytes held: the rows, or the joined value and its copy or decoded items
         (counted as twice its bytes, whether made yet or not)."""
         if self.joined is not None:
             return 3 * len(self.joined) + len(self.tip.data)
@@ -189,7 +194,10 @@ class HeldChains:
             self._chains.move_to_end((thread_id, ns))
             for (key, version), crc in loaded.items():
                 chain = chains.get(key)
-                if chain is None or chain.tip.version != version or chain.crc != crc:
+                if chain is None or chain.tip.version != version:
+                    continue
+                if chain.crc != crc:  # the version written again elsewhere: not ours any more
+                    self._drop(chains, key)
                     continue
                 if chain.joined is None:
                     found.update(chain.rows)
@@ -199,8 +207,10 @@ class HeldChains:
 
     def _whole(self, chain: _Chain) -> BlobRow:
         """The tip of a joined chain as a full row: its decoded items or, if they are not
-        plain, a snapshot of its bytes."""
+        plain, a copy of its bytes; made once per tip."""
         assert chain.joined is not None
+        if chain.whole is not None:
+            return chain.whole
         key, version = chain.tip.key, chain.tip.version
         count = int.from_bytes(chain.joined[3:7], "big")
         size = len(chain.joined)
@@ -209,10 +219,11 @@ class HeldChains:
             chain.decodable = chain.items is not None
         if chain.items is not None:
             value = chain.items.handout()
-            return BlobRow(key, version, version, None, 0, size, b"", count, value)
-        if chain.snapshot is None:
-            chain.snapshot = bytes(chain.joined)
-        return BlobRow(key, version, version, None, 0, size, chain.snapshot, count)
+            chain.whole = BlobRow(key, version, version, None, 0, size, b"", count, value)
+        else:
+            data = bytes(chain.joined)  # a copy: ``joined`` grows in place
+            chain.whole = BlobRow(key, version, version, None, 0, size, data, count)
+        return chain.whole
 
     def _carried(self, old: _Chain | None, new: _Chain) -> _Items | None:
         """The items ``old`` holds decoded and those ``new`` adds, if ``new`` starts with every
@@ -249,13 +260,15 @@ class HeldChains:
         with self._lock:
             chains = self._chains.get((thread_id, ns), {})
             held = chains.get(key)
+            if held is not None and not _current(held, pool.get((key, held.tip.version))):
+                self._drop(chains, key)  # its tip's version was written again elsewhere
+                held = None
             if held is not None and held.tip.version == version:
                 return
             row = pool.get((key, version))
             if row is not None and row.base is None and len(row.data) < MIN_BYTES:
                 if held is not None:  # a small value in full: nothing to hold, the old goes
-                    del chains[key]
-                    self._size -= held.size
+                    self._drop(chains, key)
                 return
             tip = held.tip.version if held is not None else None
             newer: list[BlobRow] = []  # newest first
@@ -281,6 +294,9 @@ class HeldChains:
             if chain is not None and row.base == chain.tip.version:
                 self._grow(thread_id, ns, chain, row, crc)
 
+    def _drop(self, chains: dict[str, _Chain], key: str) -> None:
+        self._size -= chains.pop(key).size
+
     def forget_thread(self, thread_id: str) -> None:
         with self._lock:
             for k in [k for k in self._chains if k[0] == thread_id]:
@@ -304,7 +320,7 @@ class HeldChains:
                 chain.items.extend(self._codec.loads(row.data))
             except (_NotPlain, SerializationError, RecursionError):
                 chain.items, chain.decodable = None, False
-        chain.tip, chain.crc, chain.snapshot = row, crc, None
+        chain.tip, chain.crc, chain.whole = row, crc, None
         self._size += chain.size - before
         if (not chain.rows and chain.joined is None) or chain.size > self._max // 4:
             self._chains[(thread_id, ns)].pop(row.key, None)
@@ -336,6 +352,15 @@ class HeldChains:
                 self._size += chain.size
             self._chains.move_to_end((thread_id, ns))
             self._evict()
+
+
+def _current(held: _Chain, row: BlobRow | None) -> bool:
+    """Whether ``row``, the held tip's version as a load found it, still is the held tip: a
+    row held here, or one with its bytes. (Another process may have written that version again
+    with other values: versions chosen by hand, a thread written again from its records.)"""
+    if row is None or row is held.tip or row is held.whole:
+        return True
+    return zlib.crc32(row.data) == held.crc
 
 
 def _array(data: bytes) -> tuple[int, int] | None:

@@ -499,16 +499,6 @@ def missing_rows(versions: Mapping[str, str], pool: Pool) -> set[tuple[str, str]
     return missing
 
 
-def with_chains(
-    rows: Mapping[tuple[str, str], BlobRow], chains: Iterable[Iterable[BlobRow]]
-) -> dict[tuple[str, str], BlobRow]:
-    """One pool of ``rows`` and the rows of ``chains``."""
-    pool = dict(rows)
-    for chain in chains:
-        pool.update({(r.key, r.version): r for r in chain})
-    return pool
-
-
 def _value(
     key: str, version: str, pool: Pool, codec: Serializer, check: Callable[[BlobRow], None] | None
 ) -> Any:

@@ -229,7 +229,7 @@ def fetch(
 
     Usually two blob queries (the rows, then the chains of the deltas among them); prefix rows
     of compacted chains lead to later versions, fetched the same way until nothing is missing.
-    A delta that is the tip of a chain ``chains`` holds (same CRC-32) needs no chain: it comes
+    A row that is the tip of a chain ``chains`` holds (same CRC-32) needs no chain: it comes
     back as its whole value, or with the held rows below it.
     """
     if not rows:
@@ -242,8 +242,7 @@ def fetch(
     while wanted:
         found = blob_rows(conn, thread_id, ns, wanted, crcs=crcs)
         if chains is not None:
-            tips = {kv: crcs[kv] for kv, row in found.items() if row.base is not None}
-            below = chains.rows_below(thread_id, ns, tips) if tips else {}
+            below = chains.rows_below(thread_id, ns, {kv: crcs[kv] for kv in found})
             held.update(below)
             found.update(below)
         pool.update(found)
