@@ -19,26 +19,22 @@ msgpack array header, to which a delta stored or loaded on the tip is appended. 
 not plain lists, compressed or sealed ones, are held as rows.) And when every item is built of
 dicts, lists and values that cannot change (strings, numbers, dates...), as chat messages are,
 the chain also holds its items decoded, once, and never hands them out: each load gets new
-dicts and lists around the same immutable values (``_Items``), which costs far less than a
-decode. A node that changes its state in place changes its own copy, as it would a freshly
+dicts and lists around the same immutable values (``copies.HeldItems``), which costs far less
+than a decode. A node that changes its state in place changes its own copy, as it would a freshly
 decoded one; nothing it does reaches the next load. Other items (a set, a class instance) are
 decoded from the held bytes at every load.
 """
 
 from __future__ import annotations
 
-import functools
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from datetime import date, datetime, time, timedelta
-from decimal import Decimal
-from typing import Any
-from uuid import UUID
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from threadline import serde
+from threadline.checkpoint.copies import HeldItems, NotPlain
 from threadline.checkpoint.layout import BlobRow
 from threadline.errors import SerializationError
 from threadline.serde import Serializer
@@ -52,98 +48,6 @@ MIN_BYTES = 16 * 1024
 _Kv = tuple[str, str]  # (key, version)
 _PLAIN = bytes((fmt.FORMAT_VERSION, 0))  # the header of a blob neither compressed nor sealed
 _JOINED_HEADER = 7  # a joined value's: _PLAIN, then an array32 header (0xdd and 4 bytes)
-#: Types whose values cannot change, so that loads may share them (exact types: subclasses may).
-_IMMUTABLE = frozenset(
-    {str, bytes, int, float, bool, type(None), datetime, date, time, timedelta, Decimal, UUID}
-)
-
-Copier = Callable[[Any], Any] | None  # how a load gets its own copy of an item; None: shared
-
-
-class _NotPlain(Exception):
-    """An item that is not built of dicts, lists and immutable values only."""
-
-
-def _frozen(value: Any) -> bool:
-    """Whether ``value`` can never change: an immutable value, or a tuple of them."""
-    kind = type(value)
-    if kind is tuple or kind is frozenset:
-        return all(map(_frozen, value))
-    return kind in _IMMUTABLE
-
-
-def _plain(value: Any) -> bool:
-    """Whether ``value`` is built of dicts, lists and values that cannot change."""
-    kind = type(value)
-    if kind is dict:
-        return all(_frozen(k) and _plain(v) for k, v in value.items())
-    if kind is list:
-        return all(map(_plain, value))
-    return _frozen(value)
-
-
-def _fresh(value: Any) -> Any:
-    """A copy of every dict and list in a plain ``value``, sharing what cannot change."""
-    kind = type(value)
-    if kind is dict:
-        return {k: _fresh(v) for k, v in value.items()}
-    if kind is list:
-        return [_fresh(v) for v in value]
-    return value
-
-
-def _copier(item: Any) -> Copier:
-    """How a load gets its own ``item``: shared (None) if it cannot change, a one-level copy
-    for a dict or list of immutable values (a chat message), else a copy of every container;
-    ``_NotPlain`` if it holds anything else."""
-    if _frozen(item):
-        return None
-    kind = type(item)
-    if kind is dict and all(map(_frozen, item)) and all(map(_frozen, item.values())):
-        return dict.copy
-    if kind is list and all(map(_frozen, item)):
-        return list.copy
-    if _plain(item):
-        return _fresh
-    raise _NotPlain
-
-
-@dataclass(slots=True)
-class _Items:
-    """A held list decoded once; its objects never leave here, loads get copies."""
-
-    values: list[Any] = field(default_factory=list)
-    copiers: list[Copier] = field(default_factory=list)
-    kinds: set[Copier] = field(default_factory=set)  # the distinct copiers among ``copiers``
-
-    def extend(self, items: Any) -> None:
-        """Add decoded ``items``; ``_NotPlain`` if one cannot be handed out as a copy."""
-        if type(items) is not list:
-            raise _NotPlain
-        copiers = [_copier(item) for item in items]
-        self.values += items
-        self.copiers += copiers
-        self.kinds.update(copiers)
-
-    def copy(self) -> _Items:
-        """Another holder of the same items, to grow apart (their objects are never changed)."""
-        return _Items(list(self.values), list(self.copiers), set(self.kinds))
-
-    def handout(self) -> Callable[[], list[Any]]:
-        """What makes a load's own copy of the items held now (later ones are left out)."""
-        count = len(self.values)
-        if len(self.kinds) == 1:  # all alike (all messages flat dicts): one C-level map
-            (copier,) = self.kinds
-            return functools.partial(_copied_alike, self.values, copier, count)
-        return functools.partial(_copied, self.values, self.copiers, count)
-
-
-def _copied(values: list[Any], copiers: list[Copier], count: int) -> list[Any]:
-    return [v if c is None else c(v) for v, c in zip(values[:count], copiers[:count], strict=True)]
-
-
-def _copied_alike(values: list[Any], copier: Copier, count: int) -> list[Any]:
-    return values[:count] if copier is None else list(map(copier, values[:count]))
 
 
 @dataclass(slots=True)
@@ -152,7 +56,7 @@ class _Chain:
     crc: int  # of the tip row's data
     rows: dict[_Kv, BlobRow]  # every row down to a full blob; empty when ``joined`` holds it
     joined: bytearray | None = None  # the tip's value as one plain blob
-    items: _Items | None = None  # ``joined`` decoded, when its items are plain
+    items: HeldItems | None = None  # ``joined`` decoded, when its items are plain
     whole: BlobRow | None = None  # the tip as one full row, as loads get it (``_whole``)
     decodable: bool = True  # False once ``joined`` proved not plain: not tried again
 
@@ -225,7 +129,7 @@ class HeldChains:
             chain.whole = BlobRow(key, version, version, None, 0, size, data, count)
         return chain.whole
 
-    def _carried(self, old: _Chain | None, new: _Chain) -> _Items | None:
+    def _carried(self, old: _Chain | None, new: _Chain) -> HeldItems | None:
         """The items ``old`` holds decoded and those ``new`` adds, if ``new`` starts with every
         item of ``old`` (byte for byte: its value's first items are the same). So compaction,
         which stores the list again in full, decodes only what it added."""
@@ -239,16 +143,16 @@ class HeldChains:
         items = old.items.copy()
         try:
             items.extend(self._codec.loads(_PLAIN + b"\xdd" + count.to_bytes(4, "big") + added))
-        except (_NotPlain, SerializationError, RecursionError):
+        except (NotPlain, SerializationError, RecursionError):
             return None
         return items
 
-    def _decoded(self, data: bytes | bytearray) -> _Items | None:
+    def _decoded(self, data: bytes | bytearray) -> HeldItems | None:
         """``data`` (a plain list) decoded and held, or None if an item is not plain."""
-        items = _Items()
+        items = HeldItems()
         try:
             items.extend(self._codec.loads(memoryview(data)))
-        except (_NotPlain, SerializationError, RecursionError):
+        except (NotPlain, SerializationError, RecursionError):
             return None
         return items
 
@@ -318,7 +222,7 @@ class HeldChains:
         elif chain.items is not None:
             try:
                 chain.items.extend(self._codec.loads(row.data))
-            except (_NotPlain, SerializationError, RecursionError):
+            except (NotPlain, SerializationError, RecursionError):
                 chain.items, chain.decodable = None, False
         chain.tip, chain.crc, chain.whole = row, crc, None
         self._size += chain.size - before
