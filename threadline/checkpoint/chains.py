@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from threadline import serde
-from threadline.checkpoint.copies import HeldItems, NotPlain
+from threadline.checkpoint.copies import HeldItems
 from threadline.checkpoint.layout import BlobRow
 from threadline.errors import SerializationError
 from threadline.serde import Serializer
@@ -141,20 +141,21 @@ class HeldChains:
             return None
         added = new.joined[_JOINED_HEADER + len(held) :]
         items = old.items.copy()
-        try:
-            items.extend(self._codec.loads(_PLAIN + b"\xdd" + count.to_bytes(4, "big") + added))
-        except (NotPlain, SerializationError, RecursionError):
-            return None
-        return items
+        added_blob = _PLAIN + b"\xdd" + count.to_bytes(4, "big") + added
+        return items if self._add(items, added_blob) else None
 
     def _decoded(self, data: bytes | bytearray) -> HeldItems | None:
         """``data`` (a plain list) decoded and held, or None if an item is not plain."""
         items = HeldItems()
+        return items if self._add(items, memoryview(data)) else None
+
+    def _add(self, items: HeldItems, data: bytes | memoryview) -> bool:
+        """Decode ``data`` (a plain list) into ``items``; False if it cannot be held so."""
         try:
-            items.extend(self._codec.loads(memoryview(data)))
-        except (NotPlain, SerializationError, RecursionError):
-            return None
-        return items
+            decoded = self._codec.loads(data)
+        except SerializationError:
+            return False
+        return items.extend(decoded)
 
     def remember(
         self, thread_id: str, ns: str, key: str, version: str, pool: Mapping[_Kv, BlobRow]
@@ -219,11 +220,8 @@ class HeldChains:
             chain.rows, chain.joined = {}, None  # not a plain list: the rows below are gone
         elif chain.joined is None:
             chain.rows[(row.key, row.version)] = row
-        elif chain.items is not None:
-            try:
-                chain.items.extend(self._codec.loads(row.data))
-            except (NotPlain, SerializationError, RecursionError):
-                chain.items, chain.decodable = None, False
+        elif chain.items is not None and not self._add(chain.items, row.data):
+            chain.items, chain.decodable = None, False
         chain.tip, chain.crc, chain.whole = row, crc, None
         self._size += chain.size - before
         if (not chain.rows and chain.joined is None) or chain.size > self._max // 4:

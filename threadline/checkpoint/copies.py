@@ -24,7 +24,7 @@ _IMMUTABLE = frozenset(
 Copier = Callable[[Any], Any] | None  # how a load gets its own copy of an item; None: shared
 
 
-class NotPlain(Exception):
+class _NotPlain(Exception):
     """An item that is not built of dicts, lists and immutable values only."""
 
 
@@ -59,7 +59,7 @@ def _fresh(value: Any) -> Any:
 def _copier(item: Any) -> Copier:
     """How a load gets its own ``item``: shared (None) if it cannot change, a one-level copy
     for a dict or list of immutable values (a chat message), else a copy of every container;
-    ``NotPlain`` if it holds anything else."""
+    ``_NotPlain`` if it holds anything else."""
     if _frozen(item):
         return None
     kind = type(item)
@@ -69,7 +69,7 @@ def _copier(item: Any) -> Copier:
         return list.copy
     if _plain(item):
         return _fresh
-    raise NotPlain
+    raise _NotPlain
 
 
 @dataclass(slots=True)
@@ -80,14 +80,19 @@ class HeldItems:
     copiers: list[Copier] = field(default_factory=list)
     kinds: set[Copier] = field(default_factory=set)  # the distinct copiers among ``copiers``
 
-    def extend(self, items: Any) -> None:
-        """Add decoded ``items``; ``NotPlain`` if one cannot be handed out as a copy."""
+    def extend(self, items: Any) -> bool:
+        """Add decoded ``items``; False (and nothing added) if they are not a list of items
+        that can be handed out as copies."""
         if type(items) is not list:
-            raise NotPlain
-        copiers = [_copier(item) for item in items]
+            return False
+        try:
+            copiers = [_copier(item) for item in items]
+        except (_NotPlain, RecursionError):
+            return False
         self.values += items
         self.copiers += copiers
         self.kinds.update(copiers)
+        return True
 
     def copy(self) -> HeldItems:
         """Another holder of the same items, to grow apart (their objects are never changed)."""
