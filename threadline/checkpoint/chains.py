@@ -46,7 +46,7 @@ MAX_BYTES = 64 * 1024 * 1024
 MIN_BYTES = 16 * 1024
 
 _Kv = tuple[str, str]  # (key, version)
-_PLAIN = bytes((fmt.FORMAT_VERSION, 0))  # the header of a blob neither compressed nor sealed
+_PLAIN = fmt.PLAIN_HEADER
 _JOINED_HEADER = 7  # a joined value's: _PLAIN, then an array32 header (0xdd and 4 bytes)
 
 
@@ -141,8 +141,7 @@ class HeldChains:
             return None
         added = new.joined[_JOINED_HEADER + len(held) :]
         items = old.items.copy()
-        added_blob = _PLAIN + b"\xdd" + count.to_bytes(4, "big") + added
-        return items if self._add(items, added_blob) else None
+        return items if self._add(items, _array32(count) + added) else None
 
     def _decoded(self, data: bytes | bytearray) -> HeldItems | None:
         """``data`` (a plain list) decoded and held, or None if an item is not plain."""
@@ -265,6 +264,11 @@ def _current(held: _Chain, row: BlobRow | None) -> bool:
     return zlib.crc32(row.data) == held.crc
 
 
+def _array32(count: int) -> bytes:
+    """The ``_JOINED_HEADER`` bytes of a plain blob of a list of ``count`` items."""
+    return _PLAIN + b"\xdd" + count.to_bytes(4, "big")
+
+
 def _array(data: bytes) -> tuple[int, int] | None:
     """(length, offset of the first item) of the list a plain blob holds; None otherwise."""
     if len(data) < 3 or data[:2] != _PLAIN:
@@ -294,7 +298,7 @@ def _joined(key: str, chain: _Chain) -> bytearray | None:
         if row.base is None:
             break
         row = chain.rows.get((key, row.base))
-    parts.append(_PLAIN + b"\xdd" + count.to_bytes(4, "big"))  # _JOINED_HEADER bytes
+    parts.append(_array32(count))
     parts.reverse()
     return bytearray().join(parts)
 

@@ -139,7 +139,7 @@ class Envelope:
                 size_field = len(body).to_bytes(fmt.SIZE_FIELD, "big")
         if self._aesgcm is None:
             if not flags:
-                return bytes([fmt.FORMAT_VERSION, 0]) + body
+                return fmt.PLAIN_HEADER + body
             return _extended(flags) + size_field + payload
         flags |= fmt.FLAG_AES_GCM
         nonce = os.urandom(fmt.NONCE_SIZE)

@@ -42,6 +42,8 @@ from typing import Final
 
 FORMAT_VERSION: Final = 1
 HEADER_SIZE: Final = 2
+#: The header of a blob neither compressed nor sealed: the format version, no flags.
+PLAIN_HEADER: Final = bytes((FORMAT_VERSION, 0))
 
 FLAG_ZSTD: Final = 0x01
 FLAG_AES_GCM: Final = 0x02

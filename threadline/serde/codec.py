@@ -53,7 +53,6 @@ _OPTIONS = (
     | ormsgpack.OPT_PASSTHROUGH_TUPLE
     | ormsgpack.OPT_PASSTHROUGH_UUID
 )
-_HEADER = bytes([fmt.FORMAT_VERSION, 0])
 # msgpack bin markers: their absence proves no bytes/bytearray/memoryview was encoded.
 _BIN8, _BIN16, _BIN32 = 0xC4, 0xC5, 0xC6  # ints: `in` is then a memchr, ~8x cheaper
 _COPY_LIMIT = 1 << 16  # slicing off the header copies; above this, a memoryview is cheaper
@@ -174,7 +173,7 @@ class Serializer:
             if (_BIN8 in body or _BIN16 in body or _BIN32 in body) and holds_buffer(obj):
                 body = self._dumps_slow(obj, path_prefix)  # a bytearray would have become bytes
         if self._seal is None:
-            return _HEADER + body
+            return fmt.PLAIN_HEADER + body
         return self._seal(body)
 
     def _pack(self, obj: Any) -> bytes:

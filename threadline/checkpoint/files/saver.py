@@ -71,6 +71,7 @@ from threadline.checkpoint.layout import (
 from threadline.checkpoint.rules import age_cutoff, check_keep_last, check_put, created_ts, now_iso
 from threadline.errors import SaverUnavailableError, SerializationError
 from threadline.serde import DEFAULT, Serializer
+from threadline.serde import _format as fmt
 
 __all__ = ["FORMAT_VERSION", "FileSaver"]
 
@@ -85,7 +86,6 @@ __all__ = ["FORMAT_VERSION", "FileSaver"]
 # ``put``, before its row).
 FORMAT_VERSION = 2
 _FORMAT_NAME = "threadline.files"
-_PLAIN = b"\x01\x00"  # the header of a blob neither compressed nor sealed (format version 1)
 
 
 def _checksum(data: bytes) -> dict[str, int]:
@@ -142,7 +142,7 @@ def _rebuilt(doc: dict[str, Any]) -> tuple[bytes, bytes] | None:
 def _json_text(data: bytes) -> bytes | None:
     """The value of plain blob bytes as JSON text, if that text encodes back to those bytes
     (with the plain default codec, as any saver reading it would); None otherwise."""
-    if data[:2] != _PLAIN:
+    if data[:2] != fmt.PLAIN_HEADER:
         return None
     try:
         text = json.dumps(DEFAULT.loads(data), ensure_ascii=False, allow_nan=False)

@@ -18,7 +18,7 @@ from threadline.checkpoint.layout import BlobRow, WriteRow
 from threadline.serde import _format as fmt
 
 MIN_BYTES = 64  # a shorter value is stored as it is: the reference would cost about as much
-_PLAIN = bytes((fmt.FORMAT_VERSION, 0))  # the header of a blob neither compressed nor sealed
+_PLAIN = fmt.PLAIN_HEADER
 
 
 @dataclass(frozen=True, slots=True)
