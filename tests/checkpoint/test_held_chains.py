@@ -249,3 +249,17 @@ def test_a_held_chain_of_items_all_alike_hands_out_copies(first: list) -> None:
         one[0]["role"] = "changed"
     one.append("stray")
     assert load() == first
+
+
+def test_values_too_small_to_hold_leave_nothing_behind() -> None:
+    """Small values are stored and loaded on every thread: none may leave an entry behind."""
+    chains = HeldChains()
+    small_chain = {("k", "1"): row("1", None, 10), ("k", "2"): row("2", "1", 10)}
+    for t in range(100):
+        chains.stored(f"s{t}", "", [row("1", None, 10)])
+        chains.remember(f"r{t}", "", "k", "2", small_chain)
+    assert chains._chains == {} and chains._size == 0  # white box: nothing else tells
+    chains.stored("t", "", [row("1", None, MIN_BYTES)])
+    assert chains.tips("t", "")
+    chains.stored("t", "", [row("2", None, 10)])  # the value replaced by a small one
+    assert chains._chains == {} and chains._size == 0

@@ -30,7 +30,7 @@ from __future__ import annotations
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from threadline import serde
@@ -101,7 +101,7 @@ class HeldChains:
                 if chain is None or chain.tip.version != version:
                     continue
                 if chain.crc != crc:  # the version written again elsewhere: not ours any more
-                    self._drop(chains, key)
+                    self._drop(thread_id, ns, key)
                     continue
                 if chain.joined is None:
                     found.update(chain.rows)
@@ -165,14 +165,14 @@ class HeldChains:
             chains = self._chains.get((thread_id, ns), {})
             held = chains.get(key)
             if held is not None and not _current(held, pool.get((key, held.tip.version))):
-                self._drop(chains, key)  # its tip's version was written again elsewhere
+                self._drop(thread_id, ns, key)  # its tip's version was written again elsewhere
                 held = None
             if held is not None and held.tip.version == version:
                 return
             row = pool.get((key, version))
             if row is not None and row.base is None and len(row.data) < MIN_BYTES:
                 if held is not None:  # a small value in full: nothing to hold, the old goes
-                    self._drop(chains, key)
+                    self._drop(thread_id, ns, key)
                 return
             tip = held.tip.version if held is not None else None
             newer: list[BlobRow] = []  # newest first
@@ -191,6 +191,30 @@ class HeldChains:
         rows = {(key, r.version): r for r in newer}
         self._put(thread_id, ns, key, _Chain(newer[0], zlib.crc32(newer[0].data), rows))
 
+    def loaded(
+        self, thread_id: str, ns: str, versions: Mapping[str, str], pool: Mapping[_Kv, BlobRow]
+    ) -> None:
+        """The newest checkpoint's values were rebuilt from ``pool`` (``versions``: of those that
+        live in blobs): hold their chains, which the next puts most likely extend."""
+        for key, version in versions.items():
+            self.remember(thread_id, ns, key, str(version), pool)
+
+    def stored(
+        self, thread_id: str, ns: str, blobs: Sequence[BlobRow], crcs: Sequence[int] | None = None
+    ) -> None:
+        """A put stored ``blobs`` (``crcs``: their CRC-32s, if known): a full blob becomes its
+        key's held chain, a delta on a held tip its new tip."""
+        for i, b in enumerate(blobs):
+            if b.base is None and len(b.data) < MIN_BYTES:  # nothing to hold; the old goes
+                with self._lock:
+                    self._drop(thread_id, ns, b.key)
+                continue
+            crc = crcs[i] if crcs is not None else zlib.crc32(b.data)
+            if b.base is None:
+                self._put(thread_id, ns, b.key, _Chain(b, crc, {(b.key, b.version): b}))
+            else:
+                self.extend(thread_id, ns, b, crc)
+
     def extend(self, thread_id: str, ns: str, row: BlobRow, crc: int) -> None:
         """A row just stored: a delta on the held tip becomes the new tip."""
         with self._lock:
@@ -198,8 +222,14 @@ class HeldChains:
             if chain is not None and row.base == chain.tip.version:
                 self._grow(thread_id, ns, chain, row, crc)
 
-    def _drop(self, chains: dict[str, _Chain], key: str) -> None:
+    def _drop(self, thread_id: str, ns: str, key: str) -> None:
+        """Let go of the key's chain (under the lock); a namespace left with none goes too."""
+        chains = self._chains.get((thread_id, ns))
+        if chains is None or key not in chains:
+            return
         self._size -= chains.pop(key).size
+        if not chains:
+            del self._chains[(thread_id, ns)]
 
     def forget_thread(self, thread_id: str) -> None:
         with self._lock:
@@ -224,8 +254,7 @@ class HeldChains:
         chain.tip, chain.crc, chain.whole = row, crc, None
         self._size += chain.size - before
         if (not chain.rows and chain.joined is None) or chain.size > self._max // 4:
-            self._chains[(thread_id, ns)].pop(row.key, None)
-            self._size -= chain.size
+            self._drop(thread_id, ns, row.key)
             return False
         self._chains.move_to_end((thread_id, ns))
         self._evict()
@@ -244,13 +273,13 @@ class HeldChains:
             chain.rows = {}
         keep = MIN_BYTES <= chain.size <= self._max // 4
         with self._lock:
-            chains = self._chains.setdefault((thread_id, ns), {})
-            old = chains.pop(key, None)
-            self._size -= old.size if old is not None else 0
-            if keep:
-                chain.items = self._carried(old, chain)
-                chains[key] = chain
-                self._size += chain.size
+            old = self._chains.get((thread_id, ns), {}).get(key)
+            self._drop(thread_id, ns, key)
+            if not keep:
+                return
+            chain.items = self._carried(old, chain)
+            self._chains.setdefault((thread_id, ns), {})[key] = chain
+            self._size += chain.size
             self._chains.move_to_end((thread_id, ns))
             self._evict()
 

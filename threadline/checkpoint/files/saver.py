@@ -684,8 +684,7 @@ class FileSaver(BaseSaver):
                 type_name=exc.type_name,
             ) from exc
         if newest:
-            for key, version in blob_versions(cp).items():
-                self._chains.remember(thread_id, checkpoint_ns, key, version, pool)
+            self._chains.loaded(thread_id, checkpoint_ns, blob_versions(cp), pool)
         return CheckpointRecord(
             thread_id=thread_id,
             checkpoint_ns=checkpoint_ns,
@@ -869,16 +868,7 @@ class FileSaver(BaseSaver):
                 self._apply_retention(thread_id, ns_dir)
             if ns == "":
                 self._refresh_thread_json(thread_id, ns_dir, cp)
-        self._hold(thread_id, ns, encoded.blobs)
-
-    def _hold(self, thread_id: str, ns: str, blobs: Sequence[BlobRow]) -> None:
-        """Move the held chains to the values just stored: the next load of this thread then
-        reads the header of each tip, not its chain."""
-        for b in blobs:
-            if b.base is None:
-                self._chains.remember(thread_id, ns, b.key, b.version, {(b.key, b.version): b})
-            else:
-                self._chains.extend(thread_id, ns, b, zlib.crc32(b.data))
+        self._chains.stored(thread_id, ns, encoded.blobs)  # the next load reads tips' headers
 
     def _encode(self, ns_dir: str, record: CheckpointRecord) -> EncodedCheckpoint:
         """What to write: changed values, any the hints wrongly skip, and prefix rows."""

@@ -360,9 +360,8 @@ class PostgresSaver(BaseSaver):
                     metadata=decode_metadata(metadata, self.serde),
                     pending_writes=tuple(writes.get(cid, ())),
                 )
-            if not records:  # the newest: the next load most likely extends its chains
-                for key, version in versions.items():
-                    self._chains.remember(thread_id, checkpoint_ns, key, version, rows)
+            if not records:  # the newest
+                self._chains.loaded(thread_id, checkpoint_ns, versions, rows)
             records.append(record)
         return records
 
@@ -597,10 +596,7 @@ class PostgresSaver(BaseSaver):
         self._recent.remember(thread_id, ns, record.checkpoint.id, encoded.writes)
         for b, crc in zip(blobs, crcs, strict=True):
             self._bytes.add(thread_id, ns, (b.key, b.version), b.key, b.version, crc, b.data)
-            if b.base is None:
-                self._chains.remember(thread_id, ns, b.key, b.version, {(b.key, b.version): b})
-            else:
-                self._chains.extend(thread_id, ns, b, crc)
+        self._chains.stored(thread_id, ns, blobs, crcs)
         # Versions compaction turned into prefix rows no longer hold those bytes.
         self._drop_held(thread_id, [*evicted, *((ns, p.key, p.version) for p in prefixes)])
         if evicted:

@@ -208,8 +208,7 @@ class Operations:
         for blob, _ in sent.values():
             self.cache.put(thread_id, ns, blob)
         if newest:
-            for key, version in wanted:
-                self.chains.remember(thread_id, ns, key, str(version), pool)
+            self.chains.loaded(thread_id, ns, dict(wanted), pool)
         return CheckpointRecord(
             thread_id=thread_id,
             checkpoint_ns=ns,
@@ -298,6 +297,7 @@ class Operations:
                 in_full |= _missing_keys(record, {key_of[text(s)] for s in reply[1]})
                 continue
             existed = {text(s) for s in reply[3]}
+            new: list[BlobRow] = []
             for b in blobs:
                 suffix = blob_suffix(qns, b.key, b.version)
                 if suffix in existed:
@@ -305,7 +305,8 @@ class Operations:
                 else:
                     self.cache.put(thread_id, ns, _stringly(b))
                     self.held.add(thread_id, ns, suffix, b.key, str(b.version), None, b.data)
-                    self._hold_chain(thread_id, ns, _stringly(b, b.data))
+                    new.append(_stringly(b, b.data))
+            self.chains.stored(thread_id, ns, new)
             for p in encoded.prefixes:
                 self.cache.put(thread_id, ns, _stringly(p))
                 self.held.drop(thread_id, ns, [blob_suffix(qns, p.key, p.version)])
@@ -315,15 +316,6 @@ class Operations:
             f"checkpoint {cp.id!r} of thread {thread_id!r} (namespace {ns!r}) was not saved: "
             "the values it extends keep disappearing (is another process pruning the thread?)"
         )
-
-    def _hold_chain(self, thread_id: str, ns: str, blob: BlobRow) -> None:
-        """A blob just stored: a full one starts the key's held chain, a delta extends it."""
-        if blob.base is None:
-            self.chains.remember(
-                thread_id, ns, blob.key, blob.version, {(blob.key, blob.version): blob}
-            )
-        else:
-            self.chains.extend(thread_id, ns, blob, zlib.crc32(blob.data))
 
     def _put_args(
         self,

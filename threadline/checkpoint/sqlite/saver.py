@@ -215,9 +215,9 @@ class SqliteSaver(BaseSaver):
                 conn, thread_id, checkpoint_ns, [row], self.serde, self._bytes, self._chains
             )
         record = to_record(thread_id, checkpoint_ns, loaded, self.serde)  # checks every row
-        if checkpoint_id is None:  # the newest: the next load most likely extends its chains
-            for key, version in blob_versions(loaded.checkpoint).items():
-                self._chains.remember(thread_id, checkpoint_ns, key, str(version), loaded.pool)
+        if checkpoint_id is None:
+            versions = blob_versions(loaded.checkpoint)
+            self._chains.loaded(thread_id, checkpoint_ns, versions, loaded.pool)
         return record
 
     def list(
@@ -341,10 +341,7 @@ class SqliteSaver(BaseSaver):
         self._remember_head(thread_id, ns, cp)
         for b, crc in zip(blobs, crcs, strict=True):
             self._bytes.add((thread_id, ns, b.key, b.version, crc), b.data)
-            if b.base is None:
-                self._chains.remember(thread_id, ns, b.key, b.version, {(b.key, b.version): b})
-            else:
-                self._chains.extend(thread_id, ns, b, crc)
+        self._chains.stored(thread_id, ns, blobs, crcs)
         if encoded.prefixes:
             self._release_free_pages()
 
