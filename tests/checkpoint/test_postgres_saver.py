@@ -1033,3 +1033,28 @@ def test_one_saver_across_event_loops(saver: PostgresSaver) -> None:
     asyncio.run(put())
     got = asyncio.run(get())  # a new loop gets its own pool
     assert got is not None and got.checkpoint == record.checkpoint
+
+
+def test_a_connection_dropped_under_a_put_is_reported_and_the_next_put_reconnects(
+    url: str,
+) -> None:
+    """The sync put runs on libpq itself: a dead connection must still be the saver's
+    ``SaverUnavailableError`` (not a bare psycopg error), and lose nothing saved."""
+    with postgres_saver(pool_size=1) as saver:
+        first = step("t1", {"n": [1]}, None)
+        saver.put(first)
+        with psycopg.connect(url, autocommit=True) as admin:
+            killed = admin.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE pid <> pg_backend_pid() AND query LIKE %s",
+                [f"%{saver.schema}%"],
+            ).fetchone()
+        assert killed is not None and killed[0] == 1
+        second = step("t1", {"n": [1, 2]}, first.checkpoint)
+        with pytest.raises(SaverUnavailableError, match="cannot reach PostgreSQL"):
+            saver.put(second)
+        got = saver.get_tuple("t1")
+        assert got is not None and got.checkpoint == first.checkpoint
+        saver.put(second)
+        got = saver.get_tuple("t1")
+        assert got is not None and got.checkpoint == second.checkpoint

@@ -124,7 +124,7 @@ def execute_hot(conn: psycopg.Connection[Any], hot: Hot) -> None:
         res = conn.pgconn.exec_prepared(hot.name, hot.params, hot.formats)
         if res.status != FATAL_ERROR:
             return
-        error = error_from_result(res, conn.info.encoding)
+        error = _error(conn, res)
         if error.sqlstate != _NO_SUCH_STATEMENT or attempt:
             raise error
         prepared.discard(hot.name)  # the server forgot it (a DISCARD ALL): prepare it again
@@ -132,7 +132,14 @@ def execute_hot(conn: psycopg.Connection[Any], hot: Hot) -> None:
 
 def _check(conn: psycopg.Connection[Any], res: PGresult) -> None:
     if res.status == FATAL_ERROR:
-        raise error_from_result(res, conn.info.encoding)
+        raise _error(conn, res)
+
+
+def _error(conn: psycopg.Connection[Any], res: PGresult) -> psycopg.Error:
+    """The error of a failed result. One without a SQLSTATE is the connection failing (libpq
+    says so only in its message): an ``OperationalError``, as psycopg's own cursors raise."""
+    error = error_from_result(res, conn.info.encoding)
+    return error if error.sqlstate is not None else psycopg.OperationalError(str(error))
 
 
 def _frame(batch: Batch, begin: Stmt | None, in_txn: bool) -> tuple[list[Stmt], int, bool]:
