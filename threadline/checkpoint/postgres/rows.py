@@ -23,6 +23,14 @@ class Loaded(NamedTuple):
     writes: list[tuple[Any, ...]]  # (checkpoint_id, task_id, kind, task_name, data) by seq
     blobs: list[tuple[Any, ...]]  # (key, version, start, base, chain, full, data, crc32, items)
     held: Held  # the bytes of blobs named in the load: their ``data`` came back NULL
+    tips: bool = False  # the load named chain tips: the rows below them did not come
+
+
+class Named(NamedTuple):
+    """What a load names to the server: ``Loaded.held`` and ``Loaded.tips``."""
+
+    held: Held
+    tips: bool
 
 
 class HeadMoved(Exception):

@@ -45,6 +45,7 @@ from threadline.checkpoint.postgres.driver import BEGIN_READ, BEGIN_WRITE, Batch
 from threadline.checkpoint.postgres.rows import (
     HeadMoved,
     Loaded,
+    Named,
     NotStored,
     Pieces,
     PutParams,
@@ -210,27 +211,49 @@ class PostgresSaver(BaseSaver):
     def get_tuple(
         self, thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None
     ) -> CheckpointRecord | None:
-        loaded = self._db.run(self._get_op(thread_id, checkpoint_ns, checkpoint_id), BEGIN_READ)
-        return self._first(thread_id, checkpoint_ns, loaded)
+        args = (thread_id, checkpoint_ns, checkpoint_id)
+        loaded = self._db.run(self._get_op(*args), BEGIN_READ)
+        records = self._records(thread_id, checkpoint_ns, loaded)
+        if records is None:
+            loaded = self._db.run(self._get_op(*args, tips=False), BEGIN_READ)
+            records = self._decode(thread_id, checkpoint_ns, loaded)
+        return records[0] if records else None
 
     async def aget_tuple(
         self, thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None
     ) -> CheckpointRecord | None:
-        op = self._get_op(thread_id, checkpoint_ns, checkpoint_id)
-        loaded = await self._db.arun(op, BEGIN_READ)
-        return self._first(thread_id, checkpoint_ns, loaded)
+        args = (thread_id, checkpoint_ns, checkpoint_id)
+        loaded = await self._db.arun(self._get_op(*args), BEGIN_READ)
+        records = self._records(thread_id, checkpoint_ns, loaded)
+        if records is None:
+            loaded = await self._db.arun(self._get_op(*args, tips=False), BEGIN_READ)
+            records = self._decode(thread_id, checkpoint_ns, loaded)
+        return records[0] if records else None
 
-    def _get_op(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None) -> Op[Loaded]:
+    def _get_op(
+        self, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None, tips: bool = True
+    ) -> Op[Loaded]:
         """The checkpoint, its writes and its blobs: one round trip, one snapshot."""
-        held, params = self._held(thread_id, checkpoint_ns)
+        held, params = self._held(thread_id, checkpoint_ns, tips)
         params.update({"cid": checkpoint_id})
         queries = self._q.load["latest" if checkpoint_id is None else "one"]
         results = yield Batch([Stmt(query, params) for query in queries])
-        return Loaded(*(r.rows for r in results), held)
+        return Loaded(*(r.rows for r in results), *held)
 
-    def _first(self, thread_id: str, checkpoint_ns: str, loaded: Loaded) -> CheckpointRecord | None:
-        records = self._decode(thread_id, checkpoint_ns, loaded)
-        return records[0] if records else None
+    def _records(self, thread_id: str, ns: str, loaded: Loaded) -> list[CheckpointRecord] | None:
+        """The records of ``loaded``; None if they must be read again naming no chain tips.
+
+        A load names the tips of the chains this process holds, and the server stops there;
+        if a chain was let go meanwhile (another load or put moved it, or it was evicted), the
+        rows below its tip are missing. Any load that fails to decode after naming tips is
+        read again without them: a damaged value then fails that second read.
+        """
+        try:
+            return self._decode(thread_id, ns, loaded)
+        except SerializationError:
+            if not loaded.tips:
+                raise
+            return None
 
     def list(
         self,
@@ -249,7 +272,12 @@ class PostgresSaver(BaseSaver):
             op = self._page_op(thread_id, checkpoint_ns, filter, cursor, n)
             loaded, n_rows, last_id = self._db.run(op, BEGIN_READ)
             # Decoded and yielded with no connection held.
-            for record in self._decode(thread_id, checkpoint_ns, loaded):
+            records = self._records(thread_id, checkpoint_ns, loaded)
+            if records is None:
+                op = self._page_op(thread_id, checkpoint_ns, filter, cursor, n, tips=False)
+                loaded, n_rows, last_id = self._db.run(op, BEGIN_READ)
+                records = self._decode(thread_id, checkpoint_ns, loaded)
+            for record in records:
                 yield record
                 produced += 1
                 if limit is not None and produced >= limit:
@@ -274,7 +302,12 @@ class PostgresSaver(BaseSaver):
             n = self._page_size(filter, limit, produced)
             op = self._page_op(thread_id, checkpoint_ns, filter, cursor, n)
             loaded, n_rows, last_id = await self._db.arun(op, BEGIN_READ)
-            for record in self._decode(thread_id, checkpoint_ns, loaded):
+            records = self._records(thread_id, checkpoint_ns, loaded)
+            if records is None:
+                op = self._page_op(thread_id, checkpoint_ns, filter, cursor, n, tips=False)
+                loaded, n_rows, last_id = await self._db.arun(op, BEGIN_READ)
+                records = self._decode(thread_id, checkpoint_ns, loaded)
+            for record in records:
                 yield record
                 produced += 1
                 if limit is not None and produced >= limit:
@@ -296,15 +329,16 @@ class PostgresSaver(BaseSaver):
         filter: Mapping[str, Any] | None,
         before: str | None,
         n: int,
+        tips: bool = True,
     ) -> Op[tuple[Loaded, int, str | None]]:
         """One page of ``n`` checkpoints older than ``before``: (matching ones, rows, last id)."""
-        held, params = self._held(thread_id, checkpoint_ns)
+        held, params = self._held(thread_id, checkpoint_ns, tips)
         params.update({"before": before, "n": n})
         if not filter:
             # The page, its writes and its blobs in one round trip.
             queries = self._q.load["page" if before is None else "page_before"]
             results = yield Batch([Stmt(query, params) for query in queries])
-            loaded = Loaded(*(r.rows for r in results), held)
+            loaded = Loaded(*(r.rows for r in results), *held)
             rows = loaded.checkpoints
             return loaded, len(rows), rows[-1][0] if rows else None
         # With a filter: the page first, then writes and blobs of the matching checkpoints only
@@ -315,18 +349,18 @@ class PostgresSaver(BaseSaver):
         last_id = rows[-1][0] if rows else None
         matching = [r for r in rows if metadata_matches(decode_metadata(r[2], self.serde), filter)]
         if not matching:
-            return Loaded([], [], [], held), len(rows), last_id
+            return Loaded([], [], [], *held), len(rows), last_id
         params["ids"] = [r[0] for r in matching]
         _, writes_q, blobs_q = self._q.load["ids"]
         writes, blobs = yield Batch([Stmt(writes_q, params), Stmt(blobs_q, params)])
-        return Loaded(matching, writes.rows, blobs.rows, held), len(rows), last_id
+        return Loaded(matching, writes.rows, blobs.rows, *held), len(rows), last_id
 
-    def _held(self, thread_id: str, ns: str) -> tuple[dict[tuple[str, str], Any], dict[str, Any]]:
-        """The blobs a load names (held bytes and chain tips), and its parameters."""
-        tips = self._chains.tips(thread_id, ns)
-        held = {**self._bytes.held(thread_id, ns), **tips}
-        params = {"thread": thread_id, "ns": ns, **held_params(held), **tip_params(tips)}
-        return held, params
+    def _held(self, thread_id: str, ns: str, tips: bool) -> tuple[Named, dict[str, Any]]:
+        """What a load names (held bytes and, with ``tips``, chain tips), and its parameters."""
+        named = self._chains.tips(thread_id, ns) if tips else {}
+        held = {**self._bytes.held(thread_id, ns), **named}
+        params = {"thread": thread_id, "ns": ns, **held_params(held), **tip_params(named)}
+        return Named(held, bool(named)), params
 
     def _decode(self, thread_id: str, checkpoint_ns: str, loaded: Loaded) -> list[CheckpointRecord]:
         if not loaded.checkpoints:
