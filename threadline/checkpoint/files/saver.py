@@ -576,9 +576,9 @@ class FileSaver(BaseSaver):
         Reads each value's rows, following ``base`` to a full blob: down a delta chain, or from
         a prefix row up to the later version it is a prefix of (which may be a delta or a prefix
         row again). A file missing ends the walk; ``checkpoint_values`` names it. The walk stops
-        early at the tip of a chain this saver holds whose file still records the bytes held
-        (``_holds``): the rows below come from ``self._chains``, so a long conversation reads
-        one header line instead of its whole chain and full blob.
+        early at the tip of a chain this saver holds whose file still records the CRC-32 held
+        (``_recorded_crc``): the rows below come from ``self._chains``, so a long conversation
+        reads one header line instead of its whole chain and full blob.
 
         A compaction racing this read can turn a row of the walk into a prefix row: either
         form of a version holds the same value, so the walk just goes on from what it finds.
@@ -588,10 +588,10 @@ class FileSaver(BaseSaver):
         for key, version in blob_versions(cp).items():
             ref: Any = version
             while ref is not None and (key, ref) not in pool:  # a loop ends at a seen row
-                tip = tips.get((key, ref))
-                if tip is not None and self._holds(ns_dir, key, ref, *tip):
-                    below = self._chains.rows_below(thread_id, ns, {(key, ref): tip[0]})
-                    if (key, ref) in below:  # else dropped meanwhile: read the files
+                crc = self._recorded_crc(ns_dir, key, ref) if (key, ref) in tips else None
+                if crc is not None:  # a chain whose tip records other bytes is let go
+                    below = self._chains.rows_below(thread_id, ns, {(key, ref): crc})
+                    if (key, ref) in below:  # else not the held bytes: read the files
                         pool.update(below)
                         break
                 row = self._read_blob(ns_dir, key, ref)
@@ -601,23 +601,19 @@ class FileSaver(BaseSaver):
                 ref = row.base
         return pool
 
-    def _holds(self, ns_dir: str, key: str, version: str, crc: int, data: bytes) -> bool:
-        """Whether the file of ``version`` still records the CRC-32 and size of the ``data``
-        held as its row. A version's value never changes, so the chain held below it is then
-        its value; a file another process rewrote (a prefix row now) or removed does not match.
-        """
+    def _recorded_crc(self, ns_dir: str, key: str, version: str) -> int | None:
+        """The CRC-32 the header line of the file of ``version`` records; None if there is no
+        such file or header (removed, or written before checksums were kept). A version's
+        value never changes, so a held chain whose tip has it is that version's value."""
         try:
             with open(self._blob_path(ns_dir, key, version), "rb") as f:
                 header = json.loads(f.readline())
         except (OSError, ValueError):
-            return False
-        return (
-            isinstance(header, dict)
-            and header.get("key") == key
-            and header.get("version") == version
-            and header.get("crc32") == crc
-            and header.get("size") == len(data)
-        )
+            return None
+        if not isinstance(header, dict) or header.get("key") != key:
+            return None
+        crc = header.get("crc32")
+        return crc if header.get("version") == version and type(crc) is int else None
 
     def _write_meta(self, ns_dir: str, checkpoint_id: str) -> list[tuple[str, dict[str, Any]]]:
         """``(path, parsed JSON)`` of a checkpoint's write files, in saved order."""

@@ -221,22 +221,20 @@ class Operations:
         self, load: _Load, sent: Mapping[str, tuple[BlobRow, int | None]]
     ) -> dict[_Kv, BlobRow]:
         """The rows ``sent``, with what holds the values of the tips the walk stopped at
-        (``HeldChains.rows_below``); ``_ChainLetGo`` if a delta's chain is no longer held.
-        A tip stored again with other bytes (its thread made anew with the same ids) lets the
-        thread's chains go: what they hold is no longer what is stored."""
+        (``HeldChains.rows_below``, which also lets go of a chain whose tip came back with other
+        bytes); ``_ChainLetGo`` if a delta's chain is no longer held."""
         pool = {(row.key, row.version): row for row, _ in sent.values()}
-        stopped: dict[_Kv, int] = {}
+        named: dict[_Kv, int] = {}  # the tips named, with the CRC-32 stored now
+        stopped: set[_Kv] = set()  # those the script stopped at (their CRC-32 matched)
         for suffix, (row, crc) in sent.items():
-            if suffix not in load.tips or crc is None:
-                continue
-            if load.tips[suffix][0] == crc:
-                stopped[(row.key, row.version)] = crc
-            else:
-                self.chains.forget_thread(load.thread_id)
-        if not stopped:
+            if suffix in load.tips and crc is not None:
+                named[(row.key, row.version)] = crc
+                if load.tips[suffix][0] == crc:
+                    stopped.add((row.key, row.version))
+        if not named:
             return pool
-        below = self.chains.rows_below(load.thread_id, load.ns, stopped)
-        if any(pool[kv].base is not None for kv in stopped.keys() - below.keys()):
+        below = self.chains.rows_below(load.thread_id, load.ns, named)
+        if any(pool[kv].base is not None for kv in stopped - below.keys()):
             raise _ChainLetGo
         return pool | below
 
