@@ -12,15 +12,19 @@ own round trip.
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 from collections.abc import Sequence
 from typing import Any
 
 from threadline.checkpoint.postgres.connections import Connections
 from threadline.checkpoint.postgres.driver import Batch, Op, Stmt
-from threadline.checkpoint.postgres.rows import HeadMoved, NotStored, PutParams, to_json
-from threadline.checkpoint.postgres.schema import CAS_SQLSTATE, REFS_SQLSTATE
+from threadline.checkpoint.postgres.rows import (
+    HeadMoved,
+    NotStored,
+    PutParams,
+    put_failure,
+    to_json,
+)
 
 MAX_PUTS = 200  # per statement: enough to gather a busy loop's puts, small enough to stream
 SENDERS = 2  # statements in flight at once: the server runs one while the client gathers
@@ -100,12 +104,7 @@ def _failure(state: str | None, detail: str | None) -> Failure | None:
     """A put's row: nothing (saved), a lost compare-and-set, or values that are not stored."""
     if state is None:
         return None
-    try:
-        found = json.loads(detail or "null")
-    except ValueError:
-        found = None
-    if state == CAS_SQLSTATE:
-        return HeadMoved(found.get("actual") if isinstance(found, dict) else None)
-    if state == REFS_SQLSTATE:
-        return NotStored([str(k) for k in found] if isinstance(found, list) else [])
+    failure = put_failure(state, detail)
+    if failure is not None:
+        return failure
     raise RuntimeError(f"threadline_put_many reported SQLSTATE {state}")  # it catches only two

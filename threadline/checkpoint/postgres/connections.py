@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import re
 import threading
 from collections.abc import Callable
@@ -16,7 +15,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from threadline.checkpoint.postgres.driver import Hot, Op, Stmt, adrive, drive, execute_hot
-from threadline.checkpoint.postgres.rows import HeadMoved, NotStored
+from threadline.checkpoint.postgres.rows import put_failure
 from threadline.checkpoint.postgres.schema import (
     CAS_SQLSTATE,
     MISSING_SQLSTATES,
@@ -244,13 +243,9 @@ class Connections:
         if not isinstance(exc, psycopg.Error):
             return None
         state = exc.sqlstate
-        if state in (CAS_SQLSTATE, REFS_SQLSTATE):
-            detail: Any = None
-            with contextlib.suppress(ValueError, TypeError):
-                detail = json.loads(exc.diag.message_detail or "null")
-            if state == CAS_SQLSTATE:
-                return HeadMoved(detail.get("actual") if isinstance(detail, dict) else None)
-            return NotStored([str(k) for k in detail] if isinstance(detail, list) else [])
+        failure = put_failure(state, exc.diag.message_detail)
+        if failure is not None:
+            return failure
         if state in MISSING_SQLSTATES:
             return SaverUnavailableError(
                 f"the PostgreSQL checkpoint tables are missing in schema {self.schema!r} at "

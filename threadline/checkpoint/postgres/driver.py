@@ -161,9 +161,9 @@ def _frame(batch: Batch, begin: Stmt | None, in_txn: bool) -> tuple[list[Stmt], 
 
 def _send(conn: psycopg.Connection[Any], stmts: Sequence[Stmt]) -> list[psycopg.Cursor[Any]]:
     """Send ``stmts`` in one round trip: several in a pipeline, a lone one as it is (cheaper
-    in Python). A lone one is prepared only if ``hot``: outside a pipeline, preparing costs a
-    round trip of its own the first time on each connection, and then saves the server parsing
-    it every time (~40 µs a put)."""
+    in Python). A lone one is prepared only if ``hot`` (the batched ``put_many``): outside a
+    pipeline, preparing costs a round trip of its own the first time on each connection, and
+    then saves the server parsing it every time. (A sync put alone runs on ``execute_hot``.)"""
     if len(stmts) != 1:
         return _pipeline(conn, stmts)
     cur = conn.cursor(binary=True)

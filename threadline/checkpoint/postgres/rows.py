@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 
 from threadline.checkpoint.layout import BlobRow, WriteRow, referenced_blobs
 from threadline.checkpoint.postgres.driver import Hot
+from threadline.checkpoint.postgres.schema import CAS_SQLSTATE, REFS_SQLSTATE
 from threadline.errors import SerializationError
 
 Held = Mapping[tuple[str, str], tuple[int, bytes]]  # (key, version) -> (crc32, bytes)
@@ -47,6 +48,20 @@ class NotStored(Exception):
     def __init__(self, keys: Sequence[str]) -> None:
         super().__init__(keys)
         self.keys = tuple(keys)
+
+
+def put_failure(state: str | None, detail: str | None) -> HeadMoved | NotStored | None:
+    """What a put's SQLSTATE and JSON detail say went wrong: a lost compare-and-set, values
+    that are not stored, or None (neither)."""
+    if state not in (CAS_SQLSTATE, REFS_SQLSTATE):
+        return None
+    try:
+        found = json.loads(detail or "null")
+    except (ValueError, TypeError):
+        found = None
+    if state == CAS_SQLSTATE:
+        return HeadMoved(found.get("actual") if isinstance(found, dict) else None)
+    return NotStored([str(k) for k in found] if isinstance(found, list) else [])
 
 
 @dataclasses.dataclass(slots=True)

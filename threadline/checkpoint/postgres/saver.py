@@ -538,19 +538,15 @@ class PostgresSaver(BaseSaver):
         encoded: EncodedCheckpoint,
         blobs: Sequence[BlobRow],
     ) -> Op[tuple[list[tuple[str, str, str]], list[int]]]:
-        """Everything ``put`` writes: one statement (plus retention's, in the same batch).
+        """A put with retention's prune after it, in one batch (a put without runs alone on
+        libpq, see ``_put_once``).
 
         Returns the ``(namespace, key, version)`` of blobs retention deleted, and the CRC-32 of
         each of ``blobs``.
         """
         params, crcs = self._put_params(record, fork, encoded, blobs)
-        thread_id, ns = record.thread_id, record.checkpoint_ns
-        stmts = [Stmt(self._q.put, params.alone(), hot=True)]
-        prune = self._prune_stmt(thread_id, ns)
-        if prune is None:
-            yield Batch(stmts)
-            return [], crcs
-        results = yield Batch([*stmts, prune])
+        prune = self._prune_stmt(record.thread_id, record.checkpoint_ns)
+        results = yield Batch([Stmt(self._q.put, params.alone()), prune])
         _, namespaces, keys, versions = results[-1].rows[0]
         return list(zip(namespaces, keys, versions, strict=True)), crcs
 
@@ -598,11 +594,10 @@ class PostgresSaver(BaseSaver):
         }
         return PutParams(fields, data.joined()), crcs
 
-    def _prune_stmt(self, thread_id: str, checkpoint_ns: str) -> Stmt | None:
-        """Retention's prune of the namespace after a put, or None when nothing is pruned."""
+    def _prune_stmt(self, thread_id: str, checkpoint_ns: str) -> Stmt:
+        """Retention's prune of the namespace after a put (``_retains`` is true)."""
         retention = self.retention
-        if retention is None or not self._retains():
-            return None
+        assert retention is not None
         cutoff = age_cutoff(retention)
         params = {
             "thread": thread_id,

@@ -22,7 +22,6 @@ from threadline import serde
 from threadline.checkpoint.base import (
     CheckpointRecord,
     Retention,
-    StorageHints,
     TaskWrite,
     ThreadInfo,
     ThreadStatus,
@@ -39,6 +38,7 @@ from threadline.checkpoint.layout import (
     decode_write,
     encode_record,
     encode_writes,
+    full_blobs,
     referenced_blobs,
     wanted_blobs,
 )
@@ -281,7 +281,7 @@ class Operations:
             }
             blobs = list(encoded.blobs)
             if in_full - {b.key for b in blobs}:
-                blobs += _full_blobs(record, in_full - {b.key for b in blobs}, self.codec)
+                blobs += full_blobs(record, in_full - {b.key for b in blobs}, self.codec)
             args = self._put_args(record, fork, encoded, blobs, key_of)
             resend = [*args[:18], "1", *args[19:]]
             reply = yield Eval("put", [keys.registry, keys.threads], args, resend=resend)
@@ -619,13 +619,6 @@ def _conflict(record: CheckpointRecord, head: str | None, *, moved: bool) -> Con
         "was written (it is saved already, and checkpoints are never replaced, or its id was "
         "made by a clock that is behind)"
     )
-
-
-def _full_blobs(record: CheckpointRecord, keys: set[str], codec: Serializer) -> list[BlobRow]:
-    """Full blobs of ``keys``' values (their hinted blobs turned out not to exist)."""
-    hints = StorageHints(frozenset(keys))
-    sub = dataclasses.replace(record, pending_writes=(), hints=hints)
-    return list(encode_record(sub, lambda key, version: None, codec).blobs)
 
 
 def _in_checkpoint(
