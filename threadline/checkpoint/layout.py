@@ -542,6 +542,14 @@ def _value(
     return value
 
 
+def corrupted(row: BlobRow) -> SerializationError:
+    """The error for a stored row whose bytes fail their checksum."""
+    return SerializationError(
+        f"the stored value of key {row.key!r} (version {row.version}) is corrupted: its "
+        "checksum does not match"
+    )
+
+
 @contextmanager
 def loading(thread_id: str, ns: str, checkpoint_id: str) -> Iterator[None]:
     """Name the checkpoint in a ``SerializationError`` raised while loading it."""

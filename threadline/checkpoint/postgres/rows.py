@@ -9,10 +9,9 @@ import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from threadline.checkpoint.layout import BlobRow, WriteRow, referenced_blobs
+from threadline.checkpoint.layout import BlobRow, WriteRow
 from threadline.checkpoint.postgres.driver import Hot
 from threadline.checkpoint.postgres.schema import CAS_SQLSTATE, REFS_SQLSTATE
-from threadline.errors import SerializationError
 
 Held = Mapping[tuple[str, str], tuple[int, bytes]]  # (key, version) -> (crc32, bytes)
 
@@ -185,20 +184,3 @@ def loaded_blobs(
             damaged.add(kv)
         rows[kv] = BlobRow(key, version, start, base, chain_bytes, full_bytes, data, items)
     return rows, sent, damaged
-
-
-def verify_blobs(
-    versions: Mapping[str, str],
-    rows: Mapping[tuple[str, str], BlobRow],
-    damaged: set[tuple[str, str]],
-) -> None:
-    """Fail if a blob the values are rebuilt from (chains included) failed its CRC-32."""
-    if not damaged:
-        return
-    bad = sorted(referenced_blobs([versions], rows) & damaged)
-    if bad:
-        key, version = bad[0]
-        raise SerializationError(
-            f"the stored value of key {key!r} (version {version}) is corrupted: its checksum "
-            "does not match"
-        )

@@ -28,7 +28,9 @@ from threadline.checkpoint.layout import (
     Compaction,
     EncodedCheckpoint,
     WriteRow,
-    assemble_values,
+    blob_versions,
+    checkpoint_values,
+    corrupted,
     decode_metadata,
     decode_write,
     encode_record,
@@ -36,7 +38,6 @@ from threadline.checkpoint.layout import (
     full_blobs,
     loading,
     wanted_blobs,
-    with_inline,
 )
 from threadline.checkpoint.postgres.batcher import PutBatchers
 from threadline.checkpoint.postgres.cache import BlobCache
@@ -55,7 +56,6 @@ from threadline.checkpoint.postgres.rows import (
     loaded_blobs,
     normalized,
     tip_params,
-    verify_blobs,
     writes_params,
 )
 from threadline.checkpoint.postgres.schema import SCHEMA_VERSION
@@ -380,13 +380,16 @@ class PostgresSaver(BaseSaver):
         for cid, task_id, kind, task_name, data in loaded.writes:
             write = decode_write(WriteRow(task_id, kind, task_name, data), self.serde)
             writes.setdefault(cid, []).append(write)
+
+        def check(row: BlobRow) -> None:
+            if (row.key, row.version) in damaged:
+                raise corrupted(row)
+
         records = []
         for cid, body, metadata in loaded.checkpoints:
             with loading(thread_id, checkpoint_ns, cid):
-                cp, refs = wanted_blobs(body, self.serde)
-                versions = {key: str(version) for key, version in refs}
-                verify_blobs(versions, rows, damaged)
-                values = with_inline(cp, assemble_values(versions, rows, self.serde))
+                cp, _ = wanted_blobs(body, self.serde)
+                values = checkpoint_values(cp, rows, self.serde, check)
                 record = CheckpointRecord(
                     thread_id=thread_id,
                     checkpoint_ns=checkpoint_ns,
@@ -395,7 +398,7 @@ class PostgresSaver(BaseSaver):
                     pending_writes=tuple(writes.get(cid, ())),
                 )
             if not records:  # the newest
-                self._chains.loaded(thread_id, checkpoint_ns, versions, rows)
+                self._chains.loaded(thread_id, checkpoint_ns, blob_versions(cp), rows)
             records.append(record)
         return records
 

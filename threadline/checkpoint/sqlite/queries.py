@@ -19,6 +19,7 @@ from threadline.checkpoint.layout import (
     BlobRow,
     WriteRow,
     checkpoint_values,
+    corrupted,
     decode_metadata,
     decode_write,
     loading,
@@ -26,7 +27,6 @@ from threadline.checkpoint.layout import (
     wanted_blobs,
 )
 from threadline.checkpoint.sqlite.schema import UPSERT_WRITE
-from threadline.errors import SerializationError
 from threadline.serde import DEFAULT, Serializer
 
 CHUNK = 400  # pairs per query: 802 parameters, under the 999 of older SQLite builds
@@ -284,10 +284,7 @@ def to_record(
         kv = (row.key, row.version)
         crc = loaded.crcs.get(kv)
         if crc is not None and kv not in loaded.verified and zlib.crc32(row.data) != crc:
-            raise SerializationError(
-                f"the stored value of key {row.key!r} (version {row.version}) is corrupted: "
-                "its checksum does not match"
-            )
+            raise corrupted(row)
 
     with loading(thread_id, ns, cp.id):
         return CheckpointRecord(
