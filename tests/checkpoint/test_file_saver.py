@@ -427,8 +427,9 @@ def test_a_format_1_folder_it_cannot_mark_when_opened_is_marked_by_the_first_put
         saver = FileSaver(directory)
         got = saver.get_tuple("t1")
         assert got is not None and got.checkpoint == a
-        with pytest.raises(PermissionError):
+        with pytest.raises(SaverUnavailableError, match="make the directory writable") as info:
             saver.put(rec("t1", *make({"i": 1}, a)))
+        assert isinstance(info.value.__cause__, PermissionError)
     assert format_of(directory) == 1 and [r.checkpoint for r in saver.list("t1")] == [a]
     b, hints = make({"i": 1}, a)
     saver.put(rec("t1", b, hints))

@@ -280,14 +280,22 @@ class FileSaver(BaseSaver):
             )
         if version < FORMAT_VERSION:
             self._unmarked = True
-            with suppress(OSError):  # a read-only folder still loads; ``put`` marks it first
-                self._mark_format()
+            with suppress(SaverUnavailableError):  # a read-only folder still loads; ``put``
+                self._mark_format()  # marks it first
 
     def _mark_format(self) -> None:
         """Mark an older folder with this format: its rows are about to hold values (inline
         ones) that older code cannot read, so an older threadline must refuse the folder."""
         marker = {"format": _FORMAT_NAME, "version": FORMAT_VERSION}
-        write_file(os.path.join(self.directory, "FORMAT.json"), json_bytes(marker))
+        try:
+            write_file(os.path.join(self.directory, "FORMAT.json"), json_bytes(marker))
+        except OSError as exc:
+            raise SaverUnavailableError(
+                f"checkpoint directory {self.directory!r} has an older format, which this "
+                f"threadline moves to version {FORMAT_VERSION} before it writes there, and its "
+                f"FORMAT.json cannot be written ({exc}); make the directory writable (loading "
+                "needs no change); nothing was written"
+            ) from exc
         self._unmarked = False
 
     def _empty_trash(self) -> None:
