@@ -76,10 +76,10 @@ class PutParams:
         self.fields["o"] = 0
         return {"put": to_json(self.fields), "data": self.data}
 
-    def hot(self, name: bytes, sql: str) -> Hot:
+    def hot(self, name: bytes, sql: bytes) -> Hot:
         """This put sent on its own as a ``driver.Hot`` statement of ``sql``."""
         self.fields["o"] = 0
-        return Hot(name, sql.encode(), [to_json(self.fields).encode(), self.data], _TEXT_BINARY)
+        return Hot(name, sql, [to_json(self.fields).encode(), self.data], _TEXT_BINARY)
 
 
 _TEXT_BINARY = (0, 1)

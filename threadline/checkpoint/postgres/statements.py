@@ -294,11 +294,10 @@ class Queries:
         self.ddl_add_source = f(DDL_ADD_SOURCE)
         self.put = f(_PUT)
         self.put_many = f(_PUT_MANY)
-        self.put_hot = f(_PUT_HOT)
+        self.put_hot = f(_PUT_HOT).encode()  # libpq takes bytes: encoded once, not per put
         # Its prepared statement's name, one per schema (the statement names its tables).
-        self.put_hot_name = (
-            b"threadline_put_" + hashlib.sha1(self.put_hot.encode()).hexdigest()[:16].encode()
-        )
+        digest = hashlib.sha1(self.put_hot).hexdigest()[:16]
+        self.put_hot_name = f"threadline_put_{digest}".encode()
         self.upsert_writes = f(_UPSERT_WRITES)
         self.touch_head = f(_TOUCH_HEAD)
         self.select_bases = f(_SELECT_BASES)
