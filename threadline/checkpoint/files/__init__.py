@@ -80,9 +80,9 @@ blob load through that blob, which stays as long as they are kept.
 
 Loading a long list again: the saver holds the newest chain of each value it loaded or
 stored (``checkpoint.chains.HeldChains``, as SQLite and PostgreSQL do). A load whose walk meets
-a held tip reads only that file's header line: if it records the CRC-32 and size of the bytes
-held, the rows below come from the process (a version's value never changes), else the walk
-reads the files as it would without.
+a held tip reads only that file's header line: if it records the CRC-32 of the bytes held,
+the rows below come from the process (a version's value never changes), else the chain is let
+go and the walk reads the files as it would without.
 
 The package, by layer: ``disk.py`` (safe names, atomic and durable file writes), ``preview.py``
 (the readable renderings), ``saver.py`` (``FileSaver``: the layout, locks, and the saver API).
