@@ -49,3 +49,12 @@ def test_a_forked_child_does_not_repeat_its_parents_ids(monkeypatch):
         theirs = set(pipe.read().split("\n"))
     os.waitpid(pid, 0)
     assert len(theirs) == 200 and not mine & theirs
+
+
+def test_more_ids_than_a_millisecond_holds_still_increase(monkeypatch):
+    frozen = ids.time.time_ns() + 10**9  # a clock that stands still, ahead of earlier ids
+    monkeypatch.setattr(ids.time, "time_ns", lambda: frozen)
+    made = [new_checkpoint_id() for _ in range(10_000)]  # 4,096 fit in one millisecond
+    assert made == sorted(made) and len(set(made)) == len(made)
+    assert {uuid.UUID(i).version for i in made} == {7}
+    assert len({uuid.UUID(i).int >> 80 for i in made}) == 3  # the millisecond moved on twice

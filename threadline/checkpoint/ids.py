@@ -1,35 +1,53 @@
-"""Checkpoint ids that sort by creation time (UUIDv7 layout, monotonic within a process)."""
+"""Checkpoint ids that sort by creation time (UUIDv7 layout, monotonic within a process).
+
+An id is the millisecond, a counter within it, and 62 random bits. The random bits keep ids of
+different processes apart, so they are drawn once per process (again in a forked child), not
+per id: within a process the millisecond and counter already differ. Ids need uniqueness, not
+secrecy, and one is made at every step, so the text of the millisecond is reused too.
+"""
 
 from __future__ import annotations
 
 import os
-import random
+import secrets
 import threading
 import time
 
-# Ids need uniqueness, not secrecy: a PRNG seeded from the OS is enough and much cheaper than
-# os.urandom per id. A forked child reseeds, so parent and child never share a sequence.
-_rng = random.Random()
-_random_bits = _rng.getrandbits
-os.register_at_fork(after_in_child=_rng.seed)
 
+def _new_tail() -> str:
+    bits = secrets.randbits(62)
+    return f"-{0x8000 | bits >> 48:04x}-{bits & 0xFFFF_FFFF_FFFF:012x}"
+
+
+_tail = _new_tail()
 _lock = threading.Lock()
-_last = (0, 0)  # (milliseconds, counter) of the last id handed out
+_last = (0, 0, "")  # (millisecond, counter, text of the millisecond) of the last id
+
+
+def _reseed() -> None:
+    global _tail
+    _tail = _new_tail()
+
+
+os.register_at_fork(after_in_child=_reseed)
 
 
 def new_checkpoint_id() -> str:
     """A UUIDv7 string; ids made later in this process always compare greater."""
     global _last
+    ms = time.time_ns() // 1_000_000
     with _lock:
-        ms = time.time_ns() // 1_000_000
-        last_ms, counter = _last
-        if ms <= last_ms:
+        last_ms, counter, head = _last
+        if ms > last_ms:
+            counter, head = 0, _head(ms)
+        elif counter < 0xFFF:
             ms, counter = last_ms, counter + 1
-            if counter >= 1 << 12:
-                ms, counter = ms + 1, 0
-        else:
-            counter = 0
-        _last = (ms, counter)
-    value = (ms << 80) | (0x7 << 76) | (counter << 64) | (0b10 << 62) | _random_bits(62)
-    h = f"{value:032x}"
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+        else:  # 4,096 ids in one millisecond: borrow the next one
+            ms, counter = last_ms + 1, 0
+            head = _head(ms)
+        _last = (ms, counter, head)
+    return f"{head}-{0x7000 | counter:04x}{_tail}"
+
+
+def _head(ms: int) -> str:
+    return f"{ms >> 16:08x}-{ms & 0xFFFF:04x}"
