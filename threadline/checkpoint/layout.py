@@ -189,7 +189,7 @@ def encode_record(
         )
     blobs: list[BlobRow] = []
     prefixes: list[BlobRow] = []
-    for key in sorted(keys):
+    for key in sorted(keys) if len(keys) > 1 else keys:
         if key in cp.values:
             value, version = cp.values[key], cp.versions[key]
             blob, outgrown = _blob(
@@ -199,15 +199,19 @@ def encode_record(
             if outgrown is not None:
                 prefixes += _compacted(blob, outgrown, base_of, compaction.rewrite_full)
     row = CheckpointRow(
-        checkpoint_id=cp.id,
-        parent_id=cp.parent_id,
-        step=cp.step,
-        created_at=cp.created_at,
-        body=encode_body(cp, codec, small),
-        metadata=encode_metadata(record.metadata, cp.id, codec),
+        cp.id,
+        cp.parent_id,
+        cp.step,
+        cp.created_at,
+        encode_body(cp, codec, small),
+        encode_metadata(record.metadata, cp.id, codec),
     )
-    writes = encode_writes(record.pending_writes, codec)
-    return EncodedCheckpoint(row, tuple(blobs), writes, tuple(prefixes), frozenset(small))
+    writes = encode_writes(record.pending_writes, codec) if record.pending_writes else ()
+    inlined_keys = frozenset(small) if small else _NO_KEYS
+    return EncodedCheckpoint(row, tuple(blobs), writes, tuple(prefixes), inlined_keys)
+
+
+_NO_KEYS: frozenset[str] = frozenset()
 
 
 #: Values a body may hold itself: scalars of these exact types (subclasses such as enums go to
@@ -261,7 +265,7 @@ def _body(cp: Checkpoint, inline: Mapping[str, Any] | None = None) -> list[Any]:
         cp.created_at,
         cp.versions,
         [[t.name, t.arg, t.send] for t in cp.next],
-        {key: list(names) for key, names in cp.barriers.items()},
+        {key: list(names) for key, names in cp.barriers.items()} if cp.barriers else {},
         list(cp.updated_by),
     ]
     if inline:

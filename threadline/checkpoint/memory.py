@@ -5,17 +5,16 @@ history, and a value that cannot be serialized fails here exactly as it would on
 are stored with the shared layout (``threadline.checkpoint.layout``), one blob per ``(key,
 version)``: a value that did not change is neither encoded nor stored again, and a list that
 grew stores its new items as a delta (compacted as on SQLite), so a long conversation costs
-about its own size, not the square of it, and each save encodes only what is new.
-
-The module also holds the small rules every saver applies the same way (the compare-and-set
-check, thread status, the clock behind ``updated_at``, retention's notion of age); the SQLite
-saver imports them from here.
+about its own size, not the square of it, and each save encodes only what is new. Small scalars
+(``layout.inlined``) live in each checkpoint's own bytes instead, as on SQLite: a step that
+moves a counter encodes one thing less.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +32,7 @@ from threadline.checkpoint.layout import (
     BlobRow,
     CheckpointRow,
     WriteRow,
-    assemble_values,
+    checkpoint_values,
     decode_metadata,
     decode_write,
     encode_record,
@@ -49,7 +48,7 @@ from threadline.checkpoint.rules import (
     created_ts,
     status_of,
 )
-from threadline.clock import increasing_micros, iso_at
+from threadline.clock import iso_at
 from threadline.serde import DEFAULT, Serializer
 
 __all__ = ["InMemorySaver", "MemorySaver"]
@@ -63,7 +62,7 @@ __all__ = ["InMemorySaver", "MemorySaver"]
 @dataclass(slots=True)
 class _Stored:
     row: CheckpointRow
-    versions: dict[str, str]  # a private copy: which blobs hold the values
+    versions: dict[str, str]  # a private copy: which blobs hold the values (not inline ones)
     next: tuple[str, ...]  # names of the planned tasks (for list_threads)
 
 
@@ -98,6 +97,7 @@ class InMemorySaver(BaseSaver):
         # thread -> updated_at (increasing Unix microseconds, formatted only when listed), for
         # threads with a root-namespace checkpoint
         self._updated: dict[str, int] = {}
+        self._last_update = 0
 
     def __repr__(self) -> str:
         return f"InMemorySaver(threads={len(self._updated)}, retention={self.retention!r})"
@@ -173,37 +173,33 @@ class InMemorySaver(BaseSaver):
         key = (record.thread_id, record.checkpoint_ns)
         # Stored rows never change, so reading them here without the lock is safe; a base pruned
         # meanwhile is found missing below. Encoding fails before anything is stored.
-        stored_rows = self._blobs.get(key, {})
-        encoded = encode_record(record, lambda k, v: stored_rows.get((k, v)), self.serde)
-        stored = _Stored(
-            encoded.row,
-            dict(cp.versions),
-            tuple(task.name for task in cp.next),
-        )
+        have = self._blobs.get(key) or {}
+        encoded = encode_record(record, lambda k, v: have.get((k, v)), self.serde, inline=True)
+        refs = _blob_refs(cp.versions, encoded.inline)
+        stored = _Stored(encoded.row, refs, tuple([t.name for t in cp.next]))
         with self._lock:
             check_put(record, self._heads.get(key), fork=fork)
-            have = self._blobs.get(key, {})
-            new = {(b.key, b.version): b for b in encoded.blobs if (b.key, b.version) not in have}
-            missing = [
-                k for k, v in cp.versions.items() if (k, v) not in have and (k, v) not in new
-            ]
-            # A delta whose base went (a prune since it was encoded) is stored whole instead.
-            missing += [
-                b.key for b in new.values() if b.base is not None and (b.key, b.base) not in have
-            ]
+            rows = self._blobs.get(key)
+            if rows is None:
+                rows = self._blobs[key] = {}
+            new = {(b.key, b.version): b for b in encoded.blobs if (b.key, b.version) not in rows}
+            missing = _missing(refs, rows, new)
             if missing:  # hints said "unchanged", but the value is not stored: store it now
                 new.update({(b.key, b.version): b for b in full_blobs(record, missing, self.serde)})
             # Nothing can fail from here on.
-            rows = self._blobs.setdefault(key, {})
             rows.update(new)
             for p in encoded.prefixes:  # compaction: the versions the new full blob holds
                 if (p.key, p.version) in rows:
                     rows[(p.key, p.version)] = p
-            self._checkpoints.setdefault(key, {})[cp.id] = stored
+            checkpoints = self._checkpoints.get(key)
+            if checkpoints is None:
+                checkpoints = self._checkpoints[key] = {}
+            checkpoints[cp.id] = stored
             self._heads[key] = cp.id
-            self._store_writes((*key, cp.id), encoded.writes)
+            if encoded.writes:
+                self._store_writes((*key, cp.id), encoded.writes)
             if record.checkpoint_ns == "":
-                self._updated[record.thread_id] = increasing_micros()
+                self._touch(record.thread_id)
             if self.retention is not None:
                 self._retain(key)
 
@@ -220,7 +216,12 @@ class InMemorySaver(BaseSaver):
         with self._lock:
             self._store_writes((thread_id, checkpoint_ns, checkpoint_id), encoded)
             if checkpoint_ns == "" and self._heads.get((thread_id, "")) == checkpoint_id:
-                self._updated[thread_id] = increasing_micros()
+                self._touch(thread_id)
+
+    def _touch(self, thread_id: str) -> None:
+        """Mark the thread updated now (under the lock): times only increase, so they order."""
+        self._last_update = max(time.time_ns() // 1000, self._last_update + 1)
+        self._updated[thread_id] = self._last_update
 
     def _store_writes(self, key: tuple[str, str, str], writes: Sequence[WriteRow]) -> None:
         if not writes:
@@ -314,7 +315,26 @@ class InMemorySaver(BaseSaver):
                 if thread_id == source_thread_id:
                     self._writes[(target_thread_id, ns, cid)] = dict(bucket)
             if (target_thread_id, "") in self._heads:
-                self._updated[target_thread_id] = increasing_micros()
+                self._touch(target_thread_id)
+
+
+def _blob_refs(versions: Mapping[str, str], inline: frozenset[str]) -> dict[str, str]:
+    """A private copy of the versions of the values that live in blobs (not in the body)."""
+    if not inline:
+        return dict(versions)
+    return {key: version for key, version in versions.items() if key not in inline}
+
+
+def _missing(
+    versions: Mapping[str, str],
+    rows: Mapping[tuple[str, str], BlobRow],
+    new: Mapping[tuple[str, str], BlobRow],
+) -> list[str]:
+    """Keys whose blob is neither stored nor new, or new as a delta whose base is gone (a prune
+    since it was encoded): those are stored whole."""
+    missing = [k for k, v in versions.items() if (k, v) not in rows and (k, v) not in new]
+    missing += [b.key for b in new.values() if b.base is not None and (b.key, b.base) not in rows]
+    return missing
 
 
 def _iter(
@@ -343,7 +363,7 @@ def _decode(
 ) -> CheckpointRecord:
     stored, rows, writes = snapshot
     cp, _ = wanted_blobs(stored.row.body, codec)
-    values = assemble_values(cp.versions, rows, codec)
+    values = checkpoint_values(cp, rows, codec)
     return CheckpointRecord(
         thread_id=thread_id,
         checkpoint_ns=checkpoint_ns,

@@ -358,7 +358,7 @@ class RunLoop:
             raise InvalidUpdateError(
                 f"a reducer failed while applying step {cp.step + 1}: {exc}"
             ) from exc
-        updated_by = tuple(dict.fromkeys(n for n, _ in results if n != START))
+        updated_by = tuple(dict.fromkeys([n for n, _ in results if n != START]))
         new = self._checkpoint(values, versions, next_, barriers, updated_by, cp.step + 1, new_id)
         yield from self._commit(new, "loop", [])
         if "values" in self.s.stream_modes:
@@ -404,7 +404,8 @@ class RunLoop:
         self.meta = {**self.s.metadata, "source": source, "step": cp.step, "parents": {}}
         self.writes = {}
         self.unsaved_writes = []
-        self._add_writes(writes)
+        if writes:
+            self._add_writes(writes)
         self.dirty = True
         if self.saver is not None and self.s.durability != "exit":
             yield from self._flush()
@@ -506,12 +507,13 @@ def storage_hints(saved: Checkpoint | None, cp: Checkpoint) -> StorageHints:
     """Which values of ``cp`` are new since ``saved``, and which of them only grew a list."""
     if saved is None:
         return StorageHints(frozenset(cp.values))
-    changed = frozenset(k for k, v in cp.versions.items() if saved.versions.get(k) != v)
+    before = saved.versions
+    changed = frozenset([k for k, v in cp.versions.items() if before.get(k) != v])
     extends: dict[str, tuple[str, int]] = {}
     for key in changed:
-        old, new = saved.values.get(key), cp.values[key]
-        if key in saved.versions and _grew(old, new):
-            extends[key] = (saved.versions[key], len(old))
+        new = cp.values[key]
+        if isinstance(new, list) and key in before and _grew(old := saved.values.get(key), new):
+            extends[key] = (before[key], len(old))
     return StorageHints(changed, extends)
 
 
