@@ -149,6 +149,8 @@ def _frame(batch: Batch, begin: Stmt | None, in_txn: bool) -> tuple[list[Stmt], 
     """
     stmts = list(batch.stmts)
     skip = 0
+    if begin is BEGIN_READ and not in_txn and batch.last and len(stmts) == 1:
+        return stmts, 0, False  # one statement reads one snapshot: no transaction needed
     if begin is not None and not in_txn:
         stmts.insert(0, begin)
         skip = 1
@@ -159,12 +161,31 @@ def _frame(batch: Batch, begin: Stmt | None, in_txn: bool) -> tuple[list[Stmt], 
     return stmts, skip, in_txn
 
 
-def _send(conn: psycopg.Connection[Any], stmts: Sequence[Stmt]) -> list[psycopg.Cursor[Any]]:
-    """Send ``stmts`` in one round trip: several in a pipeline, a lone one as it is (cheaper
-    in Python). A lone one is prepared only if ``hot`` (the batched ``put_many``): outside a
-    pipeline, preparing costs a round trip of its own the first time on each connection, and
-    then saves the server parsing it every time. (A sync put alone runs on ``execute_hot``.)"""
+# The ``hot`` statements each connection has been sent (so psycopg has prepared them).
+_SENT_HOT: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+
+
+def _alone(conn: Any, stmts: Sequence[Stmt]) -> bool:
+    """Whether ``stmts`` go without a pipeline: a lone statement (cheaper in Python), unless it
+    is ``hot`` (a load, the batched ``put_many``) and new on ``conn``. A hot one is prepared:
+    in a pipeline the first time (outside one, preparing costs a round trip of its own), alone
+    after that, which saves the server parsing and planning it every time. (A sync put alone
+    runs on ``execute_hot``.)"""
     if len(stmts) != 1:
+        return False
+    stmt = stmts[0]
+    if not stmt.hot:
+        return True
+    sent = _SENT_HOT.setdefault(conn, set())
+    if stmt.query in sent:
+        return True
+    sent.add(stmt.query)
+    return False
+
+
+def _send(conn: psycopg.Connection[Any], stmts: Sequence[Stmt]) -> list[psycopg.Cursor[Any]]:
+    """Send ``stmts`` in one round trip (see ``_alone``)."""
+    if not _alone(conn, stmts):
         return _pipeline(conn, stmts)
     cur = conn.cursor(binary=True)
     stmt = stmts[0]
@@ -175,7 +196,7 @@ def _send(conn: psycopg.Connection[Any], stmts: Sequence[Stmt]) -> list[psycopg.
 async def _asend(
     conn: psycopg.AsyncConnection[Any], stmts: Sequence[Stmt]
 ) -> list[psycopg.AsyncCursor[Any]]:
-    if len(stmts) != 1:
+    if not _alone(conn, stmts):
         return await _apipeline(conn, stmts)
     cur = conn.cursor(binary=True)
     stmt = stmts[0]

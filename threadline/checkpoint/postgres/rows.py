@@ -26,6 +26,20 @@ class Loaded(NamedTuple):
     tips: bool = False  # the load named chain tips: the rows below them did not come
 
 
+def split_load(rows: Sequence[tuple[Any, ...]], held: Named) -> Loaded:
+    """The rows of one load statement (``statements._LOAD``), taken apart by ``part``."""
+    checkpoints, writes, blobs = [], [], []
+    for r in rows:
+        part = r[0]
+        if part == 0:
+            checkpoints.append((r[2], r[6], r[7]))
+        elif part == 1:
+            writes.append((r[2], r[3], r[4], r[5], r[6]))
+        else:
+            blobs.append((r[2], r[3], r[4], r[5], r[8], r[9], r[6], r[10], r[11]))
+    return Loaded(checkpoints, writes, blobs, *held)
+
+
 class Named(NamedTuple):
     """What a load names to the server: ``Loaded.held`` and ``Loaded.tips``."""
 

@@ -55,6 +55,7 @@ from threadline.checkpoint.postgres.rows import (
     held_params,
     loaded_blobs,
     normalized,
+    split_load,
     tip_params,
     writes_params,
 )
@@ -236,9 +237,9 @@ class PostgresSaver(BaseSaver):
         """The checkpoint, its writes and its blobs: one round trip, one snapshot."""
         held, params = self._held(thread_id, checkpoint_ns, tips)
         params.update({"cid": checkpoint_id})
-        queries = self._q.load["latest" if checkpoint_id is None else "one"]
-        results = yield Batch([Stmt(query, params) for query in queries])
-        return Loaded(*(r.rows for r in results), *held)
+        query = self._q.load["latest" if checkpoint_id is None else "one"]
+        (result,) = yield Batch([Stmt(query, params, hot=True)])
+        return split_load(result.rows, held)
 
     def _records(self, thread_id: str, ns: str, loaded: Loaded) -> list[CheckpointRecord] | None:
         """The records of ``loaded``; None if they must be read again naming no chain tips.
@@ -335,10 +336,10 @@ class PostgresSaver(BaseSaver):
         held, params = self._held(thread_id, checkpoint_ns, tips)
         params.update({"before": before, "n": n})
         if not filter:
-            # The page, its writes and its blobs in one round trip.
-            queries = self._q.load["page" if before is None else "page_before"]
-            results = yield Batch([Stmt(query, params) for query in queries])
-            loaded = Loaded(*(r.rows for r in results), *held)
+            # The page, its writes and its blobs in one statement.
+            query = self._q.load["page" if before is None else "page_before"]
+            (result,) = yield Batch([Stmt(query, params, hot=True)])
+            loaded = split_load(result.rows, held)
             rows = loaded.checkpoints
             return loaded, len(rows), rows[-1][0] if rows else None
         # With a filter: the page first, then writes and blobs of the matching checkpoints only
@@ -351,9 +352,8 @@ class PostgresSaver(BaseSaver):
         if not matching:
             return Loaded([], [], [], *held), len(rows), last_id
         params["ids"] = [r[0] for r in matching]
-        _, writes_q, blobs_q = self._q.load["ids"]
-        writes, blobs = yield Batch([Stmt(writes_q, params), Stmt(blobs_q, params)])
-        return Loaded(matching, writes.rows, blobs.rows, *held), len(rows), last_id
+        (result,) = yield Batch([Stmt(self._q.load["ids"], params, hot=True)])
+        return split_load(result.rows, held), len(rows), last_id
 
     def _held(self, thread_id: str, ns: str, tips: bool) -> tuple[Named, dict[str, Any]]:
         """What a load names (held bytes and, with ``tips``, chain tips), and its parameters."""
