@@ -7,6 +7,7 @@ import dataclasses
 import json
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
+from types import NoneType
 from typing import Any, NamedTuple
 
 from threadline.checkpoint.layout import BlobRow, WriteRow
@@ -147,6 +148,8 @@ def writes_params(
 
 def normalized(row: BlobRow) -> BlobRow:
     """The row with its versions as strings, as the database holds them."""
+    if type(row.version) is str and type(row.start) is str and type(row.base) in (str, NoneType):
+        return row
     return dataclasses.replace(
         row,
         version=str(row.version),

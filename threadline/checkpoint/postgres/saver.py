@@ -503,7 +503,7 @@ class PostgresSaver(BaseSaver):
             return self._cache.get(thread_id, ns, key, str(version))
 
         encoded = encode_record(record, base_of, self.serde, COMPACTION, inline=True)
-        return encoded, [normalized(b) for b in encoded.blobs]
+        return encoded, _normalized(encoded.blobs)
 
     def _store_in_full(
         self, record: CheckpointRecord, blobs: Sequence[BlobRow], gone: NotStored
@@ -562,12 +562,12 @@ class PostgresSaver(BaseSaver):
     ) -> tuple[PutParams, list[int]]:
         """This record as ``threadline_put`` takes it, and each blob's CRC-32."""
         thread_id, ns, cp = record.thread_id, record.checkpoint_ns, record.checkpoint
-        writes = dedupe_writes(encoded.writes)
-        sources = self._recent.sources(thread_id, ns, cp.parent_id, blobs)
-        prefixes = [normalized(p) for p in encoded.prefixes]
-        refs = sorted(
-            (key, str(version)) for key, version in cp.versions.items() if key not in encoded.inline
-        )
+        writes = dedupe_writes(encoded.writes) if encoded.writes else ()
+        sources = self._recent.sources(thread_id, ns, cp.parent_id, blobs) if blobs else ()
+        prefixes = _normalized(encoded.prefixes)
+        inline = encoded.inline
+        refs = [(key, str(version)) for key, version in cp.versions.items() if key not in inline]
+        refs.sort()
         # A value this put stores in full is there once it commits; only the others (values
         # the hints call unchanged, deltas and their bases) need checking.
         written = {(b.key, b.version) for b in blobs if b.base is None}
@@ -623,14 +623,17 @@ class PostgresSaver(BaseSaver):
         evicted: Sequence[tuple[str, str, str]],
     ) -> None:
         thread_id, ns = record.thread_id, record.checkpoint_ns
-        prefixes = [normalized(p) for p in encoded.prefixes]
-        self._cache.add(thread_id, ns, [*blobs, *prefixes])
         self._recent.remember(thread_id, ns, record.checkpoint.id, encoded.writes)
+        prefixes = _normalized(encoded.prefixes)
+        if blobs or prefixes:
+            self._cache.add(thread_id, ns, [*blobs, *prefixes])
         for b, crc in zip(blobs, crcs, strict=True):
             self._bytes.add(thread_id, ns, (b.key, b.version), b.key, b.version, crc, b.data)
-        self._chains.stored(thread_id, ns, blobs, crcs)
-        # Versions compaction turned into prefix rows no longer hold those bytes.
-        self._drop_held(thread_id, [*evicted, *((ns, p.key, p.version) for p in prefixes)])
+        if blobs:
+            self._chains.stored(thread_id, ns, blobs, crcs)
+        if evicted or prefixes:
+            # Versions compaction turned into prefix rows no longer hold those bytes.
+            self._drop_held(thread_id, [*evicted, *((ns, p.key, p.version) for p in prefixes)])
         if evicted:
             self._cache.discard(thread_id, evicted)
 
@@ -829,3 +832,7 @@ class PostgresSaver(BaseSaver):
         self._cache.clear()
         self._bytes.clear()
         self._chains.clear()
+
+
+def _normalized(rows: Sequence[BlobRow]) -> list[BlobRow]:
+    return [normalized(row) for row in rows] if rows else []
