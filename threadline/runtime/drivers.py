@@ -214,8 +214,14 @@ async def drive_async(loop: RunLoop, input: Any) -> AsyncIterator[Emit | Done]:
                 yield effect
                 continue
             if isinstance(effect, Execute):
+                if events is None and ("updates" not in s.stream_modes or len(effect.tasks) == 1):
+                    value = await _run_quietly(effect)  # nothing streams while tasks run
+                    for outcome in value:
+                        for chunk in _update_chunks(outcome, s.stream_modes):
+                            yield chunk
+                    continue
                 outcomes: list[Outcome] = []
-                async for item in _execute_async(effect, s.stream_modes, events, outcomes):
+                async for item in _execute_streaming(effect, events, outcomes):
                     yield item
                 value = outcomes
                 continue
@@ -251,23 +257,20 @@ def _threadsafe_put(inbox: asyncio.Queue[Any]) -> Callable[[Emit], None]:
     return put
 
 
-async def _execute_async(
-    effect: Execute,
-    modes: frozenset[str],
-    events: asyncio.Queue[Any] | None,
-    outcomes: list[Outcome],
+async def _run_quietly(effect: Execute) -> list[Outcome]:
+    """Run the step's tasks; their outcomes in task order."""
+    tasks, env = effect.tasks, effect.env
+    if len(tasks) == 1:
+        return [await run_task_async(tasks[0], env)]
+    # run_task_async never raises: gather returns every task's outcome
+    return await asyncio.gather(*(run_task_async(t, env) for t in tasks))
+
+
+async def _execute_streaming(
+    effect: Execute, events: asyncio.Queue[Any] | None, outcomes: list[Outcome]
 ) -> AsyncIterator[Emit]:
     """Run the step's tasks; fill ``outcomes`` in task order, yield chunks as they come."""
-    tasks, env = effect.tasks, effect.env
-    if events is None and ("updates" not in modes or len(tasks) == 1):
-        if len(tasks) == 1:
-            outcomes.append(await run_task_async(tasks[0], env))
-        else:  # run_task_async never raises: gather returns every task's outcome
-            outcomes.extend(await asyncio.gather(*(run_task_async(t, env) for t in tasks)))
-        for outcome in outcomes:
-            for chunk in _update_chunks(outcome, modes):
-                yield chunk
-        return
+    tasks, env, modes = effect.tasks, effect.env, effect.env.modes
     inbox: asyncio.Queue[Any] = events if events is not None else asyncio.Queue()
 
     async def run(task: Task) -> Outcome:

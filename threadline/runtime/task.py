@@ -111,6 +111,8 @@ async def run_task_async(task: Task, env: StepEnv) -> Outcome:
             output = await asyncio.get_running_loop().run_in_executor(None, thread_ctx.run, call)
         else:
             output = await _call_with_retry_async(node, node.async_fn, task.node_input(env), ctx)
+        if task.name not in env.spec.branches:  # nothing to await: plain edges and gotos
+            return _finish_sync(task, env, output)
         return await _finish_async(task, env, output)
     except GraphInterrupt as gi:
         return Outcome(task, interrupts=tuple(gi.interrupts))
@@ -151,7 +153,7 @@ async def _call_with_retry_async(
     while True:
         attempt += 1
         try:
-            return await fn(arg, **_kwargs(node, ctx))
+            return await (fn(arg) if node.style.plain else fn(arg, **_kwargs(node, ctx)))
         except ParentCommand as pc:
             return pc.command
         except Exception as exc:
