@@ -182,12 +182,9 @@ class InMemorySaver(BaseSaver):
             rows = self._blobs.get(key)
             if rows is None:
                 rows = self._blobs[key] = {}
-            new = {(b.key, b.version): b for b in encoded.blobs if (b.key, b.version) not in rows}
-            missing = _missing(refs, rows, new)
-            if missing:  # hints said "unchanged", but the value is not stored: store it now
-                new.update({(b.key, b.version): b for b in full_blobs(record, missing, self.serde)})
-            # Nothing can fail from here on.
-            rows.update(new)
+            if refs or encoded.blobs:  # (a step that only moved small scalars has neither)
+                # Nothing can fail after this.
+                rows.update(self._new_blobs(record, encoded.blobs, refs, rows))
             for p in encoded.prefixes:  # compaction: the versions the new full blob holds
                 if (p.key, p.version) in rows:
                     rows[(p.key, p.version)] = p
@@ -202,6 +199,24 @@ class InMemorySaver(BaseSaver):
                 self._touch(record.thread_id)
             if self.retention is not None:
                 self._retain(key)
+
+    def _new_blobs(
+        self,
+        record: CheckpointRecord,
+        blobs: Sequence[BlobRow],
+        refs: Mapping[str, str],
+        rows: Mapping[tuple[str, str], BlobRow],
+    ) -> dict[tuple[str, str], BlobRow]:
+        """The blobs a put adds to ``rows``. Where the hints said "unchanged" but the value is
+        not stored, or a delta's base went (a prune since it was encoded), the value is stored
+        whole."""
+        new = {(b.key, b.version): b for b in blobs if (b.key, b.version) not in rows}
+        missing = [k for k, v in refs.items() if (k, v) not in rows and (k, v) not in new]
+        gone = [b for b in new.values() if b.base is not None and (b.key, b.base) not in rows]
+        missing += [b.key for b in gone]
+        if missing:
+            new.update({(b.key, b.version): b for b in full_blobs(record, missing, self.serde)})
+        return new
 
     def put_writes(
         self,
@@ -323,18 +338,6 @@ def _blob_refs(versions: Mapping[str, str], inline: frozenset[str]) -> dict[str,
     if not inline:
         return dict(versions)
     return {key: version for key, version in versions.items() if key not in inline}
-
-
-def _missing(
-    versions: Mapping[str, str],
-    rows: Mapping[tuple[str, str], BlobRow],
-    new: Mapping[tuple[str, str], BlobRow],
-) -> list[str]:
-    """Keys whose blob is neither stored nor new, or new as a delta whose base is gone (a prune
-    since it was encoded): those are stored whole."""
-    missing = [k for k, v in versions.items() if (k, v) not in rows and (k, v) not in new]
-    missing += [b.key for b in new.values() if b.base is not None and (b.key, b.base) not in rows]
-    return missing
 
 
 def _iter(
