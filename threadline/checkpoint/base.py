@@ -126,6 +126,8 @@ def thread_status(checkpoint: Checkpoint, writes: Sequence[TaskWrite]) -> Thread
     """Idle when nothing is planned; else interrupted, failed, or still to run (or running)."""
     if not checkpoint.next:
         return "idle"
+    if not writes:
+        return "running"
     finished = {w.task_id for w in writes if w.kind == "result"}
     kinds = {w.kind for w in writes if w.task_id not in finished}
     if "error" in kinds:

@@ -337,11 +337,12 @@ class SqliteSaver(BaseSaver):
                     self._note_status(conn, thread_id, cp, now)
             if self.retention is not None:
                 self._retain(conn, thread_id, ns, cp.id)
-        self._remember(thread_id, ns, [*blobs, *encoded.prefixes])
         self._remember_head(thread_id, ns, cp)
-        for b, crc in zip(blobs, crcs, strict=True):
-            self._bytes.add((thread_id, ns, b.key, b.version, crc), b.data)
-        self._chains.stored(thread_id, ns, blobs, crcs)
+        if blobs:
+            self._remember(thread_id, ns, [*blobs, *encoded.prefixes])
+            for b, crc in zip(blobs, crcs, strict=True):
+                self._bytes.add((thread_id, ns, b.key, b.version, crc), b.data)
+            self._chains.stored(thread_id, ns, blobs, crcs)
         if encoded.prefixes:
             self._release_free_pages()
 
@@ -394,11 +395,13 @@ class SqliteSaver(BaseSaver):
         last) nothing is read here.
         """
         thread_id, ns, cp = record.thread_id, record.checkpoint_ns, record.checkpoint
+        blobs = encoded.blobs
+        refs = {k: v for k, v in cp.versions.items() if k not in encoded.inline}
+        if not blobs and not refs:  # every value is in the row itself
+            return []
         known = self._head_versions.get((thread_id, ns))
         safe = known[1] if known is not None and head is not None and known[0] == head else {}
-        blobs = encoded.blobs
         written = {(b.key, b.version): b for b in blobs}
-        refs = {k: v for k, v in cp.versions.items() if k not in encoded.inline}
         needed = {(k, v) for k, v in refs.items() if (k, v) not in written}
         needed.update((b.key, b.base) for b in blobs if b.base is not None)
         needed = {(k, v) for k, v in needed if safe.get(k) != v}
