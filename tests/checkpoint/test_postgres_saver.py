@@ -58,7 +58,6 @@ from threadline.checkpoint.ids import new_checkpoint_id
 from threadline.checkpoint.layout import BlobRow, Compaction, referenced_blobs, wanted_blobs
 from threadline.checkpoint.postgres import SCHEMA_VERSION, PostgresSaver, batcher, mask_url
 from threadline.checkpoint.postgres import saver as saver_module
-from threadline.checkpoint.postgres.driver import Batch, Stmt
 from threadline.errors import SaverUnavailableError, SerializationError
 
 SESSION = f"threadline_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
@@ -350,30 +349,6 @@ def test_reads_and_writes_round_trips(counted: tuple[PostgresSaver, WireCounter]
         "copy_thread": 2,
         "delete_thread": 1,
     }
-
-
-def test_a_load_is_planned_once_per_connection(saver: PostgresSaver) -> None:
-    """PostgreSQL, left to choose, planned the load statement again at every call (a custom
-    plan: ~0.45 ms of server time, more than running it); the saver's connections keep one
-    generic plan instead."""
-    for record in chain("t1", 3):
-        saver.put(record)
-    for _ in range(8):  # "auto" tries custom plans five times before it may go generic
-        assert saver.get_tuple("t1") is not None
-        assert saver.get_tuple("t2") is None
-
-    def op() -> Any:
-        stmt = Stmt(
-            "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
-            " WHERE statement LIKE %(load)s",
-            {"load": "%WITH RECURSIVE need%"},
-            prepare=False,
-        )
-        (result,) = yield Batch([stmt])
-        return result.rows
-
-    plans = saver._db.run(op(), None)  # the pool's one connection, which ran every load
-    assert plans and all(custom == 0 and generic >= 1 for generic, custom in plans)
 
 
 async def test_aput_is_one_round_trip(counted: tuple[PostgresSaver, WireCounter]) -> None:

@@ -27,19 +27,6 @@ from threadline.errors import SaverUnavailableError
 _T = TypeVar("_T")
 
 _PROBE = "SELECT to_regclass(%s)"
-# Every statement the saver prepares looks rows up by key, so the plan does not depend on the
-# values: a generic plan is as good as a custom one. Left to choose ("auto"), PostgreSQL kept
-# planning a load again at every call (~0.45 ms of server time, four times the load itself),
-# its generic plan's estimates being no better than a custom one's.
-_GENERIC_PLANS = "SET plan_cache_mode = force_generic_plan"
-
-
-def _configure(conn: psycopg.Connection[Any]) -> None:
-    conn.execute(_GENERIC_PLANS)
-
-
-async def _aconfigure(conn: psycopg.AsyncConnection[Any]) -> None:
-    await conn.execute(_GENERIC_PLANS)
 
 
 def mask_url(url: str) -> str:
@@ -144,10 +131,9 @@ class Connections:
 
     # -- connections ---------------------------------------------------------------------------
 
-    def _pool_kwargs(self, configure: Callable[..., Any]) -> dict[str, Any]:
+    def _pool_kwargs(self) -> dict[str, Any]:
         return {
             "conninfo": self.url,
-            "configure": configure,
             "min_size": 1,
             "max_size": self.pool_size,
             # BEGIN / COMMIT travel in the pipeline with the statements they wrap.
@@ -195,7 +181,7 @@ class Connections:
                             self._check_version(row[0] if row else None)
                 except psycopg.Error as exc:
                     raise self.unreachable(exc) from exc
-                pool = ConnectionPool(**self._pool_kwargs(_configure))
+                pool = ConnectionPool(**self._pool_kwargs())
                 try:
                     pool.open(wait=True, timeout=self._connect_timeout)
                 except PoolTimeout as exc:
@@ -239,7 +225,7 @@ class Connections:
                     self._check_version(row[0] if row else None)
         except psycopg.Error as exc:
             raise self.unreachable(exc) from exc
-        pool = AsyncConnectionPool(**self._pool_kwargs(_aconfigure))
+        pool = AsyncConnectionPool(**self._pool_kwargs())
         try:
             await pool.open(wait=True, timeout=self._connect_timeout)
         except PoolTimeout as exc:

@@ -93,8 +93,12 @@ _BLOB_SIZE = "length(b.data) + COALESCE(b.src_len, 0)"
 # A load is one statement (so one snapshot, with no transaction around it): the checkpoints
 # (part 0, newest first), their writes (part 1, in ``seq`` order) and their blobs (part 2), as
 # rows of one shape that ``rows.split_load`` takes apart. One statement instead of three in a
-# read-only transaction costs the client a third of the work: psycopg spends more on each
-# statement of a pipeline than the rows of a load cost to read.
+# read-only transaction costs the client half the work: psycopg spends more on each statement
+# of a pipeline than the rows of a load cost to read.
+# PostgreSQL plans it again at every call (~0.45 ms of server time; knowing the arrays are empty
+# makes a custom plan look cheaper than a generic one). Forcing a generic plan saved that, but in
+# a 200-turn conversation the ``heads_recent`` index then kept its dead entries (16 -> 48 KB, 3%
+# more storage in all). See docs/performance.md.
 _LOAD = """
 WITH RECURSIVE need(key, version) AS (
     SELECT r.key, r.version
