@@ -21,6 +21,7 @@ from threadline.checkpoint.postgres.driver import Batch, Op, Stmt
 from threadline.checkpoint.postgres.rows import (
     HeadMoved,
     NotStored,
+    Pieces,
     PutParams,
     put_failure,
     to_json,
@@ -99,7 +100,8 @@ def _put_many(query: str, puts: Sequence[PutParams]) -> Op[list[tuple[Any, ...]]
     for put in puts:  # each put's pieces, offset by where its bytes start in the whole
         put.fields["o"] = at
         at += len(put.data)
-    params = {"puts": to_json([p.fields for p in puts]), "data": b"".join(p.data for p in puts)}
+    data = Pieces.join_all(p.data for p in puts)  # each put's pieces, copied once
+    params = {"puts": to_json([p.fields for p in puts]), "data": data}
     (result,) = yield Batch([Stmt(query, params, hot=True)])
     return result.rows
 

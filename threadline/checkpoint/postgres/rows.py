@@ -84,17 +84,17 @@ class PutParams:
     fields, and the bytes laid end to end, each piece named in ``fields`` as [offset, length]."""
 
     fields: dict[str, Any]
-    data: bytes
+    data: Pieces  # joined once, with those of the puts sent in the same statement
 
     def alone(self) -> dict[str, Any]:
         """The statement's parameters for this put sent on its own."""
         self.fields["o"] = 0
-        return {"put": to_json(self.fields), "data": self.data}
+        return {"put": to_json(self.fields), "data": self.data.joined()}
 
     def hot(self, name: bytes, sql: bytes) -> Hot:
         """This put sent on its own as a ``driver.Hot`` statement of ``sql``."""
         self.fields["o"] = 0
-        return Hot(name, sql, [to_json(self.fields).encode(), self.data], _TEXT_BINARY)
+        return Hot(name, sql, [to_json(self.fields).encode(), self.data.joined()], _TEXT_BINARY)
 
 
 _TEXT_BINARY = (0, 1)
@@ -107,6 +107,9 @@ class Pieces:
         self._parts: list[bytes] = []
         self._size = 0
 
+    def __len__(self) -> int:
+        return self._size
+
     def add(self, data: bytes) -> list[int]:
         at = self._size
         self._parts.append(data)
@@ -115,6 +118,11 @@ class Pieces:
 
     def joined(self) -> bytes:
         return b"".join(self._parts)
+
+    @staticmethod
+    def join_all(pieces: Iterable[Pieces]) -> bytes:
+        """The bytes of several, end to end, copied once."""
+        return b"".join([part for p in pieces for part in p._parts])
 
 
 _JSON = json.JSONEncoder(separators=(",", ":"))  # ``json.dumps`` with options makes one a call

@@ -595,7 +595,7 @@ class PostgresSaver(BaseSaver):
             "writes": [[r.task_id, r.kind, r.task_name, *data.add(r.data)] for r in writes],
             "prefixes": [[p.key, p.version, p.base, p.full_bytes, p.items] for p in prefixes],
         }
-        return PutParams(fields, data.joined()), crcs
+        return PutParams(fields, data), crcs
 
     def _prune_stmt(self, thread_id: str, checkpoint_ns: str) -> Stmt:
         """Retention's prune of the namespace after a put (``_retains`` is true)."""
