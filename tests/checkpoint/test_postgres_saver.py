@@ -42,8 +42,6 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 from builders import item, make_cp, rec, step, w
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from psycopg import sql
 from services import postgres_url, require_postgres
 
@@ -60,7 +58,6 @@ from threadline.checkpoint.ids import new_checkpoint_id
 from threadline.checkpoint.layout import BlobRow, Compaction, referenced_blobs, wanted_blobs
 from threadline.checkpoint.postgres import SCHEMA_VERSION, PostgresSaver, batcher, mask_url
 from threadline.checkpoint.postgres import saver as saver_module
-from threadline.checkpoint.postgres.rows import pg_array
 from threadline.errors import SaverUnavailableError, SerializationError
 
 SESSION = f"threadline_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
@@ -352,16 +349,6 @@ def test_reads_and_writes_round_trips(counted: tuple[PostgresSaver, WireCounter]
         "copy_thread": 2,
         "delete_thread": 1,
     }
-
-
-@settings(max_examples=150, deadline=None)
-@given(st.lists(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"))))
-def test_a_load_array_reads_back_as_the_strings_it_holds(items: list[str]) -> None:
-    """A load's key and version arrays go as array text (``rows.pg_array``), so quotes,
-    backslashes, braces, commas and spaces in state keys must survive the server's parse."""
-    with psycopg.connect(postgres_url(), autocommit=True) as conn:
-        (got,) = conn.execute("SELECT %s::text[]", [pg_array(items)]).fetchone()
-    assert got == items
 
 
 async def test_aput_is_one_round_trip(counted: tuple[PostgresSaver, WireCounter]) -> None:

@@ -172,42 +172,23 @@ def blob_row(row: Sequence[Any], data: bytes = b"") -> BlobRow:
     return BlobRow(key, version, start, base, chain_bytes, full_bytes, data, items)
 
 
-def held_params(held: Held) -> dict[str, str]:
+def held_params(held: Held) -> dict[str, list[Any]]:
     """The ``held_*`` parameters of a blob load: the blobs whose bytes need not be sent."""
-    if not held:
-        return _NO_HELD
     return {
-        "held_keys": pg_array([key for key, _ in held]),
-        "held_versions": pg_array([version for _, version in held]),
-        "held_crcs": pg_array([str(crc) for crc, _ in held.values()]),
-        "held_sizes": pg_array([str(len(data)) for _, data in held.values()]),
+        "held_keys": [key for key, _ in held],
+        "held_versions": [version for _, version in held],
+        "held_crcs": [crc for crc, _ in held.values()],
+        "held_sizes": [len(data) for _, data in held.values()],
     }
 
 
-def tip_params(tips: Held) -> dict[str, str]:
+def tip_params(tips: Held) -> dict[str, list[Any]]:
     """The ``tip_*`` parameters of a blob load: chain tips the walk may stop at."""
-    if not tips:
-        return _NO_TIPS
     return {
-        "tip_keys": pg_array([key for key, _ in tips]),
-        "tip_versions": pg_array([version for _, version in tips]),
-        "tip_crcs": pg_array([str(crc) for crc, _ in tips.values()]),
+        "tip_keys": [key for key, _ in tips],
+        "tip_versions": [version for _, version in tips],
+        "tip_crcs": [crc for crc, _ in tips.values()],
     }
-
-
-def pg_array(items: Sequence[str]) -> str:
-    """``items`` as the text of a PostgreSQL array (cast with ``::text[]``, ``::bigint[]``).
-
-    A load's arrays go as text: psycopg adapts a list in Python, element by element and with a
-    type lookup even when it is empty. Its conversion of a load's parameters took 54 µs with
-    the seven arrays as lists, 15 µs with them as text.
-    """
-    quoted = (item.replace("\\", "\\\\").replace('"', '\\"') for item in items)
-    return "{" + ",".join(f'"{item}"' for item in quoted) + "}"
-
-
-_NO_HELD = {"held_keys": "{}", "held_versions": "{}", "held_crcs": "{}", "held_sizes": "{}"}
-_NO_TIPS = {"tip_keys": "{}", "tip_versions": "{}", "tip_crcs": "{}"}
 
 
 def loaded_blobs(
