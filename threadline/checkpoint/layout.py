@@ -214,6 +214,13 @@ def encode_record(
 _NO_KEYS: frozenset[str] = frozenset()
 
 
+def blob_refs(cp: Checkpoint, encoded: EncodedCheckpoint) -> dict[str, str]:
+    """The versions of ``cp``'s values that live in blobs: all but those its body holds."""
+    if not encoded.inline:
+        return dict(cp.versions)
+    return {key: version for key, version in cp.versions.items() if key not in encoded.inline}
+
+
 #: Values a body may hold itself: scalars of these exact types (subclasses such as enums go to
 #: blobs as ever), strings and bytes up to ``INLINE_LEN``. Small enough to repeat in every
 #: checkpoint's body, and told apart without encoding anything.
@@ -550,7 +557,8 @@ def corrupted(row: BlobRow) -> SerializationError:
     """The error for a stored row whose bytes fail their checksum."""
     return SerializationError(
         f"the stored value of key {row.key!r} (version {row.version}) is corrupted: its "
-        "checksum does not match"
+        "checksum does not match. Nothing was changed; restore the storage from a backup, or "
+        "continue from an earlier checkpoint that does not use this version"
     )
 
 

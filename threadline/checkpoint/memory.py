@@ -32,6 +32,7 @@ from threadline.checkpoint.layout import (
     BlobRow,
     CheckpointRow,
     WriteRow,
+    blob_refs,
     checkpoint_values,
     decode_metadata,
     decode_write,
@@ -175,7 +176,7 @@ class InMemorySaver(BaseSaver):
         # meanwhile is found missing below. Encoding fails before anything is stored.
         have = self._blobs.get(key) or {}
         encoded = encode_record(record, lambda k, v: have.get((k, v)), self.serde, inline=True)
-        refs = _blob_refs(cp.versions, encoded.inline)
+        refs = blob_refs(cp, encoded)
         stored = _Stored(encoded.row, refs, tuple([t.name for t in cp.next]))
         with self._lock:
             check_put(record, self._heads.get(key), fork=fork)
@@ -331,13 +332,6 @@ class InMemorySaver(BaseSaver):
                     self._writes[(target_thread_id, ns, cid)] = dict(bucket)
             if (target_thread_id, "") in self._heads:
                 self._touch(target_thread_id)
-
-
-def _blob_refs(versions: Mapping[str, str], inline: frozenset[str]) -> dict[str, str]:
-    """A private copy of the versions of the values that live in blobs (not in the body)."""
-    if not inline:
-        return dict(versions)
-    return {key: version for key, version in versions.items() if key not in inline}
 
 
 def _iter(

@@ -28,6 +28,7 @@ from threadline.checkpoint.layout import (
     Compaction,
     EncodedCheckpoint,
     WriteRow,
+    blob_refs,
     blob_versions,
     checkpoint_values,
     corrupted,
@@ -565,9 +566,7 @@ class PostgresSaver(BaseSaver):
         writes = dedupe_writes(encoded.writes) if encoded.writes else ()
         sources = self._recent.sources(thread_id, ns, cp.parent_id, blobs) if blobs else ()
         prefixes = _normalized(encoded.prefixes)
-        inline = encoded.inline
-        refs = [(key, str(version)) for key, version in cp.versions.items() if key not in inline]
-        refs.sort()
+        refs = sorted((key, str(version)) for key, version in blob_refs(cp, encoded).items())
         # A value this put stores in full is there once it commits; only the others (values
         # the hints call unchanged, deltas and their bases) need checking.
         written = {(b.key, b.version) for b in blobs if b.base is None}

@@ -32,6 +32,7 @@ from threadline.checkpoint.chains import HeldChains
 from threadline.checkpoint.layout import (
     BlobRow,
     EncodedCheckpoint,
+    blob_refs,
     blob_versions,
     checkpoint_values,
     decode_metadata,
@@ -276,9 +277,7 @@ class Operations:
         for _ in range(_PUT_ATTEMPTS):
             encoded = yield from self._encode(record)
             # the blobs the checkpoint names: not its small scalars, which its body holds
-            key_of = {
-                blob_suffix(qns, k, v): k for k, v in cp.versions.items() if k not in encoded.inline
-            }
+            key_of = {blob_suffix(qns, k, v): k for k, v in blob_refs(cp, encoded).items()}
             blobs = list(encoded.blobs)
             if in_full - {b.key for b in blobs}:
                 blobs += full_blobs(record, in_full - {b.key for b in blobs}, self.codec)

@@ -28,6 +28,7 @@ from threadline.checkpoint.layout import (
     BaseLookup,
     BlobRow,
     EncodedCheckpoint,
+    blob_refs,
     blob_versions,
     decode_metadata,
     encode_record,
@@ -396,7 +397,7 @@ class SqliteSaver(BaseSaver):
         """
         thread_id, ns, cp = record.thread_id, record.checkpoint_ns, record.checkpoint
         blobs = encoded.blobs
-        refs = {k: v for k, v in cp.versions.items() if k not in encoded.inline}
+        refs = blob_refs(cp, encoded)
         if not blobs and not refs:  # every value is in the row itself
             return []
         known = self._head_versions.get((thread_id, ns))
