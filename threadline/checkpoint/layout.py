@@ -187,6 +187,13 @@ def encode_record(
             f"checkpoint {cp.id} has a value but no version for key {unversioned[0]!r}: "
             "values are stored under their versions, so every key needs one"
         )
+    if not all(type(version) is str for version in cp.versions.values()):
+        key, version = next((k, v) for k, v in cp.versions.items() if type(v) is not str)
+        raise SerializationError(
+            f"checkpoint {cp.id} gives key {key!r} the version {version!r} "
+            f"({type(version).__name__}); versions are strings (the engine uses checkpoint ids). "
+            "Nothing was written"
+        )
     blobs: list[BlobRow] = []
     prefixes: list[BlobRow] = []
     for key in sorted(keys) if len(keys) > 1 else keys:

@@ -21,10 +21,13 @@ Round trips: ``put`` is one statement, a call of the server-side function ``thre
 autocommit it is one round trip and one transaction. A sync put alone goes straight to libpq
 (``driver.Hot``: prepared once per connection); concurrent ``aput``s on one event loop go
 together as one ``threadline_put_many`` call (``batcher``); with retention, the prune follows
-the put in the same pipeline, inside ``BEGIN`` / ``COMMIT``. The
-other operations send their statements in psycopg pipeline mode together with their ``BEGIN``
-and ``COMMIT``, so ``put_writes``, ``get_tuple``, ``delete_thread``, ``prune`` and a page of
-``list`` each take one round trip and one transaction. ``put`` takes one more when the blob
+the put in the same pipeline, inside ``BEGIN`` / ``COMMIT``. A load (``get_tuple``, a page
+of ``list``) is one statement returning the checkpoints, their writes and their blobs, so one
+snapshot with no transaction around it; it is read a second time, naming no held chains, if a
+chain it relied on was let go meanwhile. The other operations send their statements in psycopg
+pipeline mode together with their ``BEGIN`` and ``COMMIT``, so ``put_writes``,
+``delete_thread``, ``prune`` and a filtered page of ``list`` each take one round trip and one
+transaction. ``put`` takes one more when the blob
 cache misses a base a list delta needs, and a put that fails for values it relies on not being
 stored is retried once with them stored in full. Sync methods run on a
 ``psycopg_pool.ConnectionPool``; the ``a*`` methods are native async on an
@@ -39,7 +42,7 @@ Modules: ``schema`` (tables, functions, version), ``statements`` (SQL), ``driver
 statements, one round trip each), ``connections`` (pools, errors), ``rows`` and ``cache``
 (what is stored and remembered), ``sources`` (values stored inside the input's write),
 ``batcher`` (many ``aput``s in one call), ``saver`` (``PostgresSaver``); held chains are in
-``checkpoint/chains.py``, shared with SQLite.
+``checkpoint/chains.py``, shared with the SQLite, files and Redis savers.
 """
 
 from threadline.checkpoint.postgres.connections import mask_url

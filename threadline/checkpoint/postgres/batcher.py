@@ -71,8 +71,12 @@ class PutBatcher:
                         done.set_exception(exc)
                 continue
             for (_, done), (state, detail) in zip(batch, rows, strict=True):
-                if not done.done():
+                if done.done():
+                    continue
+                try:
                     done.set_result(_failure(state, detail))
+                except RuntimeError as exc:  # a state this release does not know: that put only
+                    done.set_exception(exc)
 
 
 class PutBatchers:
@@ -113,4 +117,7 @@ def _failure(state: str | None, detail: str | None) -> Failure | None:
     failure = put_failure(state, detail)
     if failure is not None:
         return failure
-    raise RuntimeError(f"threadline_put_many reported SQLSTATE {state}")  # it catches only two
+    raise RuntimeError(  # the function of this release reports only those two
+        f"threadline_put_many reported SQLSTATE {state} ({detail}): the schema's functions may "
+        "be from another threadline release; run the saver's setup() to install this one's"
+    )

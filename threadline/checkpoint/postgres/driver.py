@@ -2,7 +2,7 @@
 back, so the same logic runs on a sync and on an async connection.
 
 A batch is sent in one round trip, whatever its size: several statements in pipeline mode, a
-lone one as it is. The driver opens the transaction with the first batch (when the operation
+lone one as it is (or in a pipeline, the first time a ``hot`` one is sent on a connection). The driver opens the transaction with the first batch (when the operation
 needs one) and commits with the batch marked ``last``.
 """
 
@@ -27,7 +27,8 @@ class Stmt(NamedTuple):
     # a few uses": psycopg loses track of a statement that becomes prepared in a pipeline that
     # fails, and later uses then fail with 'prepared statement "_pg3_N" does not exist'.)
     prepare: bool = True
-    # Sent alone at every step (a put): prepared even alone (see ``_send``).
+    # Sent alone at almost every step (a load, the batched put): prepared even alone (see
+    # ``_alone``).
     hot: bool = False
 
 
@@ -149,8 +150,6 @@ def _frame(batch: Batch, begin: Stmt | None, in_txn: bool) -> tuple[list[Stmt], 
     """
     stmts = list(batch.stmts)
     skip = 0
-    if begin is BEGIN_READ and not in_txn and batch.last and len(stmts) == 1:
-        return stmts, 0, False  # one statement reads one snapshot: no transaction needed
     if begin is not None and not in_txn:
         stmts.insert(0, begin)
         skip = 1

@@ -28,17 +28,29 @@ class Loaded(NamedTuple):
 
 
 def split_load(rows: Sequence[tuple[Any, ...]], held: Named) -> Loaded:
-    """The rows of one load statement (``statements._LOAD``), taken apart by ``part``."""
+    """The rows of one load statement (``statements._LOAD``), taken apart by ``part``: the
+    checkpoints newest first, the writes in the order they were saved."""
     checkpoints, writes, blobs = [], [], []
     for r in rows:
         part = r[0]
         if part == 0:
-            checkpoints.append((r[2], r[6], r[7]))
+            checkpoints.append(r)
         elif part == 1:
-            writes.append((r[2], r[3], r[4], r[5], r[6]))
+            writes.append(r)
         else:
             blobs.append((r[2], r[3], r[4], r[5], r[8], r[9], r[6], r[10], r[11]))
-    return Loaded(checkpoints, writes, blobs, *held)
+    checkpoints.sort(key=_ord)
+    writes.sort(key=_ord)
+    return Loaded(
+        [(r[2], r[6], r[7]) for r in checkpoints],
+        [(r[2], r[3], r[4], r[5], r[6]) for r in writes],
+        blobs,
+        *held,
+    )
+
+
+def _ord(row: tuple[Any, ...]) -> Any:
+    return row[1]
 
 
 class Named(NamedTuple):

@@ -214,10 +214,10 @@ class PostgresSaver(BaseSaver):
         self, thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None
     ) -> CheckpointRecord | None:
         args = (thread_id, checkpoint_ns, checkpoint_id)
-        loaded = self._db.run(self._get_op(*args), BEGIN_READ)
+        loaded = self._db.run(self._get_op(*args), None)
         records = self._records(thread_id, checkpoint_ns, loaded)
         if records is None:
-            loaded = self._db.run(self._get_op(*args, tips=False), BEGIN_READ)
+            loaded = self._db.run(self._get_op(*args, tips=False), None)
             records = self._decode(thread_id, checkpoint_ns, loaded)
         return records[0] if records else None
 
@@ -225,17 +225,17 @@ class PostgresSaver(BaseSaver):
         self, thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None
     ) -> CheckpointRecord | None:
         args = (thread_id, checkpoint_ns, checkpoint_id)
-        loaded = await self._db.arun(self._get_op(*args), BEGIN_READ)
+        loaded = await self._db.arun(self._get_op(*args), None)
         records = self._records(thread_id, checkpoint_ns, loaded)
         if records is None:
-            loaded = await self._db.arun(self._get_op(*args, tips=False), BEGIN_READ)
+            loaded = await self._db.arun(self._get_op(*args, tips=False), None)
             records = self._decode(thread_id, checkpoint_ns, loaded)
         return records[0] if records else None
 
     def _get_op(
         self, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None, tips: bool = True
     ) -> Op[Loaded]:
-        """The checkpoint, its writes and its blobs: one round trip, one snapshot."""
+        """The checkpoint, its writes and its blobs: one statement, one snapshot."""
         held, params = self._held(thread_id, checkpoint_ns, tips)
         params.update({"cid": checkpoint_id})
         query = self._q.load["latest" if checkpoint_id is None else "one"]
@@ -272,12 +272,12 @@ class PostgresSaver(BaseSaver):
         while True:
             n = self._page_size(filter, limit, produced)
             op = self._page_op(thread_id, checkpoint_ns, filter, cursor, n)
-            loaded, n_rows, last_id = self._db.run(op, BEGIN_READ)
+            loaded, n_rows, last_id = self._db.run(op, _snapshot(filter))
             # Decoded and yielded with no connection held.
             records = self._records(thread_id, checkpoint_ns, loaded)
             if records is None:
                 op = self._page_op(thread_id, checkpoint_ns, filter, cursor, n, tips=False)
-                loaded, n_rows, last_id = self._db.run(op, BEGIN_READ)
+                loaded, n_rows, last_id = self._db.run(op, _snapshot(filter))
                 records = self._decode(thread_id, checkpoint_ns, loaded)
             for record in records:
                 yield record
@@ -303,11 +303,11 @@ class PostgresSaver(BaseSaver):
         while True:
             n = self._page_size(filter, limit, produced)
             op = self._page_op(thread_id, checkpoint_ns, filter, cursor, n)
-            loaded, n_rows, last_id = await self._db.arun(op, BEGIN_READ)
+            loaded, n_rows, last_id = await self._db.arun(op, _snapshot(filter))
             records = self._records(thread_id, checkpoint_ns, loaded)
             if records is None:
                 op = self._page_op(thread_id, checkpoint_ns, filter, cursor, n, tips=False)
-                loaded, n_rows, last_id = await self._db.arun(op, BEGIN_READ)
+                loaded, n_rows, last_id = await self._db.arun(op, _snapshot(filter))
                 records = self._decode(thread_id, checkpoint_ns, loaded)
             for record in records:
                 yield record
@@ -542,8 +542,8 @@ class PostgresSaver(BaseSaver):
         encoded: EncodedCheckpoint,
         blobs: Sequence[BlobRow],
     ) -> Op[tuple[list[tuple[str, str, str]], list[int]]]:
-        """A put with retention's prune after it, in one batch (a put without runs alone on
-        libpq, see ``_put_once``).
+        """A put with retention's prune after it, in one batch (without retention a sync put runs
+        alone on libpq and an ``aput`` goes with others: ``_put_once``, ``_aput_once``).
 
         Returns the ``(namespace, key, version)`` of blobs retention deleted, and the CRC-32 of
         each of ``blobs``.
@@ -835,3 +835,9 @@ class PostgresSaver(BaseSaver):
 
 def _normalized(rows: Sequence[BlobRow]) -> list[BlobRow]:
     return [normalized(row) for row in rows] if rows else []
+
+
+def _snapshot(filter: Mapping[str, Any] | None) -> Stmt | None:
+    """How a page of ``list`` begins: a page is one statement (one snapshot) unless a filter
+    reads the page's metadata first, and then its blobs in the same transaction."""
+    return BEGIN_READ if filter else None

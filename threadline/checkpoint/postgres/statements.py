@@ -91,10 +91,11 @@ _BLOB_DATA = """b.data || CASE WHEN b.src_id IS NULL THEN ''::bytea ELSE COALESC
 _BLOB_SIZE = "length(b.data) + COALESCE(b.src_len, 0)"
 
 # A load is one statement (so one snapshot, with no transaction around it): the checkpoints
-# (part 0, newest first), their writes (part 1, in ``seq`` order) and their blobs (part 2), as
-# rows of one shape that ``rows.split_load`` takes apart. One statement instead of three in a
-# read-only transaction costs the client half the work: psycopg spends more on each statement
-# of a pipeline than the rows of a load cost to read.
+# (part 0, numbered newest first), their writes (part 1, with their ``seq``) and their blobs
+# (part 2), as rows of one shape that ``rows.split_load`` takes apart and puts in order (an
+# ORDER BY here would sort the blobs' bytes too, on disk for a large value). One statement
+# instead of three in a read-only transaction costs the client half the work: psycopg spends
+# more on each statement of a pipeline than the rows of a load cost to read.
 # PostgreSQL plans it again at every call (~0.45 ms of server time; knowing the arrays are empty
 # makes a custom plan look cheaper than a generic one). Forcing a generic plan saved that, but in
 # a 200-turn conversation the ``heads_recent`` index then kept its dead entries (16 -> 48 KB, 3%
@@ -138,7 +139,6 @@ SELECT 2, 0, b.key, b.version, b.start, b.base, CASE WHEN h.key IS NULL THEN {da
                    %(held_sizes)s::bigint[]) AS h(key, version, crc32, size)
     ON h.key = b.key AND h.version = b.version AND h.crc32 = b.crc32
    AND h.size = {size}
- ORDER BY 1, 2
 """
 _LOAD = _LOAD.replace("{data}", _BLOB_DATA).replace("{size}", _BLOB_SIZE)
 
