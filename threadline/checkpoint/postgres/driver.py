@@ -2,8 +2,9 @@
 back, so the same logic runs on a sync and on an async connection.
 
 A batch is sent in one round trip, whatever its size: several statements in pipeline mode, a
-lone one as it is (or in a pipeline, the first time a ``hot`` one is sent on a connection). The driver opens the transaction with the first batch (when the operation
-needs one) and commits with the batch marked ``last``.
+lone one as it is (in a pipeline the first time a ``hot`` one goes on a connection). The driver
+opens the transaction with the first batch (when the operation needs one) and commits with the
+batch marked ``last``.
 """
 
 from __future__ import annotations
