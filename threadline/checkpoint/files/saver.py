@@ -1000,14 +1000,16 @@ class FileSaver(BaseSaver):
     # -- deleting ------------------------------------------------------------------------------
 
     def delete_thread(self, thread_id: str) -> None:
-        self._chains.forget_thread(thread_id)
+        trash = None
         with self._exclusive(thread_id, create=False) as thread_dir:
-            if thread_dir is None:
-                return
-            trash = os.path.join(self.directory, f"{TRASH}{secrets.token_hex(8)}")
-            os.rename(thread_dir, trash)  # the thread disappears at once, as a whole
-            fsync_dir(self._threads)
-        shutil.rmtree(trash, ignore_errors=True)
+            if thread_dir is not None:
+                trash = os.path.join(self.directory, f"{TRASH}{secrets.token_hex(8)}")
+                os.rename(thread_dir, trash)  # the thread disappears at once, as a whole
+                fsync_dir(self._threads)
+        # After the rename: a load running meanwhile cannot hold the thread's chains again.
+        self._chains.forget_thread(thread_id)
+        if trash is not None:
+            shutil.rmtree(trash, ignore_errors=True)
 
     def prune(self, thread_id: str, *, keep_last: int) -> int:
         check_keep_last(keep_last)
