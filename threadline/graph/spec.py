@@ -5,13 +5,13 @@ from __future__ import annotations
 import functools
 import inspect
 import typing
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from threadline.constants import END
 from threadline.errors import GraphValidationError, InvalidUpdateError
-from threadline.graph.schema import StateSchema
+from threadline.graph.schema import StateSchema, is_schema_class
 from threadline.types import Command, RetryPolicy, Send
 
 
@@ -67,6 +67,8 @@ class NodeSpec:
     retry: RetryPolicy | None = None
     destinations: tuple[str, ...] | None = None
     subgraph: Any = None
+    # The node's own input schema, when it reads other keys than the graph's state schema
+    reader: StateSchema | None = None
 
 
 def node_from_callable(
@@ -79,6 +81,20 @@ def node_from_callable(
     if is_async_callable(fn):
         return NodeSpec(name, None, fn, call_style(fn), retry, declared)
     return NodeSpec(name, fn, None, call_style(fn), retry, declared)
+
+
+def annotated_input_schema(fn: Callable[..., Any]) -> type | None:
+    """The class the first parameter of ``fn`` is annotated with, when it is a schema class.
+
+    LangGraph reads a node's input schema from that annotation; a node annotated with another
+    schema than the graph's state then receives that schema's keys only.
+    """
+    try:
+        first = next(iter(inspect.signature(fn).parameters.values()), None)
+        hint = typing.get_type_hints(fn).get(first.name) if first is not None else None
+    except Exception:  # unresolvable annotations say nothing about the input
+        return None
+    return hint if is_schema_class(hint) else None
 
 
 def _command_targets(fn: Callable[..., Any]) -> tuple[str, ...] | None:
@@ -184,6 +200,41 @@ class GraphSpec:
     branches: Mapping[str, tuple[Branch, ...]]
     joins: tuple[Join, ...]
     joins_by_source: Mapping[str, tuple[Join, ...]] = field(default_factory=dict)
+    # What invoke() takes and returns, when not the whole state (input/output schemas)
+    input_schema: StateSchema | None = None
+    output_keys: tuple[str, ...] | None = None
+    # The runtime context's schema (StateGraph(context_schema=...)); None when not given
+    context_schema: type | None = None
+
+    def output_values(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """What a run returns and streams as ``values``: the output schema's keys in its order.
+
+        As in LangGraph, keys never written are absent.
+        """
+        keys = self.schema.channels if self.output_keys is None else self.output_keys
+        return {key: values[key] for key in keys if key in values}
+
+    def writes_output(self, writes: Iterable[tuple[str, Iterable[tuple[str, Any]]]]) -> bool:
+        """Whether a step's ``(writer, update)`` pairs write a key of the output: LangGraph
+        streams ``values`` only after such a step."""
+        keys = self.schema.channels if self.output_keys is None else self.output_keys
+        return any(key in keys for _, update in writes for key, _ in update)
+
+    def state_values(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Every channel's value in schema order (``get_state().values``)."""
+        return {key: values[key] for key in self.schema.channels if key in values}
+
+    def input_updates(self, value: Any) -> dict[str, Any]:
+        """An ``invoke`` input as updates: with an input schema, only its keys are taken.
+
+        Keys of the state that the input schema lacks are dropped, as LangGraph drops them;
+        keys of no schema at all are left in, for the caller's check to refuse.
+        """
+        if self.input_schema is None:
+            return self.schema.input_values(value)
+        updates = self.input_schema.input_values(value)
+        own, channels = self.input_schema.channels, self.schema.channels
+        return {k: v for k, v in updates.items() if k in own or k not in channels}
 
     def has_async_only_node(self) -> str | None:
         for node in self.nodes.values():

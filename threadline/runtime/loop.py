@@ -153,7 +153,7 @@ class RunLoop:
     def _begin(self, input: Any, record: CheckpointRecord | None) -> Generator[Effect, Any, None]:
         """New input: an ``input`` checkpoint whose START task carries the input."""
         schema = self.spec.schema
-        updates = updates_of(schema, "input", schema.input_values(input))
+        updates = updates_of(schema, "input", self.spec.input_updates(input))
         cp_id = self._new_id()
         if record is None:
             values, step = schema.initial_values(), -1
@@ -341,13 +341,10 @@ class RunLoop:
             (t.name, self.writes[(t.id, "result")].value) for t in tasks
         ]
         new_id = self._new_id()
+        writes = [(n, r.updates) for n, r in results]
         try:
             values, versions = apply_writes(
-                self.spec.schema,
-                cp.values,
-                cp.versions,
-                [(n, r.updates) for n, r in results],
-                new_id,
+                self.spec.schema, cp.values, cp.versions, writes, new_id
             )
             next_, barriers = plan_next(self.spec, cp.barriers, [(n, r.routes) for n, r in results])
         except ThreadlineError:
@@ -361,8 +358,8 @@ class RunLoop:
         updated_by = tuple(dict.fromkeys([n for n, _ in results if n != START]))
         new = self._checkpoint(values, versions, next_, barriers, updated_by, cp.step + 1, new_id)
         yield from self._commit(new, "loop", [])
-        if "values" in self.s.stream_modes:
-            yield Emit("values", dict(new.values))
+        if "values" in self.s.stream_modes and self.spec.writes_output(writes):
+            yield Emit("values", self.spec.output_values(new.values))
 
     def _breakpoint(self, runnable: list[Task]) -> Generator[Effect, Any, dict[str, Any]]:
         names = tuple(dict.fromkeys(t.name for t in runnable))
@@ -489,7 +486,7 @@ class RunLoop:
         return tuple(p.name for p in self._cp().next)
 
     def _output(self, interrupts: tuple[Interrupt, ...] = ()) -> dict[str, Any]:
-        values = dict(self._cp().values)
+        values = self.spec.output_values(self._cp().values)
         if interrupts:
             values[INTERRUPT_KEY] = list(interrupts)
         return values
@@ -500,7 +497,7 @@ class RunLoop:
 
     def _emit_values(self) -> Generator[Effect, Any, None]:
         if "values" in self.s.stream_modes:
-            yield Emit("values", dict(self._cp().values))
+            yield Emit("values", self.spec.output_values(self._cp().values))
 
 
 def storage_hints(saved: Checkpoint | None, cp: Checkpoint) -> StorageHints:

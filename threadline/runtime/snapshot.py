@@ -51,7 +51,7 @@ def snapshot_of(spec: GraphSpec, record: CheckpointRecord) -> StateSnapshot:
         else None
     )
     return StateSnapshot(
-        values=dict(cp.values),
+        values=spec.state_values(cp.values),
         next=tuple(t.name for t in tasks if t.result is None or t.name == START),
         config=checkpoint_config(record.thread_id, record.checkpoint_ns, cp.id),
         metadata=dict(record.metadata),

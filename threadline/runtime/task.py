@@ -46,8 +46,11 @@ class Task:
     answers: dict[str, Any] = field(default_factory=dict)
 
     def node_input(self, env: StepEnv) -> Any:
-        """A ``Send`` task gets its argument; others the state as the step began."""
-        return self.input if self.send else env.spec.schema.node_input(env.values)
+        """A ``Send`` task gets its argument; others the state as the step began, as the
+        node's own input schema reads it, if it has one."""
+        if self.send:
+            return self.input
+        return (self.node.reader or env.spec.schema).node_input(env.values)
 
 
 @dataclass(slots=True)
@@ -237,7 +240,8 @@ def _branch_args(branch: Branch, task: Task, env: StepEnv, updates: Update) -> t
     """A branch sees the state as its node left it: the step's start plus this node's writes."""
     schema = env.spec.schema
     local, _ = apply_writes(schema, env.values, {}, [(task.name, updates)], "")
-    state = schema.node_input(local)
+    reader = task.node.reader if task.node is not None else None
+    state = (reader or schema).node_input(local)
     return (state, env.config) if branch.style.config else (state,)
 
 
