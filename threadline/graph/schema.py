@@ -120,8 +120,8 @@ def read_schema(cls: type) -> StateSchema:
 
 
 _FIT_HINT = (
-    "threadline: the state does not fit {}. Give required fields a value in the input or a "
-    "default in the schema."
+    "threadline: the state a node reads does not fit {}; check the input and what earlier "
+    "nodes wrote (a node's writes are validated when the next node reads them)"
 )
 
 

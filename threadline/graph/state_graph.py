@@ -186,15 +186,14 @@ class StateGraph:
             name=name or "LangGraph",
         )
 
-    def validate(self, interrupt: Sequence[str] | None = None) -> StateGraph:
+    def validate(self, interrupt: Sequence[str] | str | None = None) -> StateGraph:
         """Check what ``compile()`` always checks, plus breakpoint names; return the graph.
 
         As LangGraph's ``validate``: it raises on a graph that cannot run and says nothing of
         style. For reachability and ways out, see ``lint()``.
         """
         spec = self._spec()
-        if interrupt:
-            _breakpoints(spec, list(interrupt), "interrupt")
+        _breakpoints(spec, interrupt, "interrupt")
         return self
 
     def lint(self) -> list[Finding]:
