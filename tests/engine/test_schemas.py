@@ -178,18 +178,24 @@ def test_the_docs_multiple_schemas_program_prints_what_langgraph_prints(capsys):
     assert capsys.readouterr().out == "{'graph_output': 'My name is Lance'}\n"
 
 
-def test_the_output_schema_filters_the_values_stream_and_state_keeps_every_channel(tmp_path):
+def test_the_values_stream_and_state_show_every_channel_in_schema_order(tmp_path):
+    """Only invoke's result is narrowed to the output schema, as in LangGraph."""
     graph = multiple_schemas(checkpointer=SqliteSaver(str(tmp_path / "s.db")))
     chunks = list(graph.stream({"user_input": "My"}, cfg(), stream_mode="values"))
-    assert chunks == [{"graph_output": "My name is Lance"}]
+    assert chunks == [
+        {"user_input": "My"},
+        {"foo": "My name", "user_input": "My"},
+        {"foo": "My name", "user_input": "My", "bar": "My name is"},
+        {
+            "foo": "My name",
+            "user_input": "My",
+            "graph_output": "My name is Lance",
+            "bar": "My name is",
+        },
+    ]
+    assert [list(c) for c in chunks][-1] == ["foo", "user_input", "graph_output", "bar"]
     values = graph.get_state(cfg()).values
-    assert values == {
-        "foo": "My name",
-        "user_input": "My",
-        "graph_output": "My name is Lance",
-        "bar": "My name is",
-    }
-    assert list(values) == ["foo", "user_input", "graph_output", "bar"]
+    assert list(values.items()) == list(chunks[-1].items())
 
 
 def test_input_keys_outside_the_input_schema_are_dropped():

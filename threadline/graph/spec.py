@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import typing
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -207,21 +207,14 @@ class GraphSpec:
     context_schema: type | None = None
 
     def output_values(self, values: Mapping[str, Any]) -> dict[str, Any]:
-        """What a run returns and streams as ``values``: the output schema's keys in its order.
-
-        As in LangGraph, keys never written are absent.
-        """
+        """What ``invoke`` returns: the output schema's keys in its order (the state schema's
+        by default). As in LangGraph, keys never written are absent."""
         keys = self.schema.channels if self.output_keys is None else self.output_keys
         return {key: values[key] for key in keys if key in values}
 
-    def writes_output(self, writes: Iterable[tuple[str, Iterable[tuple[str, Any]]]]) -> bool:
-        """Whether a step's ``(writer, update)`` pairs write a key of the output: LangGraph
-        streams ``values`` only after such a step."""
-        keys = self.schema.channels if self.output_keys is None else self.output_keys
-        return any(key in keys for _, update in writes for key, _ in update)
-
     def state_values(self, values: Mapping[str, Any]) -> dict[str, Any]:
-        """Every channel's value in schema order (``get_state().values``)."""
+        """Every channel's value in schema order: ``get_state().values`` and the ``values``
+        stream mode, which LangGraph does not narrow to the output schema."""
         return {key: values[key] for key in self.schema.channels if key in values}
 
     def input_updates(self, value: Any) -> dict[str, Any]:

@@ -341,10 +341,13 @@ class RunLoop:
             (t.name, self.writes[(t.id, "result")].value) for t in tasks
         ]
         new_id = self._new_id()
-        writes = [(n, r.updates) for n, r in results]
         try:
             values, versions = apply_writes(
-                self.spec.schema, cp.values, cp.versions, writes, new_id
+                self.spec.schema,
+                cp.values,
+                cp.versions,
+                [(n, r.updates) for n, r in results],
+                new_id,
             )
             next_, barriers = plan_next(self.spec, cp.barriers, [(n, r.routes) for n, r in results])
         except ThreadlineError:
@@ -358,8 +361,8 @@ class RunLoop:
         updated_by = tuple(dict.fromkeys([n for n, _ in results if n != START]))
         new = self._checkpoint(values, versions, next_, barriers, updated_by, cp.step + 1, new_id)
         yield from self._commit(new, "loop", [])
-        if "values" in self.s.stream_modes and self.spec.writes_output(writes):
-            yield Emit("values", self.spec.output_values(new.values))
+        if "values" in self.s.stream_modes:
+            yield Emit("values", self.spec.state_values(new.values))
 
     def _breakpoint(self, runnable: list[Task]) -> Generator[Effect, Any, dict[str, Any]]:
         names = tuple(dict.fromkeys(t.name for t in runnable))
@@ -497,7 +500,7 @@ class RunLoop:
 
     def _emit_values(self) -> Generator[Effect, Any, None]:
         if "values" in self.s.stream_modes:
-            yield Emit("values", self.spec.output_values(self._cp().values))
+            yield Emit("values", self.spec.state_values(self._cp().values))
 
 
 def storage_hints(saved: Checkpoint | None, cp: Checkpoint) -> StorageHints:
