@@ -316,3 +316,43 @@ class OtherReducer(TypedDict):
 def test_one_key_with_two_different_reducers_is_refused():
     with pytest.raises(GraphValidationError, match="'log'"):
         StateGraph(Base, input_schema=OtherReducer).compile()
+
+
+class Settings(pydantic.BaseModel):
+    name: str = "default"
+    count: int = 0
+    note: str | None = None
+    items: Annotated[list[str], operator.add] = []
+
+
+def test_a_pydantic_instance_as_input_writes_its_fields_as_langgraph_does():
+    """Every field, defaults included, except one left at a ``None`` default."""
+    seen = []
+
+    def node(state: Settings) -> dict:
+        seen.append(state)
+        return {"items": ["node"]}
+
+    out = one_node_graph(Settings, node).invoke(Settings(count=5))
+    assert out == {"name": "default", "count": 5, "items": ["node"]}
+    assert seen == [Settings(count=5)]
+
+
+class Reader:
+    """A callable object: its ``__call__`` annotation names the input schema."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict] = []
+
+    def __call__(self, state: Private) -> dict:
+        self.seen.append(dict(state))
+        return {}
+
+
+def test_a_callable_objects_call_annotation_gives_its_input_schema():
+    reader = Reader()
+    g = StateGraph(Public)
+    g.add_node("reader", reader)
+    g.add_edge(START, "reader")
+    g.compile().invoke({"question": "q", "answer": "a"})
+    assert reader.seen == [{"question": "q"}]

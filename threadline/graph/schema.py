@@ -98,10 +98,21 @@ class StateSchema:
         if self.kind == "dataclass" and isinstance(value, self.cls):
             return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
         if self.kind == "pydantic" and isinstance(value, self.cls):
-            return {name: getattr(value, name) for name in value.model_fields_set}
+            return _model_updates(value)
         raise InvalidUpdateError(
             f"input must be a dict or a {self.cls.__name__}, got {type(value).__name__}"
         )
+
+
+def _model_updates(model: Any) -> dict[str, Any]:
+    """A pydantic instance as updates, as LangGraph takes it: every field, except one that is
+    ``None`` by default and was left so (writing it would clear what the state holds)."""
+    updates = {}
+    for name, info in type(model).model_fields.items():
+        value = getattr(model, name)
+        if value is not None or info.default is not None or name in model.model_fields_set:
+            updates[name] = value
+    return updates
 
 
 def read_schema(cls: type) -> StateSchema:

@@ -89,8 +89,11 @@ def annotated_input_schema(fn: Callable[..., Any]) -> type | None:
     LangGraph reads a node's input schema from that annotation; a node annotated with another
     schema than the graph's state then receives that schema's keys only.
     """
+    call = getattr(fn, "__call__", None)  # noqa: B004 - objects with a typed __call__
+    if not (inspect.isfunction(fn) or inspect.ismethod(fn)):
+        fn = call if inspect.ismethod(call) else None
     try:
-        first = next(iter(inspect.signature(fn).parameters.values()), None)
+        first = next(iter(inspect.signature(fn).parameters.values()), None) if fn else None
         hint = typing.get_type_hints(fn).get(first.name) if first is not None else None
     except Exception:  # unresolvable annotations say nothing about the input
         return None
