@@ -356,3 +356,57 @@ def test_a_callable_objects_call_annotation_gives_its_input_schema():
     g.add_edge(START, "reader")
     g.compile().invoke({"question": "q", "answer": "a"})
     assert reader.seen == [{"question": "q"}]
+
+
+class A(TypedDict):
+    a: str
+
+
+class Node1Output(TypedDict):
+    private_data: str
+
+
+class Node2Input(TypedDict):
+    private_data: str
+
+
+def private_node_1(state: A) -> Node1Output:
+    output = {"private_data": "set by node_1"}
+    print(f"Entered node `node_1`:\n\tInput: {state}.\n\tReturned: {output}")
+    return output
+
+
+def private_node_2(state: Node2Input) -> A:
+    output = {"a": "set by node_2"}
+    print(f"Entered node `node_2`:\n\tInput: {state}.\n\tReturned: {output}")
+    return output
+
+
+def private_node_3(state: A) -> A:
+    output = {"a": "set by node_3"}
+    print(f"Entered node `node_3`:\n\tInput: {state}.\n\tReturned: {output}")
+    return output
+
+
+def test_the_docs_pass_private_state_program_prints_what_langgraph_prints(capsys):
+    graph = (
+        StateGraph(A)
+        .add_sequence(
+            [("node_1", private_node_1), ("node_2", private_node_2), ("node_3", private_node_3)]
+        )
+        .add_edge(START, "node_1")
+        .compile()
+    )
+    response = graph.invoke({"a": "set at start"})
+    print()
+    print(f"Output of graph invocation: {response}")
+    assert capsys.readouterr().out == (
+        "Entered node `node_1`:\n\tInput: {'a': 'set at start'}.\n"
+        "\tReturned: {'private_data': 'set by node_1'}\n"
+        "Entered node `node_2`:\n\tInput: {'private_data': 'set by node_1'}.\n"
+        "\tReturned: {'a': 'set by node_2'}\n"
+        "Entered node `node_3`:\n\tInput: {'a': 'set by node_2'}.\n"
+        "\tReturned: {'a': 'set by node_3'}\n"
+        "\n"
+        "Output of graph invocation: {'a': 'set by node_3'}\n"
+    )
