@@ -106,7 +106,7 @@ def test_strict_compile_lists_every_finding():
     with pytest.raises(GraphValidationError) as caught:
         loose_graph().compile(strict=True)
     message = str(caught.value)
-    assert "found 2" in message
+    assert "2 problems" in message
     assert "'orphan' is not reachable" in message
     assert "'a' has no outgoing edge" in message
 

@@ -48,7 +48,8 @@ def raise_findings(spec: GraphSpec) -> None:
     findings = find_problems(spec)
     if findings:
         listed = "\n".join(f"- {f.message}" for f in findings)
-        raise GraphValidationError(f"compile(strict=True) found {len(findings)}:\n{listed}")
+        count = f"{len(findings)} problem{'s' if len(findings) > 1 else ''}"
+        raise GraphValidationError(f"compile(strict=True) refused the graph, {count}:\n{listed}")
 
 
 def _known(spec: GraphSpec, name: str, *, allow: tuple[str, ...]) -> bool:
