@@ -85,11 +85,13 @@ class StateGraph:
             raise GraphValidationError(f"node {node!r} is already in the graph")
         if retry_policy is not None and not isinstance(retry_policy, RetryPolicy):
             raise GraphValidationError(f"retry_policy of {node!r} must be a RetryPolicy")
-        self.nodes[node] = self._node_spec(node, action, retry_policy, destinations)
+        spec = self._node_spec(node, action, retry_policy, destinations)
         reads = input_schema or annotated_input_schema(action)
         if reads is not None and reads is not self.state_schema:
-            self._io_schemas.setdefault(reads, read_schema(reads))
+            if reads not in self._io_schemas:
+                self._io_schemas[reads] = read_schema(reads)
             self._node_inputs[node] = reads
+        self.nodes[node] = spec
         return self
 
     def add_edge(self, start_key: str | Sequence[str], end_key: str) -> StateGraph:
