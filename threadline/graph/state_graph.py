@@ -116,7 +116,7 @@ class StateGraph:
 
     def compile(
         self,
-        checkpointer: BaseSaver | None = None,
+        checkpointer: BaseSaver | bool | None = None,
         *,
         store: BaseStore | None = None,
         interrupt_before: Sequence[str] | str | None = None,
@@ -124,7 +124,12 @@ class StateGraph:
         name: str | None = None,
         debug: bool = False,
     ) -> CompiledStateGraph:
-        """Validate the graph and freeze it into something that can run."""
+        """Validate the graph and freeze it into something that can run.
+
+        ``checkpointer`` is a saver, or for a subgraph ``None`` (use its parent's, afresh for
+        each parent task), ``True`` (keep its own state across its parent's runs) or ``False``
+        (never save).
+        """
         from threadline.graph.compiled import CompiledStateGraph
 
         if debug:
