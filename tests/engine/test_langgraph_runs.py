@@ -266,6 +266,28 @@ def test_interrupts_inside_a_subgraph_resume_in_every_mode(saver, checkpointer):
     assert done["log"][-1] == ("seen=[10, 11]" if checkpointer is True else "seen=[11]")
 
 
+def test_a_subgraph_keeping_its_state_takes_new_input_when_the_parent_starts_over(saver):
+    # Its interrupted call is abandoned, as the parent's own interrupt is (LangGraph agrees)
+    parent = calling(inner_graph(True, ask=True), saver)
+    first = parent.invoke({"log": ["x0"]}, cfg())["__interrupt__"][0]
+    second = parent.invoke({"log": ["x1"]}, cfg())["__interrupt__"][0]
+    assert second.id != first.id
+    assert parent.invoke(Command(resume=5), cfg())["log"][-2:] == ["inner5", "seen=[5]"]
+
+
+def test_subgraph_checkpoints_name_the_parent_checkpoint_they_ran_under(saver):
+    g = StateGraph(Inner)
+    g.add_node("child", inner_graph(None, ask=True))
+    g.add_edge(START, "child")
+    g.add_edge("child", END)
+    parent = g.compile(checkpointer=saver)
+    parent.invoke({"log": [], "seen": []}, cfg())
+    snap = parent.get_state(cfg(), subgraphs=True)
+    assert snap.metadata["parents"] == {}
+    parent_id = snap.config["configurable"]["checkpoint_id"]
+    assert snap.tasks[0].state.metadata["parents"] == {"": parent_id}
+
+
 def test_a_subgraph_that_never_saves_leaves_no_checkpoint_to_look_at(saver):
     g = StateGraph(Inner)
     g.add_node("child", inner_graph(False, ask=True))

@@ -177,6 +177,7 @@ class CompiledStateGraph:
             nested=nested,
             persistent=inner is not None and inner.persistent,
             lent_saver=inner.lent_saver if inner is not None else None,
+            parents=inner.parents if inner is not None else {},
             parent_answers=dict(parent.answers) if nested else {},
             parent_spare=parent.spare if nested else None,
         )

@@ -27,6 +27,7 @@ class NestedRun:
 
     saver: Any  # None: it saves none
     ns: str
+    parents: dict[str, str]  # the checkpoints of the runs above it, by namespace
     persistent: bool = False  # checkpointer=True: one history per thread, across parent runs
     lent_saver: Any = None  # checkpointer=False: the saver that keeps its interrupts' answers
 
@@ -41,11 +42,13 @@ def nested_run(checkpointer: Any, parent: TaskContext) -> NestedRun:
     an interrupt in it is answered by running it again from its start.
     """
     ns = parent.next_subgraph_ns()
+    env = parent.env
+    parents = {**env.parents, parent.ns.rpartition("|")[0]: env.checkpoint_id}
     if checkpointer is False:
-        return NestedRun(None, ns, lent_saver=parent.saver)
+        return NestedRun(None, ns, parents, lent_saver=parent.saver)
     if checkpointer is True:
-        return NestedRun(parent.saver, _without_task_ids(ns), persistent=True)
-    return NestedRun(parent.saver, ns)
+        return NestedRun(parent.saver, _without_task_ids(ns), parents, persistent=True)
+    return NestedRun(parent.saver, ns, parents)
 
 
 def _without_task_ids(ns: str) -> str:

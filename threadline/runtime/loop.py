@@ -106,6 +106,8 @@ class RunSettings:
     # A nested run of a checkpointer=False subgraph: the saver above it, which keeps the answers
     # to its interrupts (it saves nothing itself)
     lent_saver: Any = None
+    # A nested run: the checkpoints of the runs above it, by namespace (metadata ``parents``)
+    parents: dict[str, str] = field(default_factory=dict)
     parent_answers: dict[str, Any] = field(default_factory=dict)
     # A nested run: the spare resume value of its parent's step (the first interrupt() takes it)
     parent_spare: SpareAnswer | None = None
@@ -234,8 +236,11 @@ class RunLoop:
         yield from self._emit_values()
 
     def _starts_anew(self, record: CheckpointRecord) -> bool:
-        """A checkpointer=True subgraph whose last call finished takes this call's input."""
-        return self.s.persistent and not record.checkpoint.next
+        """A checkpointer=True subgraph takes this call's input unless the parent's task that
+        stopped inside it runs again (a resume or retry, from the same parent checkpoint)."""
+        if not self.s.persistent:
+            return False
+        return not record.checkpoint.next or record.metadata.get("parents") != self.s.parents
 
     def _resume_nested(self, record: CheckpointRecord) -> None:
         """A subgraph re-entered by its parent's task: continue it, with any answers for it."""
@@ -312,8 +317,10 @@ class RunLoop:
                 self.s.durability,
                 self.s.sink,
                 self.s.stream_modes,
+                parents=self.s.parents,
             )
         env.values = cp.values
+        env.checkpoint_id = cp.id
         env.spare = SpareAnswer(spare.value) if spare is not None else self.s.parent_spare
         return Execute(runnable, env)
 
@@ -416,7 +423,8 @@ class RunLoop:
     ) -> Generator[Effect, Any, None]:
         """Make ``cp`` current; save it now unless durability is ``exit``."""
         self.current = cp
-        self.meta = {**self.s.metadata, "source": source, "step": cp.step, "parents": {}}
+        self.meta = {**self.s.metadata, "source": source, "step": cp.step}
+        self.meta["parents"] = dict(self.s.parents)
         self.writes = {}
         self.unsaved_writes = []
         if writes:
