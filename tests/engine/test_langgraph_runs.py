@@ -288,6 +288,18 @@ def test_subgraph_checkpoints_name_the_parent_checkpoint_they_ran_under(saver):
     assert snap.tasks[0].state.metadata["parents"] == {"": parent_id}
 
 
+def test_a_subgraph_keeping_its_state_is_shown_under_its_node_name(saver):
+    g = StateGraph(Inner)
+    g.add_node("child", inner_graph(True, ask=True))
+    g.add_edge(START, "child")
+    g.add_edge("child", END)
+    parent = g.compile(checkpointer=saver)
+    parent.invoke({"log": ["x"], "seen": []}, cfg())
+    inner = parent.get_state(cfg(), subgraphs=True).tasks[0].state
+    assert (inner.values["log"], inner.next) == (["x"], ("step",))
+    assert inner.config["configurable"]["checkpoint_ns"] == "child"
+
+
 def test_a_subgraph_that_never_saves_leaves_no_checkpoint_to_look_at(saver):
     g = StateGraph(Inner)
     g.add_node("child", inner_graph(False, ask=True))

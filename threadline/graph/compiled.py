@@ -15,7 +15,7 @@ from threadline.errors import (
 )
 from threadline.graph.schema import StateSchema
 from threadline.graph.spec import CallStyle, GraphSpec, NodeSpec
-from threadline.graph.subgraph import nested_run
+from threadline.graph.subgraph import nested_run, saved_ns
 from threadline.runtime.context import current_task
 from threadline.runtime.drivers import Done, drive_async, drive_sync
 from threadline.runtime.loop import Emit, RunLoop, RunSettings
@@ -319,7 +319,11 @@ class CompiledStateGraph:
         for task in snap.tasks:
             node = self.spec.nodes.get(task.name)
             sub = node.subgraph if node is not None else None
-            record = load(task_ns(ns, task.name, task.id)) if sub is not None else None
+            record = (
+                load(saved_ns(sub.checkpointer, task_ns(ns, task.name, task.id)))
+                if sub is not None
+                else None
+            )
             if record is not None:
                 task = task._replace(state=sub._with_subgraphs(snapshot_of(sub.spec, record), load))
             tasks.append(task)

@@ -47,8 +47,13 @@ def nested_run(checkpointer: Any, parent: TaskContext) -> NestedRun:
     if checkpointer is False:
         return NestedRun(None, ns, parents, lent_saver=parent.saver)
     if checkpointer is True:
-        return NestedRun(parent.saver, _without_task_ids(ns), parents, persistent=True)
+        return NestedRun(parent.saver, saved_ns(True, ns), parents, persistent=True)
     return NestedRun(parent.saver, ns, parents)
+
+
+def saved_ns(checkpointer: Any, task_ns: str) -> str:
+    """Where the subgraph run by the task of namespace ``task_ns`` keeps its checkpoints."""
+    return _without_task_ids(task_ns) if checkpointer is True else task_ns
 
 
 def _without_task_ids(ns: str) -> str:
