@@ -22,7 +22,6 @@ from threadline.checkpoint.base import (
     Checkpoint,
     CheckpointRecord,
     PlannedTask,
-    StorageHints,
     TaskWrite,
 )
 from threadline.checkpoint.ids import new_checkpoint_id
@@ -42,6 +41,7 @@ from threadline.errors import (
 from threadline.graph.spec import GraphSpec
 from threadline.runtime.answers import match_answers, pending_interrupts
 from threadline.runtime.context import SpareAnswer
+from threadline.runtime.hints import storage_hints
 from threadline.runtime.planning import local_task_id, plan_next, task_id, tasks_of
 from threadline.runtime.replay import carried_inputs, fork_of, may_continue_at
 from threadline.runtime.task import Outcome, StepEnv, Task, TaskResult, start_result
@@ -532,30 +532,6 @@ class RunLoop:
     def _emit_values(self) -> Generator[Effect, Any, None]:
         if "values" in self.s.stream_modes:
             yield Emit("values", dict(self._cp().values))
-
-
-def storage_hints(saved: Checkpoint | None, cp: Checkpoint) -> StorageHints:
-    """Which values of ``cp`` are new since ``saved``, and which of them only grew a list."""
-    if saved is None:
-        return StorageHints(frozenset(cp.values))
-    before = saved.versions
-    changed = frozenset([k for k, v in cp.versions.items() if before.get(k) != v])
-    extends: dict[str, tuple[str, int]] = {}
-    for key in changed:
-        new = cp.values[key]
-        if isinstance(new, list) and key in before and _grew(old := saved.values.get(key), new):
-            extends[key] = (before[key], len(old))
-    return StorageHints(changed, extends)
-
-
-def _grew(old: Any, new: Any) -> bool:
-    """``new`` is ``old`` plus items at the end (items compare by identity first: cheap)."""
-    if not (isinstance(old, list) and isinstance(new, list)) or len(new) <= len(old):
-        return False
-    try:
-        return new[: len(old)] == old
-    except Exception:
-        return False
 
 
 def error_value(error: BaseException) -> dict[str, str]:

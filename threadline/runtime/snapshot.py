@@ -11,7 +11,8 @@ from threadline.constants import START
 from threadline.errors import InvalidUpdateError
 from threadline.graph.spec import GraphSpec
 from threadline.runtime.answers import pending_interrupts
-from threadline.runtime.loop import STEP_TASK, storage_hints
+from threadline.runtime.hints import storage_hints
+from threadline.runtime.loop import STEP_TASK
 from threadline.runtime.planning import plan_next, task_id, tasks_of
 from threadline.runtime.task import start_result
 from threadline.runtime.writes import apply_writes, normalize_output
