@@ -15,6 +15,7 @@ from threadline.errors import (
 )
 from threadline.graph.schema import StateSchema
 from threadline.graph.spec import CallStyle, GraphSpec, NodeSpec
+from threadline.graph.subgraph import nested_run, saved_ns
 from threadline.runtime.context import current_task
 from threadline.runtime.drivers import Done, drive_async, drive_sync
 from threadline.runtime.loop import Emit, RunLoop, RunSettings
@@ -38,15 +39,16 @@ class CompiledStateGraph:
         self,
         spec: GraphSpec,
         *,
-        checkpointer: BaseSaver | None,
+        checkpointer: BaseSaver | bool | None,
         store: Any,
         interrupt_before: frozenset[str],
         interrupt_after: frozenset[str],
         name: str,
     ):
-        if checkpointer is not None and not isinstance(checkpointer, BaseSaver):
+        if checkpointer is not None and not isinstance(checkpointer, BaseSaver | bool):
             raise GraphValidationError(
-                f"checkpointer must be a threadline saver, got {type(checkpointer).__name__}"
+                "checkpointer must be a threadline saver, True, False or None, got "
+                f"{type(checkpointer).__name__}"
             )
         self.spec = spec
         self.checkpointer = checkpointer
@@ -140,8 +142,9 @@ class CompiledStateGraph:
             raise ConfigError(_DEBUG_TRUE)
         config = dict(config or {})
         parent = current_task()
-        nested = parent is not None and self.checkpointer is None
-        saver = parent.saver if nested else self.checkpointer
+        nested = parent is not None
+        inner = nested_run(self.checkpointer, parent) if parent is not None else None
+        saver = inner.saver if inner is not None else self._own_saver()
         configurable = dict(config.get("configurable") or {})
         if nested:
             configurable = {**parent.config.get("configurable", {}), **configurable}
@@ -154,7 +157,7 @@ class CompiledStateGraph:
         after = options.get("interrupt_after")
         settings = RunSettings(
             thread_id=thread_id,
-            ns=parent.next_subgraph_ns() if nested else "",
+            ns=inner.ns if inner is not None else "",
             checkpoint_id=None if nested else configurable.get("checkpoint_id"),
             config=config,
             metadata=_checkpoint_metadata(config, configurable),
@@ -172,6 +175,9 @@ class CompiledStateGraph:
             durability=durability,
             recursion_limit=_recursion_limit(config),
             nested=nested,
+            persistent=inner is not None and inner.persistent,
+            lent_saver=inner.lent_saver if inner is not None else None,
+            parents=inner.parents if inner is not None else {},
             parent_answers=dict(parent.answers) if nested else {},
             parent_spare=parent.spare if nested else None,
         )
@@ -184,6 +190,15 @@ class CompiledStateGraph:
             settings.subgraphs = bool(options.get("subgraphs"))
         store = self.store if self.store is not None or not nested else parent.store
         return RunLoop(self.spec, saver, store, settings)
+
+    def _own_saver(self) -> BaseSaver | None:
+        """The saver of a run of this graph on its own (not inside another graph's node)."""
+        if self.checkpointer is True:
+            raise ConfigError(
+                "checkpointer=True cannot be used for root graphs: it makes a subgraph keep its "
+                "own history on its parent's thread; give this graph a saver to run it alone"
+            )
+        return self.checkpointer if isinstance(self.checkpointer, BaseSaver) else None
 
     # ------------------------------------------------------------------ state
     def get_state(self, config: Mapping[str, Any], *, subgraphs: bool = False) -> StateSnapshot:
@@ -274,15 +289,16 @@ class CompiledStateGraph:
         return _config_of(new)
 
     def _address(self, config: Mapping[str, Any]) -> tuple[BaseSaver, str, str, str | None]:
-        if self.checkpointer is None:
+        saver = self._own_saver()
+        if saver is None:
             raise CheckpointerRequiredError(
                 "this graph has no checkpointer; compile(checkpointer=...) to keep threads"
             )
         configurable = _configurable(config)
-        thread_id = _thread_id(configurable, self.checkpointer)
+        thread_id = _thread_id(configurable, saver)
         assert thread_id is not None
         ns = configurable.get("checkpoint_ns") or ""
-        return self.checkpointer, thread_id, ns, configurable.get("checkpoint_id")
+        return saver, thread_id, ns, configurable.get("checkpoint_id")
 
     def _snapshot(
         self, config: Mapping[str, Any], record: CheckpointRecord | None, checkpoint_id: str | None
@@ -303,7 +319,11 @@ class CompiledStateGraph:
         for task in snap.tasks:
             node = self.spec.nodes.get(task.name)
             sub = node.subgraph if node is not None else None
-            record = load(task_ns(ns, task.name, task.id)) if sub is not None else None
+            record = (
+                load(saved_ns(sub.checkpointer, task_ns(ns, task.name, task.id)))
+                if sub is not None
+                else None
+            )
             if record is not None:
                 task = task._replace(state=sub._with_subgraphs(snapshot_of(sub.spec, record), load))
             tasks.append(task)

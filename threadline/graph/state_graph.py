@@ -151,7 +151,7 @@ class StateGraph:
 
     def compile(
         self,
-        checkpointer: BaseSaver | None = None,
+        checkpointer: BaseSaver | bool | None = None,
         *,
         store: BaseStore | None = None,
         interrupt_before: Sequence[str] | str | None = None,
@@ -165,6 +165,10 @@ class StateGraph:
         Mistakes that make a graph unrunnable (an edge to an unknown node, no entry point, a
         breakpoint on an unknown node) always fail here. ``strict=True`` also refuses what
         ``lint()`` finds (unreachable nodes, nodes with no way out), which LangGraph accepts.
+
+        ``checkpointer`` is a saver, or for a subgraph ``None`` (use its parent's, afresh for
+        each parent task), ``True`` (keep its own state across its parent's runs) or ``False``
+        (never save).
         """
         from threadline.graph.compiled import CompiledStateGraph
 

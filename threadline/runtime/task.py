@@ -78,6 +78,10 @@ class StepEnv:
     sink: Callable[[Any], None] | None = None
     modes: frozenset[str] = frozenset()
     spare: SpareAnswer | None = None
+    # The step's checkpoint, and the checkpoints of the runs above this one by namespace: a
+    # subgraph a task runs records them as its checkpoints' ``parents``
+    checkpoint_id: str = ""
+    parents: Mapping[str, str] = field(default_factory=dict)
 
 
 def run_task_sync(task: Task, env: StepEnv) -> Outcome:
