@@ -1,0 +1,233 @@
+"""Savers built as LangGraph's docs build them: over a connection or pool the program made,
+with ``from_conn_string`` in a ``with`` / ``async with`` block, under LangGraph's import paths,
+and ``setup()`` on every one."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import operator
+import sqlite3
+import threading
+from contextlib import closing
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import pytest
+
+from threadline import END, START, StateGraph
+from threadline.checkpoint import BaseSaver, FileSaver, InMemorySaver, SqliteSaver
+from threadline.checkpoint.sqlite.aio import AsyncSqliteSaver
+from threadline.errors import ConfigError, SaverUnavailableError
+
+
+class State(TypedDict):
+    log: Annotated[list[str], operator.add]
+
+
+def graph(saver: BaseSaver) -> Any:
+    builder = StateGraph(State)
+    builder.add_node("a", lambda s: {"log": ["a"]})
+    builder.add_node("b", lambda s: {"log": ["b"]})
+    builder.add_edge(START, "a")
+    builder.add_edge("a", "b")
+    builder.add_edge("b", END)
+    return builder.compile(checkpointer=saver)
+
+
+def run_twice(saver: BaseSaver, thread: str = "t1") -> None:
+    """Two runs on one thread: the second sees the first's checkpoints."""
+    app = graph(saver)
+    config = {"configurable": {"thread_id": thread}}
+    assert app.invoke({"log": ["x"]}, config) == {"log": ["x", "a", "b"]}
+    assert app.invoke({"log": ["y"]}, config) == {"log": ["x", "a", "b", "y", "a", "b"]}
+    assert len(list(app.get_state_history(config))) == 8
+
+
+async def arun_twice(saver: BaseSaver, thread: str = "t1") -> None:
+    app = graph(saver)
+    config = {"configurable": {"thread_id": thread}}
+    assert await app.ainvoke({"log": ["x"]}, config) == {"log": ["x", "a", "b"]}
+    assert await app.ainvoke({"log": ["y"]}, config) == {"log": ["x", "a", "b", "y", "a", "b"]}
+    assert (await app.aget_state(config)).values["log"][-1] == "b"
+
+
+def rows(path: Path, sql: str) -> list[tuple[Any, ...]]:
+    with closing(sqlite3.connect(path)) as conn:
+        return conn.execute(sql).fetchall()
+
+
+# -- import paths --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [
+        ("threadline.checkpoint.memory", "InMemorySaver"),
+        ("threadline.checkpoint.memory", "MemorySaver"),
+        ("threadline.checkpoint.sqlite", "SqliteSaver"),
+        ("threadline.checkpoint.sqlite.aio", "AsyncSqliteSaver"),
+        ("threadline.checkpoint.postgres", "PostgresSaver"),
+        ("threadline.checkpoint.postgres.aio", "AsyncPostgresSaver"),
+        ("threadline.checkpoint.redis", "RedisSaver"),
+        ("threadline.checkpoint.redis.aio", "AsyncRedisSaver"),
+    ],
+)
+def test_every_saver_imports_from_the_path_langgraph_uses(module: str, name: str) -> None:
+    saver = getattr(importlib.import_module(module), name)
+    assert issubclass(saver, BaseSaver)
+
+
+def test_memory_saver_is_the_in_memory_saver() -> None:
+    from threadline.checkpoint.memory import InMemorySaver as Imported
+    from threadline.checkpoint.memory import MemorySaver
+
+    assert MemorySaver is Imported is InMemorySaver
+
+
+# -- setup() everywhere ----------------------------------------------------------------------------
+
+
+def test_setup_is_an_idempotent_no_op_on_savers_that_need_nothing(tmp_path: Path) -> None:
+    for saver in (InMemorySaver(), FileSaver(tmp_path / "files"), SqliteSaver(tmp_path / "s.db")):
+        with saver:
+            assert saver.setup() is None
+            saver.setup()
+            asyncio.run(saver.asetup())
+            run_twice(saver)
+
+
+# -- SqliteSaver ---------------------------------------------------------------------------------
+
+
+def test_sqlite_saver_over_a_connection_the_program_made(tmp_path: Path) -> None:
+    path = tmp_path / "checkpoints.sqlite"
+    conn = sqlite3.connect(path, check_same_thread=False)
+    saver = SqliteSaver(conn)
+    assert saver.path == str(path)
+    run_twice(saver)
+    asyncio.run(arun_twice(saver, "t2"))  # calls from worker threads
+    saver.close()
+    # the connection stays the program's: open, usable, in WAL mode set by the saver
+    assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    conn.close()
+    with SqliteSaver(path) as again:
+        assert [t.thread_id for t in again.list_threads()] == ["t2", "t1"]
+
+
+def test_sqlite_saver_over_an_in_memory_connection() -> None:
+    conn = sqlite3.connect(":memory:", check_same_thread=False)
+    saver = SqliteSaver(conn)
+    assert saver.path == ":memory:"
+    run_twice(saver)
+    # the program's own tables live beside the saver's on the same connection
+    conn.execute("CREATE TABLE notes (body TEXT)")
+    conn.execute("INSERT INTO notes VALUES ('kept')")
+    conn.commit()
+    run_twice(saver, "t2")
+    assert conn.execute("SELECT body FROM notes").fetchall() == [("kept",)]
+
+
+def test_sqlite_saver_accepts_autocommit_and_row_connections(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "a.db", check_same_thread=False, isolation_level=None)
+    conn.row_factory = sqlite3.Row
+    run_twice(SqliteSaver(conn))
+
+
+def test_a_connection_bound_to_its_thread_gets_a_clear_error_when_used_elsewhere() -> None:
+    saver = SqliteSaver(sqlite3.connect(":memory:"))  # check_same_thread defaults to True
+    failure: list[BaseException] = []
+
+    def elsewhere() -> None:
+        try:
+            saver.get_tuple("t1")
+        except BaseException as exc:
+            failure.append(exc)
+
+    worker = threading.Thread(target=elsewhere)
+    worker.start()
+    worker.join()
+    assert isinstance(failure[0], ConfigError)
+    assert "check_same_thread=False" in str(failure[0])
+    run_twice(saver)  # on its own thread it works
+
+
+def test_unusable_connections_are_refused_clearly(tmp_path: Path) -> None:
+    conn = sqlite3.connect(":memory:")
+    conn.row_factory = lambda cur, row: {c[0]: v for c, v in zip(cur.description, row, strict=True)}
+    with pytest.raises(ConfigError, match="row_factory"):
+        SqliteSaver(conn)
+    busy = sqlite3.connect(tmp_path / "busy.db")
+    busy.execute("CREATE TABLE x (a)")
+    busy.execute("INSERT INTO x VALUES (1)")  # opens an implicit transaction
+    with pytest.raises(ConfigError, match="transaction open"):
+        SqliteSaver(busy)
+    with pytest.raises(ConfigError, match=r"sqlite3\.Connection or a path"):
+        SqliteSaver(42)  # type: ignore[arg-type]
+
+
+@pytest.mark.skipif(not hasattr(sqlite3.Connection, "autocommit"), reason="Python 3.12+")
+def test_a_connection_that_always_holds_a_transaction_is_refused() -> None:
+    conn = sqlite3.connect(":memory:", autocommit=False)  # type: ignore[call-arg]
+    with pytest.raises(ConfigError, match="autocommit=False"):
+        SqliteSaver(conn)
+
+
+def test_sqlite_from_conn_string_is_a_context_manager(tmp_path: Path) -> None:
+    with SqliteSaver.from_conn_string(":memory:") as memory:
+        run_twice(memory)
+    path = tmp_path / "checkpoints.sqlite"
+    with SqliteSaver.from_conn_string(str(path)) as saver:
+        run_twice(saver)
+    with pytest.raises(SaverUnavailableError, match="closed"):
+        saver.get_tuple("t1")
+    assert rows(path, "SELECT COUNT(*) FROM checkpoints") == [(4 * 2,)]
+
+
+def test_sqlite_synchronous_full_is_set_and_bad_values_are_refused(tmp_path: Path) -> None:
+    with SqliteSaver(tmp_path / "full.db", synchronous="full") as saver:
+        assert saver._connection().execute("PRAGMA synchronous").fetchone() == (2,)  # FULL
+        run_twice(saver)
+    with SqliteSaver(tmp_path / "normal.db") as saver:
+        assert saver.synchronous == "normal"
+        assert saver._connection().execute("PRAGMA synchronous").fetchone() == (1,)  # NORMAL
+    conn = sqlite3.connect(":memory:", check_same_thread=False)
+    SqliteSaver(conn, synchronous="FULL")
+    assert conn.execute("PRAGMA synchronous").fetchone() == (2,)
+    for bad in ("off", "extra", "", 2, None):
+        with pytest.raises(ConfigError, match=r"'normal'.*'full'"):
+            SqliteSaver(":memory:", synchronous=bad)  # type: ignore[arg-type]
+
+
+def test_timeout_given_with_a_connection_becomes_its_busy_timeout() -> None:
+    conn = sqlite3.connect(":memory:", check_same_thread=False)
+    SqliteSaver(conn, timeout=2.5)
+    assert conn.execute("PRAGMA busy_timeout").fetchone() == (2500,)
+
+
+# -- AsyncSqliteSaver ------------------------------------------------------------------------------
+
+
+async def test_async_sqlite_saver_from_conn_string(tmp_path: Path) -> None:
+    path = tmp_path / "checkpoints.db"
+    async with AsyncSqliteSaver.from_conn_string(str(path)) as saver:
+        await saver.setup()
+        await saver.setup()
+        await arun_twice(saver)
+    assert rows(path, "SELECT DISTINCT thread_id FROM checkpoints") == [("t1",)]
+    with pytest.raises(SaverUnavailableError, match="closed"):
+        await saver.aget_tuple("t1")
+
+
+async def test_async_sqlite_saver_over_a_sqlite3_connection() -> None:
+    saver = AsyncSqliteSaver(sqlite3.connect(":memory:", check_same_thread=False))
+    await saver.asetup()
+    await arun_twice(saver)
+
+
+def test_async_sqlite_saver_refuses_an_aiosqlite_connection_clearly() -> None:
+    class Connection:  # what aiosqlite.connect(...) gives, as far as the saver can tell
+        __module__ = "aiosqlite.core"
+
+    with pytest.raises(ConfigError, match=r"AsyncSqliteSaver\.from_conn_string"):
+        AsyncSqliteSaver(Connection())  # type: ignore[arg-type]
