@@ -7,8 +7,10 @@ from __future__ import annotations
 import asyncio
 import importlib
 import operator
+import os
 import sqlite3
 import threading
+from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
@@ -231,3 +233,141 @@ def test_async_sqlite_saver_refuses_an_aiosqlite_connection_clearly() -> None:
 
     with pytest.raises(ConfigError, match=r"AsyncSqliteSaver\.from_conn_string"):
         AsyncSqliteSaver(Connection())  # type: ignore[arg-type]
+
+
+# -- PostgresSaver ---------------------------------------------------------------------------------
+
+psycopg = pytest.importorskip("psycopg")
+from psycopg.rows import dict_row  # noqa: E402
+from psycopg_pool import AsyncConnectionPool, ConnectionPool  # noqa: E402
+from services import require_postgres  # noqa: E402
+
+from threadline.checkpoint.postgres import PostgresSaver  # noqa: E402
+from threadline.checkpoint.postgres.aio import AsyncPostgresSaver  # noqa: E402
+
+# How LangGraph's docs make connections and pools for its savers.
+LANGGRAPH_KWARGS = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+_schemas = iter(range(1_000_000))
+
+
+@pytest.fixture
+def pg() -> Iterator[tuple[str, str]]:
+    """The server's URL and a fresh schema name, dropped afterwards."""
+    url = require_postgres()
+    schema = f"threadline_ctor_{os.getpid()}_{next(_schemas)}"
+    yield url, schema
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def test_postgres_saver_over_a_connection_made_as_langgraph_docs_do(pg: tuple[str, str]) -> None:
+    url, schema = pg
+    with psycopg.connect(url, **LANGGRAPH_KWARGS) as conn:
+        saver = PostgresSaver(conn, schema=schema)
+        saver.setup()
+        saver.setup()
+        run_twice(saver)
+        asyncio.run(arun_twice(saver, "t2"))  # the sync connection, off the event loop
+        saver.close()
+        assert conn.execute("SELECT 1 AS one").fetchone() == {"one": 1}  # still the program's
+        with pytest.raises(SaverUnavailableError, match="closed"):
+            saver.get_tuple("t1")
+
+
+def test_postgres_saver_over_a_pool(pg: tuple[str, str]) -> None:
+    url, schema = pg
+    with ConnectionPool(url, min_size=1, max_size=4, kwargs=LANGGRAPH_KWARGS, open=True) as pool:
+        with PostgresSaver(pool, schema=schema) as saver:
+            saver.setup()
+            assert saver.pool_size == 4
+            app = graph(saver)
+            threads = [
+                threading.Thread(
+                    target=app.invoke, args=({"log": ["x"]}, {"configurable": {"thread_id": t}})
+                )
+                for t in ("p1", "p2", "p3")
+            ]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert {t.thread_id for t in saver.list_threads()} == {"p1", "p2", "p3"}
+        assert not pool.closed
+
+
+def test_postgres_connections_it_cannot_use_are_refused_clearly(pg: tuple[str, str]) -> None:
+    url, schema = pg
+    with psycopg.connect(url) as conn:  # autocommit off
+        saver = PostgresSaver(conn, schema=schema)
+        with pytest.raises(ConfigError, match="autocommit=True"):
+            saver.setup()
+        with pytest.raises(ConfigError, match="pool_size"):
+            PostgresSaver(conn, pool_size=3)
+    with pytest.raises(ConfigError, match="psycopg Connection"):
+        PostgresSaver(object())  # type: ignore[arg-type]
+
+    async def async_conn() -> None:
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as aconn:
+            with pytest.raises(ConfigError, match="AsyncPostgresSaver"):
+                PostgresSaver(aconn)
+
+    asyncio.run(async_conn())
+
+
+def test_postgres_saver_on_a_connection_refuses_tables_of_a_newer_threadline(
+    pg: tuple[str, str],
+) -> None:
+    url, schema = pg
+    with PostgresSaver.from_conn_string(url, schema=schema) as made:
+        run_twice(made)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'UPDATE "{schema}".threadline_schema_version SET version = 999')
+        with pytest.raises(SaverUnavailableError, match="newer threadline"):
+            PostgresSaver(conn, schema=schema).get_tuple("t1")
+
+
+def test_postgres_from_conn_string_is_a_set_up_context_manager(pg: tuple[str, str]) -> None:
+    url, schema = pg
+    with PostgresSaver.from_conn_string(url, schema=schema, pipeline=True) as saver:
+        run_twice(saver)
+    with pytest.raises(SaverUnavailableError, match="closed"):
+        saver.get_tuple("t1")
+
+
+async def test_async_postgres_from_conn_string(pg: tuple[str, str]) -> None:
+    url, schema = pg
+    async with AsyncPostgresSaver.from_conn_string(url, schema=schema) as saver:
+        await saver.setup()
+        await arun_twice(saver)
+        assert saver.get_tuple("t1") is not None  # on a URL, sync calls work too
+    with pytest.raises(SaverUnavailableError, match="closed"):
+        await saver.aget_tuple("t1")
+
+
+async def test_async_postgres_saver_over_an_async_connection(pg: tuple[str, str]) -> None:
+    url, schema = pg
+    async with await psycopg.AsyncConnection.connect(url, **LANGGRAPH_KWARGS) as conn:
+        saver = AsyncPostgresSaver(conn, schema=schema)
+        await saver.setup()
+        await arun_twice(saver)
+        # sync calls from another thread run on the connection's loop
+        app = graph(saver)
+        config = {"configurable": {"thread_id": "t1"}}
+        final = await asyncio.to_thread(app.invoke, {"log": ["z"]}, config)
+        assert final["log"][-3:] == ["z", "a", "b"]
+        # on the loop's own thread they would block it: a clear error instead
+        with pytest.raises(ConfigError, match=r"await graph\.ainvoke"):
+            app.get_state(config)
+        await saver.aclose()
+        assert not conn.closed
+
+
+async def test_async_postgres_saver_over_an_async_pool(pg: tuple[str, str]) -> None:
+    url, schema = pg
+    async with AsyncConnectionPool(
+        url, min_size=1, max_size=3, kwargs=LANGGRAPH_KWARGS, open=False
+    ) as pool:
+        saver = AsyncPostgresSaver(pool, schema=schema)
+        await saver.setup()
+        await asyncio.gather(*(arun_twice(saver, f"t{i}") for i in range(5)))
+        assert len(await saver.alist_threads()) == 5
