@@ -80,6 +80,14 @@ def test_every_saver_imports_from_the_path_langgraph_uses(module: str, name: str
     assert issubclass(saver, BaseSaver)
 
 
+@pytest.mark.parametrize("name", ["AsyncSqliteSaver", "AsyncPostgresSaver", "AsyncRedisSaver"])
+def test_async_savers_are_exported_by_the_package_too(name: str) -> None:
+    import threadline.checkpoint as package
+
+    assert name in package.__all__
+    assert getattr(package, name).__name__ == name
+
+
 def test_memory_saver_is_the_in_memory_saver() -> None:
     from threadline.checkpoint.memory import InMemorySaver as Imported
     from threadline.checkpoint.memory import MemorySaver
@@ -240,7 +248,7 @@ def test_async_sqlite_saver_refuses_an_aiosqlite_connection_clearly() -> None:
 psycopg = pytest.importorskip("psycopg")
 from psycopg.rows import dict_row  # noqa: E402
 from psycopg_pool import AsyncConnectionPool, ConnectionPool  # noqa: E402
-from services import require_postgres  # noqa: E402
+from services import require_postgres, require_redis  # noqa: E402
 
 from threadline.checkpoint.postgres import PostgresSaver  # noqa: E402
 from threadline.checkpoint.postgres.aio import AsyncPostgresSaver  # noqa: E402
@@ -371,3 +379,111 @@ async def test_async_postgres_saver_over_an_async_pool(pg: tuple[str, str]) -> N
         await saver.setup()
         await asyncio.gather(*(arun_twice(saver, f"t{i}") for i in range(5)))
         assert len(await saver.alist_threads()) == 5
+
+
+# -- RedisSaver ------------------------------------------------------------------------------------
+
+redis = pytest.importorskip("redis")
+import redis.asyncio as aredis  # noqa: E402
+
+from threadline.checkpoint.redis import RedisSaver  # noqa: E402
+from threadline.checkpoint.redis.aio import AsyncRedisSaver  # noqa: E402
+
+
+@pytest.fixture
+def rd() -> Iterator[tuple[str, str]]:
+    """The server's URL and a fresh key prefix, whose keys are deleted afterwards."""
+    url = require_redis()
+    prefix = f"threadline_ctor_{os.getpid()}_{next(_schemas)}"
+    yield url, prefix
+    with redis.Redis.from_url(url) as client:
+        keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
+        if keys:
+            client.unlink(*keys)
+
+
+def test_redis_from_conn_string_and_setup(rd: tuple[str, str]) -> None:
+    url, prefix = rd
+    with RedisSaver.from_conn_string(url, prefix=prefix) as saver:
+        saver.setup()
+        saver.setup()
+        run_twice(saver)
+        asyncio.run(arun_twice(saver, "t2"))
+    with pytest.raises(SaverUnavailableError, match="closed"):
+        saver.get_tuple("t1")
+
+
+def test_redis_saver_over_a_client_the_program_made(rd: tuple[str, str]) -> None:
+    url, prefix = rd
+    client = redis.Redis.from_url(url)
+    with RedisSaver(redis_client=client, prefix=prefix) as saver:
+        assert saver.url is None
+        run_twice(saver)
+        asyncio.run(arun_twice(saver, "t2"))  # the sync client, off the event loop
+        assert "prefix=" in repr(saver) and "127.0.0.1" in repr(saver)
+    assert client.ping()  # still the program's
+    client.close()
+
+
+def test_redis_url_comes_from_redis_url_when_not_given(
+    rd: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, prefix = rd
+    monkeypatch.setenv("REDIS_URL", url)
+    with RedisSaver(prefix=prefix) as saver:
+        run_twice(saver)
+    monkeypatch.delenv("REDIS_URL")
+    with pytest.raises(ConfigError, match="REDIS_URL"):
+        RedisSaver(prefix=prefix)
+
+
+def test_redis_arguments_it_cannot_honour_are_refused(rd: tuple[str, str]) -> None:
+    url, prefix = rd
+    client = redis.Redis.from_url(url)
+    with pytest.raises(ConfigError, match="not both"):
+        RedisSaver(url, redis_client=client)
+    with pytest.raises(ConfigError, match="AsyncRedisSaver"):
+        RedisSaver(redis_client=aredis.Redis.from_url(url))
+    with pytest.raises(ConfigError, match="refresh"):
+        RedisSaver(url, prefix=prefix, ttl={"default_ttl": 5, "refresh_on_read": True})
+    with RedisSaver(url, prefix=prefix, ttl={"default_ttl": 5}) as saver:
+        assert saver.ttl == 300  # langgraph-redis counts minutes
+    with RedisSaver(url, prefix=prefix, connection_args={"socket_timeout": 5}) as saver:
+        assert saver._client.connection_pool.connection_kwargs["socket_timeout"] == 5
+    client.close()
+
+
+async def test_async_redis_from_conn_string(rd: tuple[str, str]) -> None:
+    url, prefix = rd
+    async with AsyncRedisSaver.from_conn_string(url, prefix=prefix) as saver:
+        await saver.asetup()
+        await saver.setup()
+        await arun_twice(saver)
+    with pytest.raises(SaverUnavailableError, match="closed"):
+        await saver.aget_tuple("t1")
+
+
+async def test_async_redis_saver_over_an_async_client(rd: tuple[str, str]) -> None:
+    url, prefix = rd
+    client = aredis.Redis.from_url(url)
+    async with AsyncRedisSaver(redis_client=client, prefix=prefix) as saver:
+        await arun_twice(saver)
+        app = graph(saver)
+        config = {"configurable": {"thread_id": "t1"}}
+        final = await asyncio.to_thread(app.invoke, {"log": ["z"]}, config)
+        assert final["log"][-3:] == ["z", "a", "b"]
+        with pytest.raises(ConfigError, match=r"await graph\.ainvoke"):
+            app.get_state(config)
+    assert await client.ping()  # still the program's
+    await client.aclose()
+
+
+async def test_async_redis_saver_sets_itself_up_on_first_use(rd: tuple[str, str]) -> None:
+    url, prefix = rd
+    client = aredis.Redis.from_url(url)
+    saver = AsyncRedisSaver(redis_client=client, prefix=prefix)
+    assert await client.get(f"{prefix}:schema_version") is None  # nothing sent yet
+    await arun_twice(saver)
+    assert await client.get(f"{prefix}:schema_version") is not None
+    await saver.aclose()
+    await client.aclose()
