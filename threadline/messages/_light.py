@@ -159,9 +159,9 @@ class AIMessage(BaseMessage):
         self.tool_calls: list[dict[str, Any]] = [
             _tool_call(call) for call in kwargs.pop("tool_calls", None) or []
         ]
-        self.invalid_tool_calls: list[dict[str, Any]] = list(
-            kwargs.pop("invalid_tool_calls", None) or []
-        )
+        self.invalid_tool_calls: list[dict[str, Any]] = [
+            _invalid_tool_call(call) for call in kwargs.pop("invalid_tool_calls", None) or []
+        ]
         self.usage_metadata: dict[str, Any] | None = kwargs.pop("usage_metadata", None)
 
     def pretty_repr(self, html: bool = False) -> str:
@@ -185,9 +185,7 @@ class AIMessageChunk(AIMessage, BaseMessageChunk):
     _shown = (*AIMessage._shown, "tool_call_chunks")
 
     def _init_fields(self, kwargs: dict[str, Any]) -> None:
-        chunks = [
-            {**chunk, "type": "tool_call_chunk"} for chunk in kwargs.pop("tool_call_chunks", [])
-        ]
+        chunks = [_tool_call_chunk(chunk) for chunk in kwargs.pop("tool_call_chunks", None) or []]
         super()._init_fields(kwargs)
         self.tool_call_chunks: list[dict[str, Any]] = chunks
         self.chunk_position: str | None = kwargs.pop("chunk_position", None)
@@ -255,9 +253,34 @@ def _id(value: Any) -> str | None:
 
 
 def _tool_call(call: Any) -> dict[str, Any]:
-    if not isinstance(call, dict) or not {"name", "args", "id"} <= call.keys():
-        raise ValueError(f"a tool call is a dict with 'name', 'args' and 'id', got {call!r}")
-    return {**call, "type": "tool_call"}
+    """A tool call as langchain-core makes it: name, args, id, type (and nothing else)."""
+    _keys_of(call, "tool call", required=("name", "args", "id"))
+    return {"name": call["name"], "args": call["args"], "id": call["id"], "type": "tool_call"}
+
+
+def _invalid_tool_call(call: Any) -> dict[str, Any]:
+    _keys_of(call, "invalid tool call", optional=("name", "args", "id", "error"))
+    fields = {k: call.get(k) for k in ("id", "name", "args", "error")}
+    return {"type": "invalid_tool_call", **fields}
+
+
+def _tool_call_chunk(chunk: Any) -> dict[str, Any]:
+    _keys_of(chunk, "tool call chunk", optional=("name", "args", "id", "index"))
+    fields = {k: chunk.get(k) for k in ("name", "args", "id", "index")}
+    return {**fields, "type": "tool_call_chunk"}
+
+
+def _keys_of(
+    value: Any, what: str, required: tuple[str, ...] = (), optional: tuple[str, ...] = ()
+) -> None:
+    """Check that ``value`` is a dict with the keys langchain-core accepts for ``what``."""
+    allowed = {*required, *optional, "type", "extras"}
+    if not isinstance(value, dict) or not value.keys() >= set(required) or value.keys() - allowed:
+        keys = ", ".join(map(repr, required or optional))
+        raise ValueError(
+            f"a {what} is a dict with {'the' if required else 'some of the'} keys {keys}, "
+            f"got {value!r}"
+        )
 
 
 def _title(title: str) -> str:
