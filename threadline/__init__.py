@@ -4,6 +4,7 @@ Build a ``StateGraph``, ``compile(checkpointer=...)`` it, and every superstep is
 stop for a human (``interrupt``), survive a crash, and be replayed or forked from any checkpoint.
 """
 
+from threadline._lazy import lazy_attributes
 from threadline.constants import END, START
 from threadline.graph.compiled import CompiledStateGraph
 from threadline.graph.state_graph import StateGraph
@@ -18,20 +19,33 @@ from threadline.types import (
     StateSnapshot,
 )
 
+# Loaded on first use: they may import langchain-core (see threadline.messages).
+_LAZY = {
+    "MessagesState": "threadline.messages.reducer",
+    "REMOVE_ALL_MESSAGES": "threadline.messages.reducer",
+    "add_messages": "threadline.messages.reducer",
+}
+
 __all__ = [
     "END",
+    "REMOVE_ALL_MESSAGES",
     "START",
     "Command",
     "CompiledStateGraph",
     "Interrupt",
+    "MessagesState",
     "Overwrite",
     "RetryPolicy",
     "Send",
     "SnapshotTask",
     "StateGraph",
     "StateSnapshot",
+    "add_messages",
     "get_config",
     "get_store",
     "get_stream_writer",
     "interrupt",
 ]
+
+
+__getattr__ = lazy_attributes(globals(), _LAZY)

@@ -6,6 +6,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
+from threadline.serde import known
+
 T = TypeVar("T", bound=type)
 
 _lock = threading.Lock()
@@ -48,10 +50,23 @@ def _same_origin(a: type, b: type) -> bool:
 
 
 def name_of(cls: type) -> str | None:
-    """The registered name of ``cls``, or ``None`` if it was never registered."""
-    return _by_class.get(cls)
+    """The registered name of ``cls`` (or of a known class: see ``known``), else ``None``."""
+    name = _by_class.get(cls)
+    if name is None:
+        name = known.name_for(cls)
+        if name is not None:
+            with _lock:
+                _by_class[cls] = name
+    return name
 
 
 def lookup(name: str) -> type | None:
-    """The class registered under ``name``, or ``None``."""
-    return _by_name.get(name)
+    """The class registered under ``name`` (or a known class: see ``known``), else ``None``."""
+    cls = _by_name.get(name)
+    if cls is None:
+        cls = known.class_for(name)
+        if cls is not None:
+            with _lock:
+                _by_name[name] = cls
+                _by_class[cls] = name
+    return cls
