@@ -103,6 +103,41 @@ class ParentCommand(BaseException):
         self.command = command
 
 
+class ModelError(ThreadlineError):
+    """A chat model call failed; the subclasses say how."""
+
+
+class ModelHTTPError(ModelError):
+    """The model server answered with an error status.
+
+    ``status`` is the HTTP status, ``message`` the server's own explanation (from its JSON error
+    body when it sent one), ``url`` the endpoint called and ``body`` the raw response text.
+    """
+
+    def __init__(self, message: str, *, status: int, url: str, body: str = ""):
+        super().__init__(message)
+        self.status = status
+        self.url = url
+        self.body = body
+
+
+class ModelConnectionError(ModelError):
+    """The model server could not be reached (refused, reset, DNS), after every retry."""
+
+
+class ModelTimeoutError(ModelConnectionError):
+    """The model server did not answer within the timeout, after every retry."""
+
+
+class ModelResponseError(ModelError):
+    """The model server's reply could not be understood: malformed JSON, a broken stream, or a
+    structured answer that does not match the requested schema."""
+
+
+class ScriptExhaustedError(ModelError):
+    """A ``ScriptedChatModel`` was called more times than it has replies."""
+
+
 __all__ = [
     "CheckpointNotFoundError",
     "CheckpointerRequiredError",
@@ -115,9 +150,15 @@ __all__ = [
     "InvalidResumeError",
     "InvalidStoreInputError",
     "InvalidUpdateError",
+    "ModelConnectionError",
+    "ModelError",
+    "ModelHTTPError",
+    "ModelResponseError",
+    "ModelTimeoutError",
     "NothingToResumeError",
     "ParentCommand",
     "SaverUnavailableError",
+    "ScriptExhaustedError",
     "SerializationError",
     "StoreUnavailableError",
     "ThreadNotFoundError",
