@@ -15,7 +15,7 @@ import pytest
 if os.environ.get("THREADLINE_TEST_BLOCK_LANGCHAIN") == "1":
     sys.modules["langchain_core"] = None  # type: ignore[assignment]  # import now fails
 
-from chat_server import ChatServer  # noqa: E402  (after the block above)
+from chat_server import ChatServer
 
 
 @pytest.fixture

@@ -92,7 +92,10 @@ def test_stream_sends_the_text_word_by_word_and_tool_calls_last() -> None:
     model = ScriptedChatModel(
         [
             "The answer  is 42.",
-            {"content": "Adding them.", "tool_calls": [{"name": "add", "args": {"a": 1}, "id": "c9"}]},
+            {
+                "content": "Adding them.",
+                "tool_calls": [{"name": "add", "args": {"a": 1}, "id": "c9"}],
+            },
         ]
     )
     chunks = list(model.stream("q"))
@@ -143,7 +146,9 @@ def test_structured_output_parses_the_scripted_json() -> None:
     assert structured.invoke("how long?") == Answer(value=4, unit="cm")
     sent = model.calls[0].kwargs["response_format"]
     assert sent["type"] == "json_schema" and sent["json_schema"]["name"] == "Answer"
-    with pytest.raises(ModelResponseError, match="(?s)does not match Answer.*unit.*Field required"):
+    with pytest.raises(
+        ModelResponseError, match=r"(?s)does not match Answer.*unit.*Field required"
+    ):
         structured.invoke("and now?")
 
 
@@ -198,7 +203,7 @@ def test_a_tool_calling_loop_in_a_graph() -> None:
 def test_chat_models_are_recognised_and_other_things_refused() -> None:
     model = ScriptedChatModel([])
     assert as_chat_model(model) is model and isinstance(model, ChatModel)
-    with pytest.raises(TypeError, match="expected a chat model .* got str without invoke"):
+    with pytest.raises(TypeError, match=r"expected a chat model .* got str without invoke"):
         as_chat_model("gpt-4o")
 
 
