@@ -49,7 +49,10 @@ class ChatServer:
         self._httpd.daemon_threads = True
         self._httpd.block_on_close = False
         self.base_url = f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def _serve(self) -> None:
+        self._httpd.serve_forever(poll_interval=0.02)  # a short poll: a quick shutdown
 
     def __enter__(self) -> ChatServer:
         self._thread.start()
