@@ -20,8 +20,6 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
 from threadline.errors import (
     ModelConnectionError,
     ModelError,
@@ -29,6 +27,13 @@ from threadline.errors import (
     ModelResponseError,
     ModelTimeoutError,
 )
+
+try:
+    import httpx
+except ImportError as exc:  # an optional dependency
+    raise ModuleNotFoundError(
+        "OpenAIChatModel needs httpx: pip install 'threadline[openai]'", name=exc.name
+    ) from exc
 
 RETRIED_STATUSES = frozenset({408, 409, 429})
 INITIAL_BACKOFF = 0.5  # seconds before the first retry; doubles each time
@@ -55,6 +60,10 @@ class Endpoint:
 
     def async_client(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(headers=self.headers, timeout=self.timeout, verify=_ssl_context())
+
+
+def timeout_of(value: float | httpx.Timeout) -> httpx.Timeout:
+    return value if isinstance(value, httpx.Timeout) else httpx.Timeout(value)
 
 
 @functools.cache

@@ -11,9 +11,7 @@ import functools
 import operator
 import os
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from threadline.messages import AIMessage, AIMessageChunk, message_chunk_to_message
 from threadline.models import http, wire
@@ -22,6 +20,9 @@ from threadline.models.report import token_writer
 from threadline.models.structured import StructuredChatModel
 from threadline.models.tools import tool_choice as choice_of
 from threadline.models.tools import tool_spec
+
+if TYPE_CHECKING:
+    import httpx
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -68,7 +69,7 @@ class OpenAIChatModel:
         self._endpoint = http.Endpoint(
             url=self.base_url + "/chat/completions",
             headers=sent,
-            timeout=timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout),
+            timeout=http.timeout_of(timeout),
             max_retries=max_retries,
         )
 
