@@ -9,6 +9,7 @@ import pytest
 from chat_server import ChatServer, Reply, completion, delta, usage_event
 
 from threadline import END, START, StateGraph
+from threadline.errors import ModelResponseError
 from threadline.messages import AIMessageChunk, MessagesState
 from threadline.models import OpenAIChatModel, ScriptedChatModel
 
@@ -49,6 +50,13 @@ def test_invoke_streams_its_tokens_when_the_run_streams_messages(server: ChatSer
     assert {m.id for m, _ in parts} == {"chatcmpl-2"}
     out = app.invoke({"messages": "hi"})  # nothing listens for tokens: one plain request
     assert out["messages"][-1].content == "Hello!" and "stream" not in server.bodies[1]
+
+
+def test_a_streamed_invoke_that_gets_no_tokens_is_an_error(server: ChatServer) -> None:
+    server.script(Reply(events=[]))  # only [DONE]
+    app = chat_graph(OpenAIChatModel(model="m", base_url=server.base_url))
+    with pytest.raises(ModelResponseError, match="ended without sending anything"):
+        list(app.stream({"messages": "hi"}, stream_mode="messages"))
 
 
 def test_ainvoke_streams_its_tokens_too(server: ChatServer) -> None:

@@ -376,3 +376,11 @@ def test_a_checkpointed_chat_graph_sends_the_whole_history(
         "tool_call_id": "call_1",
         "content": "sunny in Paris",
     }
+
+
+def test_options_the_call_itself_sets_are_refused(server: ChatServer) -> None:
+    with pytest.raises(TypeError, match="'stream' is set by the call itself"):
+        model_for(server).invoke("hi", stream=True)
+    with pytest.raises(TypeError, match="'messages' is set by the call itself"):
+        model_for(server).bind(messages=[]).invoke("hi")
+    assert server.requests == []

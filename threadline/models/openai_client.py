@@ -13,6 +13,7 @@ import os
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from threadline.errors import ModelResponseError
 from threadline.messages import AIMessage, AIMessageChunk, message_chunk_to_message
 from threadline.models import http, wire
 from threadline.models.protocol import ModelInput, to_messages
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     import httpx
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+_RESERVED = frozenset({"messages", "stream", "stream_options"})
 
 
 class OpenAIChatModel:
@@ -57,9 +59,8 @@ class OpenAIChatModel:
         if not isinstance(max_retries, int) or max_retries < 0:
             raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}")
         self.model = model
-        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip(
-            "/"
-        )
+        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        self.base_url = self.base_url.rstrip("/")
         self.stream_usage = stream_usage
         self.params = params
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
@@ -127,6 +128,12 @@ class OpenAIChatModel:
             yield wire.chunk_from_event(event)
 
     def _body(self, input: ModelInput, params: dict[str, Any], stream: bool = False) -> dict:
+        reserved = sorted(_RESERVED.intersection({**self.params, **params}))
+        if reserved:
+            raise TypeError(
+                f"{reserved[0]!r} is set by the call itself: use stream()/astream() for a "
+                "stream, and pass the messages as the first argument"
+            )
         body = {
             "model": self.model,
             "messages": wire.wire_messages(to_messages(input)),
@@ -150,4 +157,6 @@ def _joined(chunks: Iterator[AIMessageChunk], write: Any) -> AIMessage:
 
 def _message(chunks: list[AIMessageChunk]) -> AIMessage:
     """The whole message a stream's chunks make."""
+    if not chunks:
+        raise ModelResponseError("the model's stream ended without sending anything")
     return message_chunk_to_message(functools.reduce(operator.add, chunks))
