@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from threadline.errors import ModelResponseError
 from threadline.messages import AIMessage, AIMessageChunk, message_chunk_to_message
-from threadline.models import http, wire
+from threadline.models import transport, wire
 from threadline.models.protocol import ModelInput, to_messages
 from threadline.models.report import token_writer
 from threadline.models.structured import StructuredChatModel
@@ -35,7 +35,7 @@ class OpenAIChatModel:
     ``base_url`` defaults to ``OPENAI_BASE_URL`` or OpenAI's; ``api_key`` to ``OPENAI_API_KEY``
     (none is sent when neither is set, as local servers want). ``timeout`` is in seconds (or an
     ``httpx.Timeout``); failed requests are retried ``max_retries`` times (see
-    ``threadline.models.http``). Other keyword arguments (``temperature``, ``max_tokens``, ...)
+    ``threadline.models.transport``). Other keyword arguments (``temperature``, ``max_tokens``, ...)
     are sent with every request, and those of a call with that request.
 
     Inside a graph run streamed with ``stream_mode="messages"``, ``invoke`` streams the reply so
@@ -67,10 +67,10 @@ class OpenAIChatModel:
         sent = {"User-Agent": "threadline", **(headers or {})}
         if key:
             sent["Authorization"] = f"Bearer {key}"
-        self._endpoint = http.Endpoint(
+        self._endpoint = transport.Endpoint(
             url=self.base_url + "/chat/completions",
             headers=sent,
-            timeout=http.timeout_of(timeout),
+            timeout=transport.timeout_of(timeout),
             max_retries=max_retries,
         )
 
@@ -104,7 +104,9 @@ class OpenAIChatModel:
         write = token_writer()
         if write is not None:
             return _joined(self.stream(input, **params), write)
-        return wire.message_from_reply(http.post_json(self._endpoint, self._body(input, params)))
+        return wire.message_from_reply(
+            transport.post_json(self._endpoint, self._body(input, params))
+        )
 
     async def ainvoke(self, input: ModelInput, **params: Any) -> AIMessage:
         write = token_writer()
@@ -115,16 +117,16 @@ class OpenAIChatModel:
                 chunks.append(chunk)
             return _message(chunks)
         body = self._body(input, params)
-        return wire.message_from_reply(await http.apost_json(self._endpoint, body))
+        return wire.message_from_reply(await transport.apost_json(self._endpoint, body))
 
     def stream(self, input: ModelInput, **params: Any) -> Iterator[AIMessageChunk]:
         body = self._body(input, params, stream=True)
-        for event in http.post_events(self._endpoint, body):
+        for event in transport.post_events(self._endpoint, body):
             yield wire.chunk_from_event(event)
 
     async def astream(self, input: ModelInput, **params: Any) -> AsyncIterator[AIMessageChunk]:
         body = self._body(input, params, stream=True)
-        async for event in http.apost_events(self._endpoint, body):
+        async for event in transport.apost_events(self._endpoint, body):
             yield wire.chunk_from_event(event)
 
     def _body(self, input: ModelInput, params: dict[str, Any], stream: bool = False) -> dict:
