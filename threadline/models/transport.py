@@ -13,6 +13,7 @@ import contextlib
 import email.utils
 import functools
 import json
+import math
 import random
 import ssl
 import time
@@ -201,9 +202,10 @@ def retry_after(headers: httpx.Headers) -> float | None:
 
 def _number(text: str) -> float | None:
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         return None
+    return value if math.isfinite(value) else None
 
 
 # ---------------------------------------------------------------------- errors
