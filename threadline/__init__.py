@@ -8,7 +8,9 @@ from threadline.constants import END, START
 from threadline.graph.compiled import CompiledStateGraph
 from threadline.graph.state_graph import StateGraph
 from threadline.runtime.context import get_config, get_store, get_stream_writer, interrupt
+from threadline.runtime.runtime import Runtime, get_runtime
 from threadline.types import (
+    CachePolicy,
     Command,
     Interrupt,
     Overwrite,
@@ -21,16 +23,19 @@ from threadline.types import (
 __all__ = [
     "END",
     "START",
+    "CachePolicy",
     "Command",
     "CompiledStateGraph",
     "Interrupt",
     "Overwrite",
     "RetryPolicy",
+    "Runtime",
     "Send",
     "SnapshotTask",
     "StateGraph",
     "StateSnapshot",
     "get_config",
+    "get_runtime",
     "get_store",
     "get_stream_writer",
     "interrupt",

@@ -15,11 +15,13 @@ from threadline.graph.spec import (
     NodeSpec,
     make_branch,
     node_from_callable,
+    with_options,
 )
 from threadline.graph.validate import validate_graph
-from threadline.types import RetryPolicy
+from threadline.types import CachePolicy, RetryPolicy
 
 if TYPE_CHECKING:
+    from threadline.cache.base import BaseCache
     from threadline.checkpoint.base import BaseSaver
     from threadline.graph.compiled import CompiledStateGraph
     from threadline.store.base import BaseStore
@@ -31,8 +33,11 @@ class StateGraph:
     Build it with ``add_node``/``add_edge``/``add_conditional_edges``, then ``compile()`` it.
     """
 
-    def __init__(self, state_schema: type, **_ignored: Any) -> None:
+    def __init__(
+        self, state_schema: type, context_schema: type | None = None, **_ignored: Any
+    ) -> None:
         self.schema = read_schema(state_schema)
+        self.context_schema = context_schema
         self.nodes: dict[str, NodeSpec] = {}
         self.edges: list[tuple[str, str]] = []
         self.joins: list[Join] = []
@@ -45,8 +50,14 @@ class StateGraph:
         *,
         retry_policy: RetryPolicy | None = None,
         destinations: Sequence[str] | None = None,
+        cache_policy: CachePolicy | None = None,
+        defer: bool = False,
     ) -> StateGraph:
-        """Add a node; ``add_node(fn)`` names it after the function."""
+        """Add a node; ``add_node(fn)`` names it after the function.
+
+        ``cache_policy`` reuses the node's result for the same input when the graph is compiled
+        with a ``cache``; a ``defer`` node runs only once the run has nothing else to do.
+        """
         if action is None:
             action, node = node, _name_of(node)  # type: ignore[assignment]
         if not isinstance(node, str) or not node:
@@ -56,7 +67,8 @@ class StateGraph:
             raise GraphValidationError(f"node {node!r} is already in the graph")
         if retry_policy is not None and not isinstance(retry_policy, RetryPolicy):
             raise GraphValidationError(f"retry_policy of {node!r} must be a RetryPolicy")
-        self.nodes[node] = self._node_spec(node, action, retry_policy, destinations)
+        spec = self._node_spec(node, action, retry_policy, destinations)
+        self.nodes[node] = with_options(spec, action, cache_policy, defer)
         return self
 
     def add_edge(self, start_key: str | Sequence[str], end_key: str) -> StateGraph:
@@ -118,6 +130,7 @@ class StateGraph:
         self,
         checkpointer: BaseSaver | None = None,
         *,
+        cache: BaseCache[Any] | None = None,
         store: BaseStore | None = None,
         interrupt_before: Sequence[str] | str | None = None,
         interrupt_after: Sequence[str] | str | None = None,
@@ -143,6 +156,8 @@ class StateGraph:
             interrupt_before=before,
             interrupt_after=after,
             name=name or "LangGraph",
+            cache=cache,
+            context_schema=self.context_schema,
         )
 
     def _spec(self) -> GraphSpec:
