@@ -200,11 +200,19 @@ def test_conditional_edges_take_the_runtime_too():
     assert graph.invoke({}, context=Context("bob"))["log"] == ["start", "guest"]
 
 
-def test_a_conditional_entry_point_sees_the_context():
+@pytest.mark.parametrize(
+    "route",
+    [
+        lambda state, runtime: runtime.context.lang,
+        lambda state: get_runtime().context.lang,
+    ],
+    ids=["runtime parameter", "get_runtime"],
+)
+def test_a_conditional_entry_point_sees_the_context(route):
     g = StateGraph(State, context_schema=Context)
     g.add_node("en", lambda state: {"response": "hello"})
     g.add_node("fr", lambda state: {"response": "bonjour"})
-    g.set_conditional_entry_point(lambda state, runtime: runtime.context.lang, ["en", "fr"])
+    g.set_conditional_entry_point(route, ["en", "fr"])
     g.add_edge("en", END)
     g.add_edge("fr", END)
     assert g.compile().invoke({}, context=Context("u", lang="fr"))["response"] == "bonjour"

@@ -280,7 +280,14 @@ def start_result(env: StepEnv, updates: Update) -> Any:
     """The result of the START pseudo-task: the input, routed by START's edges and branches
     (which see ``env.values``, the state before the input)."""
     task = Task(id="", name=START, ns="", input=None, node=None)
-    return _finish_sync(task, env, dict(updates)).result
+    if START not in env.spec.branches:
+        return _finish_sync(task, env, dict(updates)).result
+    ctx = TaskContext(task, env)  # its branches may call get_runtime(), get_config()...
+    token = enter_task(ctx)
+    try:
+        return _finish_sync(task, env, dict(updates), ctx).result
+    finally:
+        leave_task(token)
 
 
 def _output_parts(task: Task, env: StepEnv, output: Any) -> tuple[Update, tuple[str | Send, ...]]:
