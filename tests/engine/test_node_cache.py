@@ -184,6 +184,41 @@ def test_a_cached_node_routes_as_it_did_and_its_step_is_checkpointed():
     assert [h.next for h in history] == [(), ("big",), ("classify",), ("__start__",)]
 
 
+def test_a_hit_is_routed_by_the_graph_as_it_is_now(tmp_path: Path):
+    """The stored entry holds what the node returned, not where the graph sent it then."""
+
+    class Routed(TypedDict, total=False):
+        x: int
+        log: Annotated[list[str], operator.add]
+
+    calls = []
+
+    def step(state: Routed) -> Command:
+        calls.append(state["x"])
+        return Command(update={"log": ["step"]}, goto="audit")
+
+    def build(after_step: str) -> StateGraph:
+        g = StateGraph(Routed)
+        g.add_node("step", step, cache_policy=CachePolicy(), destinations=["audit"])
+        g.add_node("audit", lambda s: {"log": ["audit"]})
+        g.add_edge(START, "step")
+        g.add_edge("step", after_step)
+        g.add_edge("audit", END)
+        if after_step == "report":
+            g.add_node("report", lambda s: {"log": ["report"]})
+            g.add_edge("report", END)
+        return g
+
+    path = str(tmp_path / "cache.db")
+    with SqliteCache(path=path) as cache:
+        first = build(END).compile(cache=cache).invoke({"x": 1})
+    with SqliteCache(path=path) as cache:  # the graph was edited: step now also goes to report
+        second = build("report").compile(cache=cache).invoke({"x": 1})
+    assert first["log"] == ["step", "audit"]
+    assert second["log"] == ["step", "audit", "report"]
+    assert calls == [1]
+
+
 def test_send_tasks_are_cached_by_their_argument():
     class Fan(TypedDict, total=False):
         items: list[int]
@@ -245,7 +280,8 @@ def test_sqlite_cache_keeps_results_across_instances_in_serde_encoding(tmp_path:
     assert calls == [6]
     with sqlite3.connect(path) as conn:
         (blob,) = conn.execute("SELECT value FROM threadline_cache").fetchone()
-    assert dict(serde.loads(blob).updates) == {"result": 12}  # threadline's serde, not pickle
+    updates, gotos = serde.loads(blob)  # threadline's serde, not pickle
+    assert (dict(updates), gotos) == ({"result": 12}, ())
     with SqliteCache(path=path) as cache:
         cache.clear()
         graph_of(expensive(calls), cache=cache).invoke({"x": 6})

@@ -1,8 +1,10 @@
-"""The node cache: a task of a node with a ``CachePolicy`` first looks for its stored result.
+"""The node cache: a task of a node with a ``CachePolicy`` first looks for its stored output.
 
-Only results are stored (never errors or interrupts), with the node's routes, so a hit is the
-node's whole outcome and the node does not run. Entries are keyed by the node (its function and
-name) and by ``policy.key_func`` of the node's input.
+What a node returned is stored — its updates and ``Command(goto=...)`` targets, never an error
+or an interrupt — and on a hit the node does not run. Its edges and branches are not stored: the
+graph routes a hit as it is now, so a graph edited since (a new edge, a changed condition) is
+never sent the old way by an old entry. Entries are keyed by the node (its function and name)
+and by ``policy.key_func`` of the node's input.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ def entry_key(task: Task, env: StepEnv, node_cache: NodeCache) -> FullKey:
 
 
 def remember(cache: BaseCache[Any], key: FullKey, result: Any, node_cache: NodeCache) -> None:
-    """Store a task's result under its policy's time to live."""
+    """Store a task's output under its policy's time to live."""
     try:
         cache.set({key: (result, node_cache.policy.ttl)})
     except SerializationError as exc:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import functools
 import random
 import time
@@ -27,6 +28,8 @@ from threadline.types import Command, Interrupt, RetryPolicy, Send
 if TYPE_CHECKING:
     from threadline.cache.base import BaseCache
     from threadline.runtime.loop import RunSettings
+
+Gotos = tuple[str | Send, ...]
 
 
 @serde.register(name="threadline.TaskResult")
@@ -68,6 +71,7 @@ class Outcome:
     interrupts: tuple[Interrupt, ...] = ()
     parent_command: Command | None = None
     cached: bool = False
+    gotos: Gotos = ()  # the node's own ``Command(goto=...)`` targets, among the result's routes
 
 
 @dataclass(slots=True)
@@ -182,15 +186,21 @@ async def _run_async(task: Task, env: StepEnv) -> Outcome:
 
 
 def _cached_sync(task: Task, env: StepEnv, cache: BaseCache[Any], node_cache: NodeCache) -> Outcome:
-    """A stored result for the task's input, or the task run and its result stored."""
+    """The node's stored output for the task's input, routed by the graph as it is now; or
+    the task run and its output (updates and gotos, not the routes) stored."""
     try:
         key = entry_key(task, env, node_cache)
         hit = cache.get([key]).get(key)
         if hit is not None:
-            return Outcome(task, result=hit, cached=True)
+            ctx = TaskContext(task, env)
+            token = enter_task(ctx)  # the node's branches run again: they may use the runtime
+            try:
+                return dataclasses.replace(_routed(task, env, *hit, ctx), cached=True)
+            finally:
+                leave_task(token)
         outcome = _run_sync(task, env)
         if outcome.result is not None:
-            remember(cache, key, outcome.result, node_cache)
+            remember(cache, key, (outcome.result.updates, outcome.gotos), node_cache)
         return outcome
     except Exception as exc:
         return Outcome(task, error=exc)
@@ -203,10 +213,15 @@ async def _cached_async(
         key = entry_key(task, env, node_cache)
         hit = (await cache.aget([key])).get(key)
         if hit is not None:
-            return Outcome(task, result=hit, cached=True)
+            ctx = TaskContext(task, env)
+            token = enter_task(ctx)
+            try:
+                return dataclasses.replace(await _arouted(task, env, *hit, ctx), cached=True)
+            finally:
+                leave_task(token)
         outcome = await _run_async(task, env)
         if outcome.result is not None:
-            await aremember(cache, key, outcome.result, node_cache)
+            await aremember(cache, key, (outcome.result.updates, outcome.gotos), node_cache)
         return outcome
     except Exception as exc:
         return Outcome(task, error=exc)
@@ -290,7 +305,7 @@ def start_result(env: StepEnv, updates: Update) -> Any:
         leave_task(token)
 
 
-def _output_parts(task: Task, env: StepEnv, output: Any) -> tuple[Update, tuple[str | Send, ...]]:
+def _output_parts(task: Task, env: StepEnv, output: Any) -> tuple[Update, Gotos]:
     if isinstance(output, Command) and output.graph is not None:
         if output.graph != Command.PARENT:
             raise InvalidUpdateError(
@@ -302,7 +317,13 @@ def _output_parts(task: Task, env: StepEnv, output: Any) -> tuple[Update, tuple[
 
 
 def _finish_sync(task: Task, env: StepEnv, output: Any, ctx: TaskContext | None = None) -> Outcome:
-    updates, gotos = _output_parts(task, env, output)
+    return _routed(task, env, *_output_parts(task, env, output), ctx)
+
+
+def _routed(
+    task: Task, env: StepEnv, updates: Update, gotos: Gotos, ctx: TaskContext | None = None
+) -> Outcome:
+    """The task's result: its updates, routed by its gotos and its node's edges and branches."""
     edges = env.spec.edges.get(task.name, ())
     branches = env.spec.branches.get(task.name)
     if not gotos and not branches:  # the common case: plain edges only
@@ -316,16 +337,21 @@ def _finish_sync(task: Task, env: StepEnv, output: Any, ctx: TaskContext | None 
         state = _branch_state(task, env, updates)
         chosen = _call_branch(branch, state, ctx or TaskContext(task, env))
         routes.extend(branch.resolve(chosen))
-    return Outcome(task, result=TaskResult(updates, _drop_end(routes)))
+    return Outcome(task, result=TaskResult(updates, _drop_end(routes)), gotos=gotos)
 
 
 async def _finish_async(task: Task, env: StepEnv, output: Any, ctx: TaskContext) -> Outcome:
-    updates, gotos = _output_parts(task, env, output)
+    return await _arouted(task, env, *_output_parts(task, env, output), ctx)
+
+
+async def _arouted(
+    task: Task, env: StepEnv, updates: Update, gotos: Gotos, ctx: TaskContext
+) -> Outcome:
     routes = list(gotos) + list(env.spec.edges.get(task.name, ()))
     for branch in env.spec.branches.get(task.name, ()):
         chosen = _call_branch(branch, _branch_state(task, env, updates), ctx)
         routes.extend(branch.resolve(await chosen if branch.is_async else chosen))
-    return Outcome(task, result=TaskResult(updates, _drop_end(routes)))
+    return Outcome(task, result=TaskResult(updates, _drop_end(routes)), gotos=gotos)
 
 
 def _branch_state(task: Task, env: StepEnv, updates: Update) -> Any:
