@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from threadline.cache.base import BaseCache
 from threadline.checkpoint.base import BaseSaver, CheckpointRecord
 from threadline.errors import (
     CheckpointerRequiredError,
@@ -20,6 +21,7 @@ from threadline.runtime.context import current_task
 from threadline.runtime.drivers import Done, drive_async, drive_sync
 from threadline.runtime.loop import Emit, RunLoop, RunSettings
 from threadline.runtime.planning import task_ns
+from threadline.runtime.runtime import coerce_context
 from threadline.runtime.snapshot import empty_snapshot, snapshot_of, updated_record
 from threadline.types import RetryPolicy, StateSnapshot
 
@@ -44,15 +46,24 @@ class CompiledStateGraph:
         interrupt_before: frozenset[str],
         interrupt_after: frozenset[str],
         name: str,
+        cache: BaseCache[Any] | None = None,
+        context_schema: Any = None,
     ):
         if checkpointer is not None and not isinstance(checkpointer, BaseSaver | bool):
             raise GraphValidationError(
                 "checkpointer must be a threadline saver, True, False or None, got "
                 f"{type(checkpointer).__name__}"
             )
+        if cache is not None and not isinstance(cache, BaseCache):
+            raise GraphValidationError(
+                "cache must be a threadline cache (InMemoryCache, SqliteCache or a BaseCache), "
+                f"got {type(cache).__name__}"
+            )
         self.spec = spec
         self.checkpointer = checkpointer
         self.store = store
+        self.cache = cache
+        self.context_schema = context_schema
         self.interrupt_before = interrupt_before
         self.interrupt_after = interrupt_after
         self.name = name
@@ -135,6 +146,7 @@ class CompiledStateGraph:
             "stream_mode",
             "subgraphs",
             "debug",
+            "context",
         }
         if unknown:
             raise TypeError(f"unexpected keyword argument {sorted(unknown)[0]!r}")
@@ -189,6 +201,9 @@ class CompiledStateGraph:
         else:
             settings.subgraphs = bool(options.get("subgraphs"))
         store = self.store if self.store is not None or not nested else parent.store
+        context = coerce_context(self.context_schema, options.get("context"))
+        settings.context = context if context or not nested else parent.env.context
+        settings.cache = self.cache
         return RunLoop(self.spec, saver, store, settings)
 
     def _own_saver(self) -> BaseSaver | None:
@@ -339,6 +354,29 @@ class CompiledStateGraph:
                 f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}"
             )
         return record
+
+    # ------------------------------------------------------------------ node cache
+    def clear_cache(self, nodes: Sequence[str] | None = None) -> None:
+        """Forget the cached results of ``nodes`` (every node when not given)."""
+        self._require_cache().clear(self._cache_namespaces(nodes))
+
+    async def aclear_cache(self, nodes: Sequence[str] | None = None) -> None:
+        await self._require_cache().aclear(self._cache_namespaces(nodes))
+
+    def _require_cache(self) -> BaseCache[Any]:
+        if self.cache is None:
+            raise ConfigError("this graph has no cache to clear; compile(cache=InMemoryCache())")
+        return self.cache
+
+    def _cache_namespaces(self, nodes: Sequence[str] | None) -> list[tuple[str, ...]]:
+        unknown = [n for n in nodes or () if n not in self.spec.nodes]
+        if unknown:
+            raise ConfigError(
+                f"clear_cache names {unknown[0]!r}, which is not a node "
+                f"(nodes: {', '.join(self.spec.nodes)})"
+            )
+        specs = [self.spec.nodes[n] for n in nodes] if nodes else self.spec.nodes.values()
+        return [node.cache.namespace for node in specs if node.cache is not None]
 
     # ------------------------------------------------------------------ composition
     def as_node(

@@ -35,7 +35,10 @@ class _Finished:
 
 def _update_chunks(outcome: Outcome, modes: frozenset[str]) -> Iterator[Emit]:
     if "updates" in modes and outcome.result is not None:
-        yield Emit("updates", {outcome.task.name: dict(outcome.result.updates) or None})
+        chunk = {outcome.task.name: dict(outcome.result.updates) or None}
+        if outcome.cached:  # as LangGraph marks a result taken from the node cache
+            chunk["__metadata__"] = {"cached": True}
+        yield Emit("updates", chunk)
 
 
 class _Saves:

@@ -115,6 +115,8 @@ class RunSettings:
     # stream(subgraphs=True): subgraph runs hand their chunks to ``sink`` (set by the driver)
     subgraphs: bool = False
     sink: Callable[[Emit], None] | None = None
+    context: Any = None  # invoke(..., context=...): what ``Runtime.context`` holds
+    cache: Any = None  # compile(cache=...): where nodes with a CachePolicy keep results
 
 
 class RunLoop:
@@ -172,7 +174,7 @@ class RunLoop:
             values, versions, step = dict(base.values), dict(base.versions), base.step + 1
             self.saved = base
             self.fork_next = self.s.checkpoint_id is not None
-        result = start_result(self.spec, values, updates, self.s.config)
+        result = start_result(self._step_env(values, cp_id), updates)
         cp = self._checkpoint(values, versions, (PlannedTask(START),), {}, (), step, cp_id)
         write = TaskWrite(self._task_id(cp.id, 0, START), START, "result", result)
         yield from self._commit(cp, "input", [write])
@@ -305,24 +307,16 @@ class RunLoop:
                 if resume is not None or parent_answers:
                     task.answers = {**parent_answers, **(resume.value if resume else {})}
         spare = writes.get((SPARE_ANSWER_TASK, "resume"))
-        env = self._env
-        if env is None:  # made once per run: the driver sets the writer and sink before
-            env = self._env = StepEnv(
-                self.spec,
-                cp.values,
-                self.s.config,
-                self.saver if self.saver is not None else self.s.lent_saver,
-                self.store,
-                self.s.writer,
-                self.s.durability,
-                self.s.sink,
-                self.s.stream_modes,
-                parents=self.s.parents,
-            )
-        env.values = cp.values
-        env.checkpoint_id = cp.id
+        env = self._step_env(cp.values, cp.id)
         env.spare = SpareAnswer(spare.value) if spare is not None else self.s.parent_spare
         return Execute(runnable, env)
+
+    def _step_env(self, values: dict[str, Any], checkpoint_id: str) -> StepEnv:
+        """What the tasks of a step share; made once per run (the driver has set the writer)."""
+        if self._env is None:
+            saver = self.saver if self.saver is not None else self.s.lent_saver
+            self._env = StepEnv.of_run(self.spec, saver, self.store, self.s)
+        return self._env.at(values, checkpoint_id)
 
     def _keep(self, outcomes: list[Outcome]) -> bool:
         """Keep every task's outcome as a write; True when the step cannot complete."""
