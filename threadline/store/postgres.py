@@ -51,7 +51,7 @@ from __future__ import annotations
 import json
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, LiteralString
 
@@ -59,15 +59,11 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from threadline.errors import InvalidStoreInputError, StoreUnavailableError
-from threadline.store.base import (
-    BaseStore,
-    Condition,
-    Item,
-    Namespace,
-    encode_value,
-    expiry,
-    ttl_micros,
-)
+from threadline.store.base import BaseStore, expiry
+from threadline.store.encoding import encode_value, ttl_micros
+from threadline.store.filters import Condition
+from threadline.store.item import Item, Namespace, SearchItem, as_search_item
+from threadline.store.semantic import FieldVectors, Vector
 
 __all__ = ["SCHEMA_VERSION", "PostgresStore"]
 
@@ -109,7 +105,13 @@ class PostgresStore(BaseStore):
         clock: Callable[[], datetime] | None = None,
         refresh_on_read: bool = True,
         sweep_interval: float | None = 60.0,
+        index: Mapping[str, Any] | None = None,
     ) -> None:
+        if index:
+            raise InvalidStoreInputError(
+                "PostgresStore does not support index=... (semantic search): use InMemoryStore "
+                "or SqliteStore for search(query=...)"
+            )
         super().__init__(clock=clock, refresh_on_read=refresh_on_read)
         if schema is not None and (not isinstance(schema, str) or not schema):
             raise InvalidStoreInputError(
@@ -247,6 +249,7 @@ class PostgresStore(BaseStore):
         value: dict[str, Any],
         now: datetime,
         ttl: float | None,
+        vectors: FieldVectors | None,
     ) -> None:
         encode_value(value)  # the shared checks and messages for non-JSON values
         if not _storable(namespace, key):
@@ -310,7 +313,8 @@ class PostgresStore(BaseStore):
         limit: int,
         offset: int,
         now: datetime,
-    ) -> list[Item]:
+        query: Vector | None,
+    ) -> list[SearchItem]:
         if limit == 0 or not _storable(prefix, ""):
             return []
         self._maybe_sweep(now)
@@ -328,7 +332,7 @@ class PostgresStore(BaseStore):
              LIMIT %(limit)s OFFSET %(offset)s
             """
         ).format(table=self._table, where=sql.SQL(" AND ").join(where))
-        return [_item(row) for row in self._execute(query, params)]
+        return [as_search_item(_item(row), None) for row in self._execute(query, params)]
 
     def _delete(self, namespace: Namespace, key: str) -> None:
         if not _storable(namespace, key):

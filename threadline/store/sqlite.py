@@ -1,6 +1,6 @@
 """``SqliteStore``: long-term memory in one SQLite file (stdlib ``sqlite3``).
 
-Layout (schema version 1)::
+Layout (schema version 2)::
 
     threadline_store_schema_version (version)
     threadline_store (
@@ -13,6 +13,20 @@ Layout (schema version 1)::
         ttl         INTEGER  -- microseconds the item was written with, for refresh on read
         PRIMARY KEY (prefix, key)
     )
+    threadline_store_vectors (   -- semantic search: one row per embedded text of an item
+        prefix, key  TEXT
+        field        TEXT     -- the path it came from ("text", "tags.1")
+        vector       BLOB     -- little-endian float64s (``pack_vector``)
+        norm         REAL     -- its Euclidean norm, computed once at put
+        PRIMARY KEY (prefix, key, field)
+    )
+
+Triggers delete an item's vectors whenever its row is deleted or its value replaced, so no
+code path (expiry, sweep, another store without an ``index``) can leave stale vectors; a
+``put`` on a store with an ``index`` then inserts the new ones in the same transaction.
+A ``query`` search scores rows with a SQL function registered for that search, computing the
+cosine in Python over the rows the namespace and TTL conditions leave; items without vectors
+are not returned, as in LangGraph's SQL stores.
 
 The database runs in WAL mode, so readers never block the writer. One connection is shared by
 every thread, guarded by a lock; other stores (or processes) may open the same file and wait up to
@@ -42,31 +56,30 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from threadline.errors import StoreUnavailableError
-from threadline.store.base import (
-    BaseStore,
-    Condition,
-    Item,
-    Namespace,
+from threadline.errors import InvalidStoreInputError, StoreUnavailableError
+from threadline.store.base import BaseStore, namespace_matches
+from threadline.store.encoding import (
     check_utf8,
     decode_value,
     encode_value,
     from_micros,
-    matches,
-    namespace_matches,
     to_micros,
     ttl_micros,
     utf8_encodable,
 )
+from threadline.store.filters import Condition, matches
+from threadline.store.item import Item, Namespace, SearchItem, as_search_item
+from threadline.store.semantic import FieldVectors, Similarity, Vector, norm, pack_vector
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore"]
 
 #: The version of the table layout; a database written by a newer layout is refused.
-SCHEMA_VERSION = 1
+#: Version 2 added the vectors table and its triggers (created on opening a version 1 file).
+SCHEMA_VERSION = 2
 
 _SCHEMA = (
     """
@@ -94,6 +107,28 @@ _SCHEMA = (
     CREATE INDEX IF NOT EXISTS threadline_store_expires
         ON threadline_store (expires_at) WHERE expires_at IS NOT NULL
     """,
+    """
+    CREATE TABLE IF NOT EXISTS threadline_store_vectors (
+        prefix TEXT NOT NULL,
+        key    TEXT NOT NULL,
+        field  TEXT NOT NULL,
+        vector BLOB NOT NULL,
+        norm   REAL NOT NULL,
+        PRIMARY KEY (prefix, key, field)
+    ) WITHOUT ROWID
+    """,
+    """
+    CREATE TRIGGER IF NOT EXISTS threadline_store_drop_vectors
+    AFTER DELETE ON threadline_store BEGIN
+        DELETE FROM threadline_store_vectors WHERE prefix = old.prefix AND key = old.key;
+    END
+    """,
+    """
+    CREATE TRIGGER IF NOT EXISTS threadline_store_replace_vectors
+    AFTER UPDATE OF value ON threadline_store BEGIN
+        DELETE FROM threadline_store_vectors WHERE prefix = old.prefix AND key = old.key;
+    END
+    """,
 )
 
 # ``:now`` is the writer's clock; a live old row keeps its created_at, an expired one does not.
@@ -114,6 +149,15 @@ _COLUMNS = "prefix, key, value, created_at, updated_at, expires_at"
 _LIVE = "(expires_at IS NULL OR expires_at > :now)"
 _IN_PREFIX = "(prefix = :p OR (prefix >= :p_lo AND prefix < :p_hi))"
 _ORDER = "ORDER BY updated_at DESC, prefix, key"
+
+_INSERT_VECTOR = """
+    INSERT INTO threadline_store_vectors (prefix, key, field, vector, norm)
+    VALUES (?, ?, ?, ?, ?)
+"""
+
+# The best similarity of a row's vectors; NULL (and so no result) when it has none.
+_SCORE = """(SELECT MAX(threadline_similarity(v.vector, v.norm)) FROM threadline_store_vectors v
+              WHERE v.prefix = threadline_store.prefix AND v.key = threadline_store.key)"""
 
 _SELECT_ONE = f"""
     SELECT {_COLUMNS}, ttl FROM threadline_store WHERE prefix = :prefix AND key = :key
@@ -145,7 +189,8 @@ class SqliteStore(BaseStore):
 
     ``timeout`` is how long to wait for another connection's write lock. ``sweep_interval``
     (seconds of the store's clock, ``None`` for never) paces the automatic deletion of expired
-    rows; they are invisible either way.
+    rows; they are invisible either way. ``index`` (``{"embed", "dims", "fields"}``, as
+    LangGraph's) enables ``search(..., query=...)``; see ``threadline.store.semantic``.
     """
 
     def __init__(
@@ -156,8 +201,9 @@ class SqliteStore(BaseStore):
         clock: Callable[[], datetime] | None = None,
         refresh_on_read: bool = True,
         sweep_interval: float | None = 60.0,
+        index: Mapping[str, Any] | None = None,
     ) -> None:
-        super().__init__(clock=clock, refresh_on_read=refresh_on_read)
+        super().__init__(clock=clock, refresh_on_read=refresh_on_read, index=index)
         self.path = os.fspath(path)
         self.sweep_interval = sweep_interval
         self._next_sweep: datetime | None = None
@@ -193,17 +239,36 @@ class SqliteStore(BaseStore):
                     "INSERT INTO threadline_store_schema_version (version) VALUES (?)",
                     (SCHEMA_VERSION,),
                 )
+            elif found < SCHEMA_VERSION:  # version 1: the statements above added what was new
+                conn.execute(
+                    "UPDATE threadline_store_schema_version SET version = ?", (SCHEMA_VERSION,)
+                )
             elif found > SCHEMA_VERSION:
                 raise StoreUnavailableError(
                     f"SQLite store {self.path!r} has schema version {found}, newer than this "
                     f"threadline understands ({SCHEMA_VERSION}); upgrade threadline"
                 )
-            # (found < SCHEMA_VERSION: migrations go here once there is a version 2.)
+            self._check_dims(conn)
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+
+    def _check_dims(self, conn: sqlite3.Connection) -> None:
+        """Refuse an ``index`` whose ``dims`` differ from the vectors the file already holds."""
+        if self._index is None:
+            return
+        row = conn.execute(
+            "SELECT length(vector) / 8 FROM threadline_store_vectors WHERE length(vector) != ? "
+            "LIMIT 1",
+            (8 * self._index.dims,),
+        ).fetchone()
+        if row is not None:
+            raise InvalidStoreInputError(
+                f"SQLite store {self.path!r} holds vectors of {row[0]} dims, but index says "
+                f"dims={self._index.dims}; open it with the index it was written with"
+            )
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -238,6 +303,7 @@ class SqliteStore(BaseStore):
         value: dict[str, Any],
         now: datetime,
         ttl: float | None,
+        vectors: FieldVectors | None,
     ) -> None:
         check_utf8(namespace, key)
         ttl_us = ttl_micros(ttl)
@@ -251,7 +317,19 @@ class SqliteStore(BaseStore):
             "ttl": ttl_us,
         }
         with self._lock:
-            self._connection().execute(_UPSERT, params)
+            conn = self._connection()
+            if vectors is None:
+                conn.execute(_UPSERT, params)
+                return
+            rows = [(params["prefix"], key, field, pack_vector(v), norm(v)) for field, v in vectors]
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute(_UPSERT, params)  # its trigger drops the old vectors
+                conn.executemany(_INSERT_VECTOR, rows)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
 
     def _get(self, namespace: Namespace, key: str, now: datetime, refresh: bool) -> Item | None:
         if not utf8_encodable(namespace, key):
@@ -288,36 +366,39 @@ class SqliteStore(BaseStore):
         limit: int,
         offset: int,
         now: datetime,
-    ) -> list[Item]:
+        query: Vector | None,
+    ) -> list[SearchItem]:
         if limit == 0 or not utf8_encodable(prefix, ""):
             return []
         where, params = _where(prefix, now)
-        sql = f"SELECT {_COLUMNS} FROM threadline_store WHERE {where} {_ORDER}"
+        if query is None:
+            sql = f"SELECT {_COLUMNS}, NULL FROM threadline_store WHERE {where} {_ORDER}"
+        else:
+            sql = f"""
+                SELECT * FROM (SELECT {_COLUMNS}, {_SCORE} AS score
+                               FROM threadline_store WHERE {where})
+                 WHERE score IS NOT NULL ORDER BY score DESC, updated_at DESC, prefix, key
+            """
+        similarity = None if query is None else Similarity(query)
         with self._lock:
             conn = self._connection()
             self._maybe_sweep(conn, now)
+            if similarity is not None:
+                conn.create_function("threadline_similarity", 2, similarity, deterministic=True)
             if not conditions:
                 rows = conn.execute(
                     f"{sql} LIMIT :limit OFFSET :offset",
                     {**params, "limit": limit, "offset": offset},
                 ).fetchall()
-                return [_item(row) for row in rows]
-            found: list[Item] = []
-            cursor = conn.execute(sql, params)
-            try:
-                while len(found) < limit and (rows := cursor.fetchmany(_FETCH)):
-                    for row in rows:
-                        value = decode_value(row[2])
-                        if not matches(value, conditions):
-                            continue
-                        if offset:
-                            offset -= 1
-                            continue
-                        found.append(_item(row, value))
-                        if len(found) == limit:
-                            break
-            finally:
-                cursor.close()
+                found = [_result(row) for row in rows]
+            else:
+                found = _filtered(conn.execute(sql, params), conditions, limit, offset)
+        if similarity is not None and similarity.mismatched:
+            raise InvalidStoreInputError(
+                f"SqliteStore({self.path!r}) holds vectors whose length is not the index's "
+                f"dims={len(query or ())}; they were written under another index: put those "
+                "items again"
+            )
         return found
 
     def _delete(self, namespace: Namespace, key: str) -> None:
@@ -386,6 +467,33 @@ def _where(prefix: Namespace, now: datetime) -> tuple[str, dict[str, Any]]:
     text = ".".join(prefix)
     params.update(p=text, p_lo=text + ".", p_hi=text + "/")
     return f"{_IN_PREFIX} AND {_LIVE}", params
+
+
+def _filtered(
+    cursor: sqlite3.Cursor, conditions: list[Condition], limit: int, offset: int
+) -> list[SearchItem]:
+    """Rows of ``cursor`` (in search order) whose value matches, paged; reads no further."""
+    found: list[SearchItem] = []
+    try:
+        while len(found) < limit and (rows := cursor.fetchmany(_FETCH)):
+            for row in rows:
+                value = decode_value(row[2])
+                if not matches(value, conditions):
+                    continue
+                if offset:
+                    offset -= 1
+                    continue
+                found.append(_result(row, value))
+                if len(found) == limit:
+                    break
+    finally:
+        cursor.close()
+    return found
+
+
+def _result(row: tuple[Any, ...], value: dict[str, Any] | None = None) -> SearchItem:
+    """A search row: the item's columns, then its score (``NULL`` without a query)."""
+    return as_search_item(_item(row[:6], value), row[6])  # type: ignore[arg-type]
 
 
 def _item(row: _Row, value: dict[str, Any] | None = None) -> Item:
