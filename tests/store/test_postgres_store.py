@@ -21,7 +21,7 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
-from threadline.errors import ThreadlineError
+from threadline.errors import InvalidStoreInputError, ThreadlineError
 from threadline.store import PostgresStore
 from threadline.store.postgres import SCHEMA_VERSION
 
@@ -233,3 +233,11 @@ def test_from_conn_string(location: tuple[str, str]) -> None:
     with PostgresStore.from_conn_string(url, schema=schema) as store:
         store.put(("ns",), "k", {})
         assert store.get(("ns",), "k") is not None
+
+
+def test_semantic_index_is_refused_clearly(location: tuple[str, str]) -> None:
+    """Semantic search on PostgreSQL needs pgvector, which this server lacks."""
+    url, schema = location
+    embed = {"embed": lambda texts: [[1.0] for _ in texts], "dims": 1}
+    with pytest.raises(InvalidStoreInputError, match=r"PostgresStore does not support index="):
+        PostgresStore(url, schema=schema, index=embed)

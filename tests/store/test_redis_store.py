@@ -17,7 +17,7 @@ require_driver("redis")  # skips without it, but fails under CI=true
 
 import redis
 
-from threadline.errors import ThreadlineError
+from threadline.errors import InvalidStoreInputError, ThreadlineError
 from threadline.store import InMemoryStore, RedisStore
 from threadline.store.redis import SCHEMA_VERSION
 
@@ -230,3 +230,10 @@ def test_from_conn_string(location: tuple[str, str]) -> None:
     with RedisStore.from_conn_string(url, key_prefix=prefix) as store:
         store.put(("ns",), "k", {})
         assert store.get(("ns",), "k") is not None
+
+
+def test_semantic_index_is_refused_clearly(location: tuple[str, str]) -> None:
+    url, prefix = location
+    embed = {"embed": lambda texts: [[1.0] for _ in texts], "dims": 1}
+    with pytest.raises(InvalidStoreInputError, match=r"RedisStore does not support index="):
+        RedisStore(url, key_prefix=prefix, index=embed)

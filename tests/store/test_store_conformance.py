@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from store_backends import T0, FakeClock, postgres_store, redis_store, sqlite_store
 
-from threadline.store import BaseStore, InMemoryStore, Item
+from threadline.store import BaseStore, InMemoryStore, Item, SearchItem
 
 
 @contextmanager
@@ -121,6 +121,29 @@ def test_item_dict(store: BaseStore) -> None:
         "updated_at": T0.isoformat(),
         "expires_at": (T0 + timedelta(seconds=60)).isoformat(),
     }
+
+
+def test_search_results_are_search_items_shaped_as_langgraph(store: BaseStore) -> None:
+    store.put(("a", "b"), "k", {"v": 1})
+    [found] = store.search(("a",))
+    assert isinstance(found, SearchItem) and found.score is None
+    assert found == store.get(("a", "b"), "k")  # equality ignores score, as in LangGraph
+    assert found.dict() == {
+        "namespace": ["a", "b"],
+        "key": "k",
+        "value": {"v": 1},
+        "created_at": T0.isoformat(),
+        "updated_at": T0.isoformat(),
+        "score": None,
+    }
+    # LangGraph prints search results as "Item(...)" too, score last.
+    stamp = "'2030-01-01T00:00:00+00:00'"
+    assert repr(found) == (
+        f"Item(namespace=['a', 'b'], key='k', value={{'v': 1}}, created_at={stamp}, "
+        f"updated_at={stamp}, score=None)"
+    )
+    assert repr(store.get(("a", "b"), "k")) == repr(found).replace(", score=None", "")
+    assert len({found, store.get(("a", "b"), "k")}) == 1  # hashed by address
 
 
 # -- copies -------------------------------------------------------------------------------------

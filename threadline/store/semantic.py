@@ -41,7 +41,7 @@ class SemanticIndex:
 
     dims: int
     fields: tuple[tuple[str, Tokens], ...]
-    embed: Any
+    embed: _Function | _Embeddings
 
     # -- what to embed -------------------------------------------------------------------------
 
@@ -67,48 +67,16 @@ class SemanticIndex:
     # -- embedding -----------------------------------------------------------------------------
 
     def embed_documents(self, texts: list[str]) -> list[Vector]:
-        if not texts:
-            return []
-        if hasattr(self.embed, "embed_documents"):
-            return self._check(self.embed.embed_documents(texts), len(texts))
-        return self._check(self._call_sync(texts), len(texts))
+        return self._check(self.embed.documents(texts), len(texts)) if texts else []
 
     def embed_query(self, text: str) -> Vector:
-        if hasattr(self.embed, "embed_query"):
-            return self._check([self.embed.embed_query(text)], 1)[0]
-        return self._check(self._call_sync([text]), 1)[0]
+        return self._check(self.embed.query(text), 1)[0]
 
     async def aembed_documents(self, texts: list[str]) -> list[Vector]:
-        if not texts:
-            return []
-        return self._check(
-            await self._acall("aembed_documents", "embed_documents", texts), len(texts)
-        )
+        return self._check(await self.embed.adocuments(texts), len(texts)) if texts else []
 
     async def aembed_query(self, text: str) -> Vector:
-        if hasattr(self.embed, "embed_query"):
-            vector = await self._acall("aembed_query", "embed_query", text)
-            return self._check([vector], 1)[0]
-        return self._check(await self._acall("", "", [text]), 1)[0]
-
-    def _call_sync(self, texts: list[str]) -> Any:
-        if _is_async(self.embed):
-            raise InvalidStoreInputError(
-                "the store's index embed function is async, so the sync store methods cannot "
-                "call it: use aput/asearch, or give a sync function"
-            )
-        return self.embed(texts)
-
-    async def _acall(self, async_name: str, sync_name: str, arg: Any) -> Any:
-        """Call the async method (or async function) if there is one, else the sync one in a
-        worker thread so a blocking model client does not stall the event loop."""
-        if async_name and hasattr(self.embed, async_name):
-            return await getattr(self.embed, async_name)(arg)
-        if sync_name:
-            return await asyncio.to_thread(getattr(self.embed, sync_name), arg)
-        if _is_async(self.embed):
-            return await self.embed(arg)
-        return await asyncio.to_thread(self.embed, arg)
+        return self._check(await self.embed.aquery(text), 1)[0]
 
     def _check(self, vectors: Any, expected: int) -> list[Vector]:
         if not isinstance(vectors, Sequence) or len(vectors) != expected:
@@ -214,7 +182,58 @@ class Similarity:
         return cosine(self._query, self._norm, self._unpack(packed), vector_norm)
 
 
-def _resolve_embed(embed: object) -> object:
+class _Function:
+    """A plain embedding function, sync or async, behind the four calls the index makes (each
+    returns a list of vectors, checked by ``SemanticIndex``)."""
+
+    def __init__(self, fn: Callable[[list[str]], Any]) -> None:
+        self.fn = fn
+        self.is_async = _is_async(fn)
+
+    def documents(self, texts: list[str]) -> Any:
+        if self.is_async:
+            raise InvalidStoreInputError(
+                "the store's index embed function is async, so the sync store methods cannot "
+                "call it: use aput/asearch, or give a sync function"
+            )
+        return self.fn(texts)
+
+    def query(self, text: str) -> Any:
+        return self.documents([text])
+
+    async def adocuments(self, texts: list[str]) -> Any:
+        if self.is_async:
+            return await self.fn(texts)
+        return await asyncio.to_thread(self.fn, texts)  # a blocking client stays off the loop
+
+    async def aquery(self, text: str) -> Any:
+        return await self.adocuments([text])
+
+
+class _Embeddings:
+    """An object with LangChain's ``Embeddings`` methods; its ``a*`` twins are optional."""
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+    def documents(self, texts: list[str]) -> Any:
+        return self.obj.embed_documents(texts)
+
+    def query(self, text: str) -> Any:
+        return [self.obj.embed_query(text)]
+
+    async def adocuments(self, texts: list[str]) -> Any:
+        if hasattr(self.obj, "aembed_documents"):
+            return await self.obj.aembed_documents(texts)
+        return await asyncio.to_thread(self.obj.embed_documents, texts)
+
+    async def aquery(self, text: str) -> Any:
+        if hasattr(self.obj, "aembed_query"):
+            return [await self.obj.aembed_query(text)]
+        return [await asyncio.to_thread(self.obj.embed_query, text)]
+
+
+def _resolve_embed(embed: object) -> _Function | _Embeddings:
     if embed is None:
         raise InvalidStoreInputError(
             "index needs 'embed': a function, an Embeddings object or a 'provider:model' string"
@@ -227,11 +246,11 @@ def _resolve_embed(embed: object) -> object:
                 f"index embed {embed!r} is a model name, which needs LangChain's init_embeddings "
                 "(pip install langchain and the provider's package); or pass a function"
             ) from exc
-        return init_embeddings(embed)
+        return _Embeddings(init_embeddings(embed))
     if hasattr(embed, "embed_documents") and hasattr(embed, "embed_query"):
-        return embed
+        return _Embeddings(embed)
     if callable(embed):
-        return embed
+        return _Function(embed)
     raise InvalidStoreInputError(
         f"index embed must be a function, an Embeddings object or a string, got {embed!r}"
     )
