@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from store_backends import FakeClock
+from store_backends import FakeClock, postgres_schema
 
 from threadline.errors import InvalidStoreInputError
 from threadline.store import BaseStore, InMemoryStore, SearchItem, SqliteStore
@@ -42,7 +42,19 @@ def sqlite_store(tmp_path: Path, **index: Any) -> Iterator[BaseStore]:
         yield s
 
 
-@pytest.fixture(params=[memory_store, sqlite_store], ids=["memory", "sqlite"])
+@contextmanager
+def postgres_store(tmp_path: Path, **index: Any) -> Iterator[BaseStore]:
+    with postgres_schema() as (url, schema):
+        from threadline.store import PostgresStore
+
+        with PostgresStore(url, schema=schema, index={**INDEX, **index}, clock=FakeClock()) as s:
+            yield s
+
+
+MAKERS = [memory_store, sqlite_store, postgres_store]
+
+
+@pytest.fixture(params=MAKERS, ids=["memory", "sqlite", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BaseStore]:
     with request.param(tmp_path) as s:
         yield s
@@ -80,7 +92,7 @@ def test_filter_limit_and_offset_apply_to_ranked_results(store: BaseStore) -> No
 
 def test_field_paths_choose_what_is_embedded(tmp_path: Path) -> None:
     fields = ["metadata.title", "items[*].name"]
-    for make in (memory_store, sqlite_store):
+    for make in MAKERS:
         (folder := tmp_path / make.__name__).mkdir()
         with make(folder, fields=fields) as store:
             store.put(("docs",), "nested", {"metadata": {"title": "blue sky"}, "text": "apple"})
@@ -97,29 +109,22 @@ def test_field_paths_choose_what_is_embedded(tmp_path: Path) -> None:
 
 
 def test_put_index_overrides_the_fields(tmp_path: Path) -> None:
-    for make in (memory_store, sqlite_store):
+    for make in MAKERS:
         (folder := tmp_path / make.__name__).mkdir()
         with make(folder) as store:
             store.put(("docs",), "k", {"text": "blue sky", "note": "apple"}, index=["note"])
             assert ranked(store.search(("docs",), query="apple")) == [("k", 1.0)]
 
 
-def test_index_false_item_is_unscored_in_memory_and_absent_in_sqlite(tmp_path: Path) -> None:
+def test_index_false_item_is_unscored_in_memory_and_absent_in_sql(store: BaseStore) -> None:
     """As in LangGraph: its InMemoryStore lists unembedded items last with no score; its SQL
     stores only return items that have vectors."""
-    with memory_store(tmp_path) as memory, sqlite_store(tmp_path) as sqlite:
-        for store in (memory, sqlite):
-            store.put(("docs",), "plain", {"text": "apple"}, index=False)
-            store.put(("docs",), "pie", {"text": "apple pie"})
-        assert ranked(memory.search(("docs",), query="apple")) == [
-            ("pie", round(1 / math.sqrt(2), 9)),
-            ("plain", None),
-        ]
-        assert ranked(sqlite.search(("docs",), query="apple")) == [
-            ("pie", round(1 / math.sqrt(2), 9))
-        ]
-        # Without a query both are found, unscored.
-        assert len(sqlite.search(("docs",))) == len(memory.search(("docs",))) == 2
+    store.put(("docs",), "plain", {"text": "apple"}, index=False)
+    store.put(("docs",), "pie", {"text": "apple pie"})
+    pie = ("pie", round(1 / math.sqrt(2), 9))
+    expected = [pie, ("plain", None)] if isinstance(store, InMemoryStore) else [pie]
+    assert ranked(store.search(("docs",), query="apple")) == expected
+    assert len(store.search(("docs",))) == 2  # without a query both are found, unscored
 
 
 def test_replacing_a_value_replaces_its_vectors(store: BaseStore) -> None:
@@ -139,6 +144,21 @@ def test_deleted_and_expired_items_are_not_found(store: BaseStore) -> None:
     store.delete(("docs",), "gone")
     clock.advance(11)
     assert [it.key for it in store.search(("docs",), query="apple")] == ["kept"]
+
+
+def test_scores_agree_across_backends(tmp_path: Path) -> None:
+    """Every backend computes the same cosine, bit for bit, and ranks ties alike."""
+    texts = ["apple pie", "red apple pie tart", "sky", "blue sky apple", "tart tart pie", ""]
+    results = []
+    for make in MAKERS:
+        (folder := tmp_path / make.__name__).mkdir()
+        with make(folder) as store:
+            for i, text in enumerate(texts):
+                store.put(("docs",), f"k{i}", {"text": text})
+            found = store.search(("docs",), query="apple tart pie", limit=100)
+            results.append([(it.key, it.score) for it in found if it.score])
+    assert results[0] == results[1] == results[2]
+    assert [key for key, _ in results[0]] == ["k1", "k0", "k4", "k3"]
 
 
 def test_sqlite_triggers_drop_vectors_with_their_item(tmp_path: Path) -> None:

@@ -175,8 +175,8 @@ class RedisStore(BaseStore):
     ) -> None:
         if index:
             raise InvalidStoreInputError(
-                "RedisStore does not support index=... (semantic search): use InMemoryStore "
-                "or SqliteStore for search(query=...)"
+                "RedisStore does not support index=... (semantic search): use InMemoryStore, "
+                "SqliteStore or PostgresStore for search(query=...)"
             )
         super().__init__(clock=clock, refresh_on_read=refresh_on_read)
         if not isinstance(key_prefix, str):
