@@ -219,6 +219,13 @@ class RedisStore(BaseStore):
         """A store on ``url`` (LangGraph's spelling); use it as ``with ... as store:``."""
         return cls(url, **options)
 
+    def setup(self) -> None:
+        """Check that the keys under ``key_prefix`` use a layout this version understands.
+
+        Redis needs no tables, so this is all there is; the store does it on first use too.
+        """
+        self._client()
+
     def close(self) -> None:
         """Close the client if the store made it; later calls raise ``ThreadlineError``."""
         with self._lock:

@@ -1,43 +1,16 @@
 """``SqliteStore``: long-term memory in one SQLite file (stdlib ``sqlite3``).
 
-Layout (schema version 2)::
-
-    threadline_store_schema_version (version)
-    threadline_store (
-        prefix      TEXT     -- the namespace, labels joined with "." (labels never hold ".")
-        key         TEXT
-        value       TEXT     -- compact JSON (``encode_value``)
-        created_at  INTEGER  -- microseconds since the Unix epoch, from the store's clock
-        updated_at  INTEGER
-        expires_at  INTEGER  -- NULL: never expires
-        ttl         INTEGER  -- microseconds the item was written with, for refresh on read
-        PRIMARY KEY (prefix, key)
-    )
-    threadline_store_vectors (   -- semantic search: one row per embedded text of an item
-        prefix, key  TEXT
-        field        TEXT     -- the path it came from ("text", "tags.1")
-        vector       BLOB     -- little-endian float64s (``pack_vector``)
-        norm         REAL     -- its Euclidean norm, computed once at put
-        PRIMARY KEY (prefix, key, field)
-    )
-
-Triggers delete an item's vectors whenever its row is deleted or its value replaced, so no
-code path (expiry, sweep, another store without an ``index``) can leave stale vectors; a
-``put`` on a store with an ``index`` then inserts the new ones in the same transaction.
-A ``query`` search scores rows with a SQL function registered for that search, computing the
-cosine in Python over the rows the namespace and TTL conditions leave; items without vectors
-are not returned, as in LangGraph's SQL stores.
+The table layout and its versions are in ``threadline.store.sqlite_schema``.
 
 The database runs in WAL mode, so readers never block the writer. One connection is shared by
 every thread, guarded by a lock; other stores (or processes) may open the same file and wait up to
-``timeout`` seconds for each other's writes. Every operation is a single statement, so none
-needs an explicit transaction: ``put`` is one upsert that keeps ``created_at`` only while the old
-row is live, and a TTL refresh is a compare-and-set ``UPDATE`` that loses quietly to a
-concurrent ``put``.
+``timeout`` seconds for each other's writes. ``put`` is one upsert that keeps ``created_at``
+only while the old row is live (with its new vectors, if any, in the same transaction), and a
+TTL refresh is a compare-and-set ``UPDATE`` that loses quietly to a concurrent ``put``.
 
 Timestamps come from the store's clock (never SQLite's), so an injected clock governs expiry.
 ``TEXT`` compares as bytes (``BINARY`` collation), and UTF-8 byte order is code-point order, so
-SQL ordering matches ``sort_items``. A namespace prefix ``("a", "b")`` becomes the range
+SQL ordering matches the other durable stores'. A namespace prefix ``("a", "b")`` becomes the range
 ``prefix = 'a.b' OR 'a.b.' <= prefix < 'a.b/'`` (``"/"`` follows ``"."``), which the primary key
 serves.
 
@@ -74,62 +47,9 @@ from threadline.store.encoding import (
 from threadline.store.filters import Condition, matches
 from threadline.store.item import Item, Namespace, SearchItem, as_search_item
 from threadline.store.semantic import FieldVectors, Similarity, Vector, norm, pack_vector
+from threadline.store.sqlite_schema import SCHEMA_VERSION, create_schema
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore"]
-
-#: The version of the table layout; a database written by a newer layout is refused.
-#: Version 2 added the vectors table and its triggers (created on opening a version 1 file).
-SCHEMA_VERSION = 2
-
-_SCHEMA = (
-    """
-    CREATE TABLE IF NOT EXISTS threadline_store_schema_version (
-        version INTEGER NOT NULL
-    )
-    """,
-    """
-    CREATE TABLE IF NOT EXISTS threadline_store (
-        prefix     TEXT    NOT NULL,
-        key        TEXT    NOT NULL,
-        value      TEXT    NOT NULL,
-        created_at INTEGER NOT NULL,
-        updated_at INTEGER NOT NULL,
-        expires_at INTEGER,
-        ttl        INTEGER,
-        PRIMARY KEY (prefix, key)
-    ) WITHOUT ROWID
-    """,
-    """
-    CREATE INDEX IF NOT EXISTS threadline_store_updated
-        ON threadline_store (updated_at DESC, prefix, key)
-    """,
-    """
-    CREATE INDEX IF NOT EXISTS threadline_store_expires
-        ON threadline_store (expires_at) WHERE expires_at IS NOT NULL
-    """,
-    """
-    CREATE TABLE IF NOT EXISTS threadline_store_vectors (
-        prefix TEXT NOT NULL,
-        key    TEXT NOT NULL,
-        field  TEXT NOT NULL,
-        vector BLOB NOT NULL,
-        norm   REAL NOT NULL,
-        PRIMARY KEY (prefix, key, field)
-    ) WITHOUT ROWID
-    """,
-    """
-    CREATE TRIGGER IF NOT EXISTS threadline_store_drop_vectors
-    AFTER DELETE ON threadline_store BEGIN
-        DELETE FROM threadline_store_vectors WHERE prefix = old.prefix AND key = old.key;
-    END
-    """,
-    """
-    CREATE TRIGGER IF NOT EXISTS threadline_store_replace_vectors
-    AFTER UPDATE OF value ON threadline_store BEGIN
-        DELETE FROM threadline_store_vectors WHERE prefix = old.prefix AND key = old.key;
-    END
-    """,
-)
 
 # ``:now`` is the writer's clock; a live old row keeps its created_at, an expired one does not.
 _UPSERT = """
@@ -182,6 +102,11 @@ _Row = tuple[str, str, str, int, int, int | None]
 class SqliteStore(BaseStore):
     """Long-term memory in a SQLite file (default ``":memory:"``, private to this store).
 
+    ``path`` may also be an open ``sqlite3.Connection`` (as LangGraph's ``SqliteStore`` takes);
+    the store switches it to autocommit (``isolation_level=None``), as it runs its own
+    transactions, and leaves it open on :meth:`close`. Make it with
+    ``check_same_thread=False`` to use the async methods, which run in worker threads.
+
     Use it as a context manager, or call :meth:`close` when done::
 
         with SqliteStore("memory.db") as store:
@@ -195,7 +120,7 @@ class SqliteStore(BaseStore):
 
     def __init__(
         self,
-        path: str | os.PathLike[str] = ":memory:",
+        path: str | os.PathLike[str] | sqlite3.Connection = ":memory:",
         *,
         timeout: float = 30.0,
         clock: Callable[[], datetime] | None = None,
@@ -204,71 +129,42 @@ class SqliteStore(BaseStore):
         index: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(clock=clock, refresh_on_read=refresh_on_read, index=index)
-        self.path = os.fspath(path)
         self.sweep_interval = sweep_interval
         self._next_sweep: datetime | None = None
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
-        conn = sqlite3.connect(
-            self.path,
-            timeout=timeout,
-            check_same_thread=False,  # shared by threads, serialized by self._lock
-            isolation_level=None,  # autocommit; _setup issues its own BEGIN
-            uri=self.path.startswith("file:"),
-        )
-        try:
-            self._setup(conn)
-        except BaseException:
-            conn.close()
-            raise
-        self._conn = conn
-
-    def _setup(self, conn: sqlite3.Connection) -> None:
-        if self.path not in ("", ":memory:"):
-            conn.execute("PRAGMA journal_mode=WAL").fetchone()
-        conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            for statement in _SCHEMA:
-                conn.execute(statement)
-            (found,) = conn.execute(
-                "SELECT MAX(version) FROM threadline_store_schema_version"
-            ).fetchone()
-            if found is None:
-                conn.execute(
-                    "INSERT INTO threadline_store_schema_version (version) VALUES (?)",
-                    (SCHEMA_VERSION,),
-                )
-            elif found < SCHEMA_VERSION:  # version 1: the statements above added what was new
-                conn.execute(
-                    "UPDATE threadline_store_schema_version SET version = ?", (SCHEMA_VERSION,)
-                )
-            elif found > SCHEMA_VERSION:
-                raise StoreUnavailableError(
-                    f"SQLite store {self.path!r} has schema version {found}, newer than this "
-                    f"threadline understands ({SCHEMA_VERSION}); upgrade threadline"
-                )
-            self._check_dims(conn)
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-
-    def _check_dims(self, conn: sqlite3.Connection) -> None:
-        """Refuse an ``index`` whose ``dims`` differ from the vectors the file already holds."""
-        if self._index is None:
-            return
-        row = conn.execute(
-            "SELECT length(vector) / 8 FROM threadline_store_vectors WHERE length(vector) != ? "
-            "LIMIT 1",
-            (8 * self._index.dims,),
-        ).fetchone()
-        if row is not None:
-            raise InvalidStoreInputError(
-                f"SQLite store {self.path!r} holds vectors of {row[0]} dims, but index says "
-                f"dims={self._index.dims}; open it with the index it was written with"
+        self._owns_conn = not isinstance(path, sqlite3.Connection)
+        if isinstance(path, sqlite3.Connection):
+            conn = path
+            conn.isolation_level = None  # autocommit: the store issues its own BEGINs
+            self.path = _database_path(conn)
+        else:
+            self.path = os.fspath(path)
+            conn = sqlite3.connect(
+                self.path,
+                timeout=timeout,
+                check_same_thread=False,  # shared by threads, serialized by self._lock
+                isolation_level=None,  # autocommit; the store issues its own BEGINs
+                uri=self.path.startswith("file:"),
             )
+        try:
+            if self.path not in ("", ":memory:"):
+                conn.execute("PRAGMA journal_mode=WAL").fetchone()
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn = conn
+            self.setup()
+        except BaseException:
+            self._conn = None
+            if self._owns_conn:
+                conn.close()
+            raise
+
+    def setup(self) -> None:
+        """Create the tables if missing, or bring an older layout up to date. The store does
+        this when it opens; calling it again (as LangGraph's docs do) is harmless."""
+        with self._lock:
+            dims = None if self._index is None else self._index.dims
+            create_schema(self._connection(), self.path, dims)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -278,11 +174,12 @@ class SqliteStore(BaseStore):
         return cls(path, **options)
 
     def close(self) -> None:
-        """Close the connection; later calls raise ``ThreadlineError``. Idempotent."""
+        """Close the connection (unless it was passed in: its owner closes it); later calls
+        raise ``ThreadlineError``. Idempotent."""
         with self._lock:
-            if self._conn is not None:
+            if self._conn is not None and self._owns_conn:
                 self._conn.close()
-                self._conn = None
+            self._conn = None
 
     def __repr__(self) -> str:
         state = "closed" if self._conn is None else "open"
@@ -457,6 +354,14 @@ class SqliteStore(BaseStore):
             (to_micros(now),),
         )
         return cursor.rowcount
+
+
+def _database_path(conn: sqlite3.Connection) -> str:
+    """The file behind a connection (``""`` for an in-memory database), for messages."""
+    for _, name, file in conn.execute("PRAGMA database_list"):
+        if name == "main":
+            return file or ":memory:"
+    return ":memory:"
 
 
 def _where(prefix: Namespace, now: datetime) -> tuple[str, dict[str, Any]]:
