@@ -325,3 +325,46 @@ def test_same_output_as_langgraph_in_memory_store() -> None:
         ("k3", 0.0),
     ]
     assert ranked(store.search(("docs",), query="apple", offset=3)) == [("k0", None)]
+
+
+def test_semantic_memory_in_a_graph_prints_what_langgraph_prints(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """LangGraph's semantic-memory how-to, with a word-stem embedding instead of a model; the
+    printed lines are what LangGraph 1.2.22 printed for the same program."""
+    from typing import TypedDict
+
+    from threadline import END, START, StateGraph
+
+    topics = ["pizza", "italian", "food", "hungry", "engineer", "code"]
+
+    def embed(texts: list[str]) -> list[list[float]]:
+        words = [[w.strip(".,'!") for w in text.lower().split()] for text in texts]
+        return [[float(sum(w.startswith(t[:4]) for w in ws)) for t in topics] for ws in words]
+
+    store = InMemoryStore(index={"embed": embed, "dims": len(topics)})
+    store.put(("user_123", "memories"), "1", {"text": "I love pizza"})
+    store.put(("user_123", "memories"), "2", {"text": "I prefer Italian food"})
+    store.put(("user_123", "memories"), "3", {"text": "I am a software engineer who writes code"})
+    for item in store.search(("user_123", "memories"), query="I'm hungry for pizza", limit=2):
+        print(f"Memory: {item.value['text']} (similarity: {item.score})")
+
+    class State(TypedDict):
+        question: str
+        answer: str
+
+    def chat(state: State, *, store: BaseStore) -> dict[str, str]:
+        items = store.search(("user_123", "memories"), query=state["question"], limit=2)
+        return {"answer": "; ".join(f"{i.value['text']}={i.score:.3f}" for i in items)}
+
+    builder = StateGraph(State)
+    builder.add_node("chat", chat)
+    builder.add_edge(START, "chat")
+    builder.add_edge("chat", END)
+    print(builder.compile(store=store).invoke({"question": "italian food please"}))
+    assert capsys.readouterr().out.splitlines() == [
+        "Memory: I love pizza (similarity: 0.7071067811865475)",
+        "Memory: I prefer Italian food (similarity: 0.0)",
+        "{'question': 'italian food please', 'answer': 'I prefer Italian food=1.000; "
+        "I love pizza=0.000'}",
+    ]

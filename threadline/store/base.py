@@ -29,13 +29,14 @@ from threadline.store.filters import Condition, parse_filter
 from threadline.store.item import Item, Namespace, SearchItem
 from threadline.store.semantic import (
     FieldVectors,
+    IndexConfig,
     PutIndex,
     Vector,
     check_put_index,
     parse_index,
 )
 
-__all__ = ["BaseStore", "Item", "Namespace", "SearchItem"]
+__all__ = ["BaseStore", "IndexConfig", "Item", "Namespace", "SearchItem"]
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")

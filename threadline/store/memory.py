@@ -28,7 +28,8 @@ class InMemoryStore(BaseStore):
     Expired items are purged lazily: ``get`` drops the one it finds expired, ``search`` and
     ``list_namespaces`` (which scan everything anyway) drop all of them.
 
-    ``search`` keeps LangGraph's in-memory order: insertion order, namespace by namespace. With
+    ``search`` keeps LangGraph's in-memory order: namespaces in the order they first got an
+    item, each namespace's items in insertion order (an overwritten item keeps its place). With
     an ``index`` and a ``query``, scored items come best first (ties in that order), then the
     items without vectors (put with ``index=False``, or with no text at the indexed fields),
     unscored, as LangGraph's ``InMemoryStore`` returns them.

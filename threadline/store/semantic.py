@@ -21,7 +21,7 @@ import operator
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from threadline.errors import InvalidStoreInputError
 from threadline.store.paths import WHOLE_VALUE, Tokens, texts_at, tokenize
@@ -33,6 +33,15 @@ FieldVectors = list[tuple[str, Vector]]
 PutIndex = Literal[False] | list[str] | None
 
 _KEYS = frozenset({"embed", "dims", "fields", "distance_type"})
+
+
+class IndexConfig(TypedDict, total=False):
+    """A store's ``index=`` argument, LangGraph's shape (only cosine distance is offered)."""
+
+    dims: int
+    embed: Any
+    fields: list[str] | None
+    distance_type: Literal["cosine"]
 
 
 @dataclass(frozen=True, slots=True)
