@@ -88,8 +88,9 @@ class SemanticIndex:
         return self._check(await self.embed.aquery(text), 1)[0]
 
     def _check(self, vectors: Any, expected: int) -> list[Vector]:
-        if not isinstance(vectors, Sequence) or len(vectors) != expected:
-            got = len(vectors) if isinstance(vectors, Sequence) else type(vectors).__name__
+        # Any sized iterable will do (a numpy array, say), as long as there is one per text.
+        got = len(vectors) if hasattr(vectors, "__len__") else type(vectors).__name__
+        if got != expected or isinstance(vectors, str | bytes | Mapping):
             raise InvalidStoreInputError(
                 f"the index embed function returned {got} vectors for {expected} texts"
             )
