@@ -32,6 +32,8 @@ EXCEPTIONS: dict[str, tuple[str, ...]] = {
     "langgraph.graph": ("threadline.graph", "threadline"),
     "langgraph.graph.state": ("threadline.graph.state_graph", "threadline.graph.compiled"),
     "langgraph.pregel": ("threadline",),
+    # LangGraph's ``interrupt`` lives in langgraph.types; threadline's at its top level.
+    "langgraph.types": ("threadline.types", "threadline"),
 }
 
 
