@@ -3,7 +3,7 @@
 from typing import Literal
 
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import END, StateGraph
 from langgraph.types import Command, interrupt
 from typing_extensions import TypedDict
 

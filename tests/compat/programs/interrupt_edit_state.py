@@ -1,7 +1,7 @@
 """Human-in-the-loop: review and edit state produced by an earlier node."""
 
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import END, StateGraph
 from langgraph.types import Command, interrupt
 from typing_extensions import TypedDict
 

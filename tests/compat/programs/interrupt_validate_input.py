@@ -1,7 +1,7 @@
 """Human-in-the-loop: validate human input, asking again in a loop inside one node."""
 
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import END, StateGraph
 from langgraph.types import Command, interrupt
 from typing_extensions import TypedDict
 
