@@ -90,4 +90,5 @@ def test_program_prints_what_langgraph_prints(program: Path) -> None:
         problems.append("stdout differs:\n" + "".join(diff))
     if result.returncode != 0:
         problems.append(f"exit status {result.returncode}; stderr:\n{result.stderr[-3000:]}")
-    assert not problems, "\n".join(problems)
+    if problems:
+        pytest.fail(f"{program.name}: " + "\n".join(problems), pytrace=False)
