@@ -47,8 +47,8 @@ async def main():
     print(len([s async for s in graph.aget_state_history(config)]))
     try:
         graph.invoke({"log": []}, {"configurable": {"thread_id": "3"}})
-    except Exception as e:
-        print(type(e).__name__)
+    except TypeError:
+        print("sync invoke of async nodes: TypeError")
 
 
 asyncio.run(main())
