@@ -22,7 +22,7 @@ from threadline.runtime.planning import task_ns
 from threadline.runtime.snapshot import empty_snapshot, snapshot_of, updated_record
 from threadline.types import RetryPolicy, StateSnapshot
 
-STREAM_MODES = ("values", "updates", "debug", "custom")
+STREAM_MODES = ("values", "updates", "checkpoints", "tasks", "debug", "messages", "custom")
 
 # LangGraph prints debug output for debug=True; we offer the same events as a stream mode.
 _DEBUG_TRUE = "debug=True is not supported; use stream_mode='debug' to receive debug events"
@@ -176,8 +176,9 @@ class CompiledStateGraph:
             parent_spare=parent.spare if nested else None,
         )
         if nested:
-            settings.writer = parent.writer
-            if parent.sink is not None:  # the caller streams subgraphs: chunks go to it
+            # As in LangGraph, a subgraph's chunks (custom ones too) reach the caller only when
+            # it streams with subgraphs=True.
+            if parent.sink is not None:
                 settings.sink = parent.sink
                 settings.stream_modes = parent.modes
         else:
