@@ -8,6 +8,7 @@ from threadline.constants import END, START
 from threadline.graph.compiled import CompiledStateGraph
 from threadline.graph.state_graph import StateGraph
 from threadline.runtime.context import get_config, get_store, get_stream_writer, interrupt
+from threadline.runtime.tokens import get_message_writer
 from threadline.types import (
     Command,
     Interrupt,
@@ -31,6 +32,7 @@ __all__ = [
     "StateGraph",
     "StateSnapshot",
     "get_config",
+    "get_message_writer",
     "get_store",
     "get_stream_writer",
     "interrupt",

@@ -121,7 +121,7 @@ class Chunks:
             "values": dict(cp.values),
             "metadata": dict(metadata),
             "next": [t.name for t in tasks],
-            "tasks": [_checkpoint_task(t, writes) for t in tasks],
+            "tasks": [self._checkpoint_task(t, writes) for t in tasks],
         }
         return self._wrapped("checkpoints", "checkpoint", cp.step, payload)
 
@@ -133,6 +133,26 @@ class Chunks:
                 "checkpoint_id": checkpoint_id,
             }
         }
+
+    def _checkpoint_task(
+        self, task: Task, writes: Mapping[tuple[str, str], TaskWrite]
+    ) -> dict[str, Any]:
+        """A planned task as a checkpoint chunk lists it, with what its saved writes say."""
+        entry: dict[str, Any] = {"id": task.id, "name": task.name}
+        # A subgraph's task names where the subgraph keeps its checkpoints, as LangGraph does.
+        state = None
+        if task.node is not None and task.node.subgraph is not None:
+            state = {"configurable": {"thread_id": self.thread_id, "checkpoint_ns": task.ns}}
+        result = writes.get((task.id, "result")) if task.name != START else None
+        error = writes.get((task.id, "error"))
+        if error is not None and result is None:
+            return {**entry, "error": _error_text(error.value), "state": state}
+        if result is not None and result.value.updates:
+            entry["result"] = dict(result.value.updates)
+        intr = writes.get((task.id, "interrupt"))
+        entry["interrupts"] = tuple(dataclasses.asdict(i) for i in intr.value) if intr else ()
+        entry["state"] = state
+        return entry
 
     # ----------------------------------------------------------------- tasks
     def step_starts(
@@ -266,21 +286,9 @@ def _task_infos(spec: GraphSpec, step: int, tasks: list[Task]) -> dict[str, Task
     return infos
 
 
-def _checkpoint_task(task: Task, writes: Mapping[tuple[str, str], TaskWrite]) -> dict[str, Any]:
-    """A planned task as a checkpoint chunk lists it, with what its saved writes say."""
-    entry: dict[str, Any] = {"id": task.id, "name": task.name}
-    result = writes.get((task.id, "result")) if task.name != START else None
-    error = writes.get((task.id, "error"))
-    if error is not None and result is None:
-        value = error.value
-        text = f"{value.get('type')}: {value.get('message')}" if isinstance(value, dict) else value
-        return {**entry, "error": text, "state": None}
-    if result is not None and result.value.updates:
-        entry["result"] = dict(result.value.updates)
-    intr = writes.get((task.id, "interrupt"))
-    entry["interrupts"] = tuple(dataclasses.asdict(i) for i in intr.value) if intr else ()
-    entry["state"] = None
-    return entry
+def _error_text(value: Any) -> Any:
+    """A saved task error (its type and message) as ``get_state()`` shows it."""
+    return f"{value.get('type')}: {value.get('message')}" if isinstance(value, dict) else value
 
 
 def _task_metadata(config: Mapping[str, Any]) -> dict[str, Any]:
