@@ -25,6 +25,7 @@ from threadline import (
     interrupt,
 )
 from threadline.checkpoint.memory import MemorySaver
+from threadline.errors import ConfigError
 
 fake_chat = pytest.importorskip("langchain_core.language_models.fake_chat_models")
 messages = pytest.importorskip("langchain_core.messages")
@@ -550,3 +551,21 @@ def test_a_run_that_streams_nothing_makes_no_chunks():
     graph = diamond()
     assert graph._loop(None, frozenset(), {}).out is None
     assert graph._loop(None, frozenset({"updates"}), {}).out is not None
+
+
+def test_version_v2_yields_typed_parts_with_interrupts_apart():
+    graph = asking(MemorySaver())
+    parts = list(
+        graph.stream({"items": []}, cfg(), stream_mode=["values", "updates"], version="v2")
+    )
+    [pending] = graph.get_state(cfg()).interrupts
+    assert parts[0] == {"type": "values", "ns": (), "data": {"items": []}, "interrupts": ()}
+    assert parts[1] == {"type": "updates", "ns": (), "data": {"prepare": {"items": ["prepare"]}}}
+    assert parts[-1] == {
+        "type": "values",
+        "ns": (),
+        "data": {"items": ["prepare"]},
+        "interrupts": (pending,),
+    }
+    with pytest.raises(ConfigError, match="v3"):
+        list(graph.stream({"items": []}, cfg("other"), version="v3"))
