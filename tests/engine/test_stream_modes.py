@@ -320,11 +320,15 @@ def test_an_interrupt_shows_in_values_with_the_state_and_then_the_siblings_write
         {"items": ["in"], "__interrupt__": (pending,)},
         {"items": ["in", "ok"]},
     ]
-    # resuming repeats the finished sibling's update, marked as cached
-    updates = list(graph.stream(Command(resume="A"), cfg(), stream_mode="updates"))
-    assert updates == [
-        {"ok": {"items": ["ok"]}, "__metadata__": {"cached": True}},
-        {"ask": {"answer": "A"}},
+    # resuming starts both tasks again and repeats the finished one's update, marked cached
+    chunks = list(graph.stream(Command(resume="A"), cfg(), stream_mode=["tasks", "updates"]))
+    shape = [(mode, c.get("name", c) if mode == "tasks" else c) for mode, c in chunks]
+    assert shape == [
+        ("tasks", "ask"),
+        ("tasks", "ok"),
+        ("updates", {"ok": {"items": ["ok"]}, "__metadata__": {"cached": True}}),
+        ("updates", {"ask": {"answer": "A"}}),
+        ("tasks", "ask"),
     ]
 
 

@@ -160,19 +160,14 @@ class Chunks:
         step: int,
         values: Mapping[str, Any],
         tasks: list[Task],
-        runnable: list[Task],
         writes: Mapping[tuple[str, str], TaskWrite],
     ) -> list[Emit]:
-        """Chunks as a step begins: each task to run, and results saved by an earlier try."""
+        """Chunks as a step begins: each task, then the results an earlier try saved."""
         self.step, self.state = step, values
         if self.needs_info:
             self.info = _task_infos(self.spec, step, tasks)
         out: list[Emit] = []
-        if self.updates and len(runnable) < len(tasks):
-            out.extend(self._cached_updates(tasks, writes))
-        if not self.task_events:
-            return out
-        for task in runnable:
+        for task in tasks if self.task_events else ():
             payload = {
                 "id": task.id,
                 "name": task.name,
@@ -182,6 +177,8 @@ class Chunks:
             if self.user_metadata:
                 payload["metadata"] = dict(self.user_metadata)
             out.extend(self._wrapped("tasks", "task", step, payload))
+        if self.updates and writes:
+            out.extend(self._cached_updates(tasks, writes))
         return out
 
     def _cached_updates(

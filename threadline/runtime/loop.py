@@ -259,7 +259,7 @@ class RunLoop:
                 if not self.writes and _hits(self.s.interrupt_before, runnable):
                     return (yield from self._breakpoint(runnable))
                 if out is not None:
-                    yield from out.step_starts(cp.step + 1, cp.values, tasks, runnable, self.writes)
+                    yield from out.step_starts(cp.step + 1, cp.values, tasks, self.writes)
                 outcomes = yield self._execute(runnable, cp)
                 steps_run += 1
                 if self._keep(outcomes):
