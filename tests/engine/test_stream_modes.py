@@ -573,3 +573,28 @@ def test_version_v2_yields_typed_parts_with_interrupts_apart():
     }
     with pytest.raises(ConfigError, match="v3"):
         list(graph.stream({"items": []}, cfg("other"), version="v3"))
+
+
+def test_a_resumed_subgraph_streams_the_state_it_resumes_from():
+    def ask(state: State) -> dict:
+        return {"answer": interrupt("q")}
+
+    child = StateGraph(State)
+    child.add_node("pre", append("pre"))
+    child.add_node("ask", ask)
+    child.add_edge(START, "pre")
+    child.add_edge("pre", "ask")
+    child.add_edge("ask", END)
+    g = StateGraph(State)
+    g.add_node("child", child.compile())
+    g.add_edge(START, "child")
+    g.add_edge("child", END)
+    graph = g.compile(checkpointer=MemorySaver())
+    list(graph.stream({"items": []}, cfg()))
+    chunks = list(graph.stream(Command(resume="A"), cfg(), stream_mode="values", subgraphs=True))
+    inside = [values for ns, values in chunks if ns]
+    assert inside == [{"items": ["pre"]}, {"items": ["pre"], "answer": "A"}]
+    assert [values for ns, values in chunks if not ns] == [
+        {"items": []},
+        {"items": ["pre"], "answer": "A"},
+    ]

@@ -140,6 +140,7 @@ class RunLoop:
             yield from self._resume(input, record)
         elif self.s.nested and record is not None:
             self._resume_nested(record)
+            yield from self._emit_values()
         elif input is None:
             yield from self._continue(record)
         else:
