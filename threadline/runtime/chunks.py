@@ -79,10 +79,9 @@ class Chunks:
         self.nested = nested
         self.values = "values" in modes
         self.updates = "updates" in modes
-        self.tasks = "tasks" in modes
         self.debug = "debug" in modes
         self.checkpoints = checkpointed and ("checkpoints" in modes or self.debug)
-        self.task_events = self.tasks or self.debug
+        self.task_events = "tasks" in modes or self.debug
         self.needs_info = self.task_events or "messages" in modes
         self.user_metadata = _task_metadata(config)
         self.info: dict[str, TaskInfo] = {}  # tasks of the step running now
