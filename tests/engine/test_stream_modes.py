@@ -598,3 +598,24 @@ def test_a_resumed_subgraph_streams_the_state_it_resumes_from():
         {"items": []},
         {"items": ["pre"], "answer": "A"},
     ]
+
+
+async def test_astream_yields_the_same_chunks_as_stream():
+    modes = ["values", "updates", "debug", "tasks", "checkpoints"]
+
+    def shape(chunks: list) -> list:
+        return [(mode, by_step([c])[0] if mode == "debug" else _no_ids(c)) for mode, c in chunks]
+
+    sync = list(diamond(checkpointer=MemorySaver()).stream({"items": []}, cfg(), stream_mode=modes))
+    graph = diamond(checkpointer=MemorySaver())
+    chunks = [c async for c in graph.astream({"items": []}, cfg(), stream_mode=modes)]
+    assert sorted(map(repr, shape(chunks))) == sorted(map(repr, shape(sync)))
+    assert [m for m, _ in chunks][:5] == ["checkpoints", "debug", "values", "checkpoints", "debug"]
+
+
+def _no_ids(chunk: object) -> object:
+    if isinstance(chunk, dict):
+        return {k: _no_ids(v) for k, v in chunk.items() if k not in ("id", "checkpoint_id")}
+    if isinstance(chunk, list | tuple):
+        return [_no_ids(v) for v in chunk]
+    return chunk
