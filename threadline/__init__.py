@@ -10,6 +10,7 @@ from threadline.graph.compiled import CompiledStateGraph
 from threadline.graph.state_graph import StateGraph
 from threadline.runtime.context import get_config, get_store, get_stream_writer, interrupt
 from threadline.runtime.runtime import Runtime, get_runtime
+from threadline.runtime.tokens import get_message_writer
 from threadline.types import (
     CachePolicy,
     Command,
@@ -46,6 +47,7 @@ __all__ = [
     "StateSnapshot",
     "add_messages",
     "get_config",
+    "get_message_writer",
     "get_runtime",
     "get_store",
     "get_stream_writer",

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from threadline.cache.base import BaseCache
 from threadline.checkpoint.base import BaseSaver, CheckpointRecord
+from threadline.constants import INTERRUPT_KEY
 from threadline.errors import (
     CheckpointerRequiredError,
     CheckpointNotFoundError,
@@ -25,7 +27,8 @@ from threadline.runtime.runtime import coerce_context
 from threadline.runtime.snapshot import empty_snapshot, snapshot_of, updated_record
 from threadline.types import RetryPolicy, StateSnapshot
 
-STREAM_MODES = ("values", "updates", "debug", "custom")
+STREAM_MODES = ("values", "updates", "checkpoints", "tasks", "debug", "messages", "custom")
+STREAM_VERSIONS = ("v1", "v2")
 
 # LangGraph prints debug output for debug=True; we offer the same events as a stream mode.
 _DEBUG_TRUE = "debug=True is not supported; use stream_mode='debug' to receive debug events"
@@ -89,29 +92,31 @@ class CompiledStateGraph:
         input: Any,
         config: Mapping[str, Any] | None = None,
         *,
-        stream_mode: str | Sequence[str] = "updates",
+        stream_mode: str | Sequence[str] | None = "updates",
         **options: Any,
     ) -> Iterator[Any]:
-        """Yield chunks as the run goes: ``(mode, data)`` pairs when several modes are asked."""
-        modes, single = _stream_modes(stream_mode)
-        subgraphs = bool(options.get("subgraphs"))
+        """Yield chunks as the run goes: ``(mode, data)`` pairs when several modes are asked.
+
+        ``version="v2"`` yields ``{"type": mode, "ns": namespace, "data": chunk}`` dicts instead
+        (``values`` ones also carry ``"interrupts"``), as LangGraph does.
+        """
+        modes, shape = _stream_shape(stream_mode, options)
         for item in self._drive(input, config, modes, options):
             if isinstance(item, Emit):
-                yield _chunk(item, single, subgraphs)
+                yield shape(item)
 
     async def astream(
         self,
         input: Any,
         config: Mapping[str, Any] | None = None,
         *,
-        stream_mode: str | Sequence[str] = "updates",
+        stream_mode: str | Sequence[str] | None = "updates",
         **options: Any,
     ) -> AsyncIterator[Any]:
-        modes, single = _stream_modes(stream_mode)
-        subgraphs = bool(options.get("subgraphs"))
+        modes, shape = _stream_shape(stream_mode, options)
         async for item in self._adrive(input, config, modes, options):
             if isinstance(item, Emit):
-                yield _chunk(item, single, subgraphs)
+                yield shape(item)
 
     def _drive(
         self, input: Any, config: Mapping[str, Any] | None, modes: frozenset[str], options: dict
@@ -194,8 +199,9 @@ class CompiledStateGraph:
             parent_spare=parent.spare if nested else None,
         )
         if nested:
-            settings.writer = parent.writer
-            if parent.sink is not None:  # the caller streams subgraphs: chunks go to it
+            # As in LangGraph, a subgraph's chunks (custom ones too) reach the caller only when
+            # it streams with subgraphs=True.
+            if parent.sink is not None:
                 settings.sink = parent.sink
                 settings.stream_modes = parent.modes
         else:
@@ -400,13 +406,23 @@ class CompiledStateGraph:
         return DrawableGraph.of(self.spec)
 
 
-def _stream_modes(stream_mode: str | Sequence[str]) -> tuple[frozenset[str], bool]:
+def _stream_shape(
+    stream_mode: str | Sequence[str] | None, options: dict[str, Any]
+) -> tuple[frozenset[str], Callable[[Emit], Any]]:
+    """The modes asked for, and how each chunk is shaped for the caller."""
+    stream_mode = "updates" if stream_mode is None else stream_mode
     single = isinstance(stream_mode, str)
     modes = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode)
     for mode in modes:
         if mode not in STREAM_MODES:
             raise ConfigError(f"stream_mode {mode!r} is not one of {STREAM_MODES}")
-    return frozenset(modes), single
+    version = options.pop("version", "v1")
+    if version not in STREAM_VERSIONS:
+        raise ConfigError(f"version must be one of {STREAM_VERSIONS}, got {version!r}")
+    if version == "v2":
+        return frozenset(modes), _part
+    subgraphs = bool(options.get("subgraphs"))
+    return frozenset(modes), functools.partial(_chunk, single=single, subgraphs=subgraphs)
 
 
 def _configurable(config: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -460,8 +476,21 @@ def _chunk(item: Emit, single: bool, subgraphs: bool) -> Any:
     """A stream chunk as LangGraph shapes it: the namespace first when subgraphs are streamed."""
     if not subgraphs:
         return item.payload if single else (item.mode, item.payload)
-    ns = tuple(item.ns.split("|")) if item.ns else ()
+    ns = _namespace(item)
     return (ns, item.payload) if single else (ns, item.mode, item.payload)
+
+
+def _part(item: Emit) -> dict[str, Any]:
+    """A ``version="v2"`` stream part; a ``values`` part holds its interrupts apart."""
+    if item.mode != "values":
+        return {"type": item.mode, "ns": _namespace(item), "data": item.payload}
+    data = dict(item.payload)
+    interrupts = tuple(data.pop(INTERRUPT_KEY, ()))
+    return {"type": "values", "ns": _namespace(item), "data": data, "interrupts": interrupts}
+
+
+def _namespace(item: Emit) -> tuple[str, ...]:
+    return tuple(item.ns.split("|")) if item.ns else ()
 
 
 def _forwarded(
