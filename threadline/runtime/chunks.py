@@ -195,7 +195,10 @@ class Chunks:
         out: list[Emit] = []
         result = outcome.result
         if self.updates and result is not None:
-            out.append(Emit("updates", {outcome.task.name: dict(result.updates) or None}))
+            chunk = {outcome.task.name: dict(result.updates) or None}
+            if outcome.cached:  # as LangGraph marks a result taken from the node cache
+                chunk["__metadata__"] = {"cached": True}
+            out.append(Emit("updates", chunk))
         if outcome.interrupts:
             out.extend(self._interrupts(outcome.interrupts))
         if self.task_events:
