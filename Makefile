@@ -44,3 +44,16 @@ bench:
 	    'psycopg[binary,pool]>=3.2,<4' 'redis>=5,<9' -e . && \
 	  touch bench/.venv-peer/.installed; }
 	bench/.venv-peer/bin/python -m bench.run $(BENCH_ARGS)
+
+# LangGraph compat corpus: record what LangGraph itself prints for tests/compat/programs/*.py
+# (see tests/compat/README.md). LangGraph lives only in .venv-lg.
+.PHONY: compat-record
+compat-record:
+	test -x .venv-lg/bin/python || $(PY) -m venv .venv-lg
+	test .venv-lg/.installed -nt Makefile || { \
+	  .venv-lg/bin/pip install --quiet --upgrade pip && \
+	  .venv-lg/bin/pip install --quiet langgraph==1.2.22 langgraph-checkpoint-sqlite==3.1.2 \
+	    langgraph-checkpoint-postgres==3.2.0 'langchain-core>=1,<2' \
+	    'pydantic>=2.5,<3' 'psycopg[binary,pool]>=3.2,<4' && \
+	  touch .venv-lg/.installed; }
+	.venv-lg/bin/python tests/compat/record.py --python .venv-lg/bin/python $(COMPAT_ARGS)

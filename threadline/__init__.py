@@ -9,7 +9,10 @@ from threadline.constants import END, START
 from threadline.graph.compiled import CompiledStateGraph
 from threadline.graph.state_graph import StateGraph
 from threadline.runtime.context import get_config, get_store, get_stream_writer, interrupt
+from threadline.runtime.runtime import Runtime, get_runtime
+from threadline.runtime.tokens import get_message_writer
 from threadline.types import (
+    CachePolicy,
     Command,
     Interrupt,
     Overwrite,
@@ -30,18 +33,22 @@ __all__ = [
     "END",
     "REMOVE_ALL_MESSAGES",
     "START",
+    "CachePolicy",
     "Command",
     "CompiledStateGraph",
     "Interrupt",
     "MessagesState",
     "Overwrite",
     "RetryPolicy",
+    "Runtime",
     "Send",
     "SnapshotTask",
     "StateGraph",
     "StateSnapshot",
     "add_messages",
     "get_config",
+    "get_message_writer",
+    "get_runtime",
     "get_store",
     "get_stream_writer",
     "interrupt",

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar
 
 from threadline import serde
+from threadline.cache.keys import default_cache_key
 
 StreamMode = Literal["values", "updates", "debug", "custom"]
 Durability = Literal["sync", "async", "exit"]
@@ -90,6 +91,31 @@ _PROGRAMMING_ERRORS = (
     AssertionError,
     AttributeError,
 )
+
+
+K = TypeVar("K", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CachePolicy(Generic[K]):
+    """How a node's result is cached: ``compile(cache=...)`` then reuses it for the same input.
+
+    ``key_func`` turns the node's input into a key (``str`` or ``bytes``); the default encodes
+    the input canonically (dict key order does not matter) with threadline's serde, never pickle.
+    ``ttl`` is how many seconds an entry lives; ``None`` keeps it until the cache is cleared.
+    """
+
+    key_func: K = default_cache_key  # type: ignore[assignment]
+    ttl: float | None = None
+
+    def __post_init__(self) -> None:
+        if not callable(self.key_func):
+            raise TypeError(f"CachePolicy.key_func must be callable, got {self.key_func!r}")
+        ttl = self.ttl
+        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int | float)):
+            raise TypeError(f"CachePolicy.ttl must be a number of seconds or None, got {ttl!r}")
+        if ttl is not None and ttl < 0:
+            raise ValueError(f"CachePolicy.ttl must not be negative, got {ttl}")
 
 
 @dataclass(frozen=True, slots=True)

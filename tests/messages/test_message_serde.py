@@ -162,3 +162,11 @@ def test_langchain_only_classes_round_trip_too() -> None:
     for got, want in zip(loaded, messages, strict=True):
         same(got, want)
     assert loaded[0].role == "critic"
+
+
+def test_the_message_names_cannot_be_taken_by_a_registered_class() -> None:
+    class Impostor:
+        pass
+
+    with pytest.raises(ValueError, match="threadline's own"):
+        serde.register(Impostor, name="threadline.messages.HumanMessage")

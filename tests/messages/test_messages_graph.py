@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 
@@ -14,10 +14,12 @@ from threadline.errors import InvalidMessageError, InvalidUpdateError
 from threadline.messages import (
     REMOVE_ALL_MESSAGES,
     AIMessage,
+    AnyMessage,
     HumanMessage,
     MessagesState,
     RemoveMessage,
     ToolMessage,
+    add_messages,
 )
 
 CONFIG = {"configurable": {"thread_id": "chat-1"}}
@@ -150,3 +152,28 @@ def test_changing_a_loaded_message_in_place_does_not_change_what_is_stored(
     fresh = app.get_state(CONFIG).values["messages"]
     assert fresh[0].content == "hi"
     assert len(fresh[1].tool_calls) == 1
+
+
+def test_a_pydantic_state_with_messages(saver: BaseSaver) -> None:
+    pydantic = pytest.importorskip("pydantic")
+
+    class State(pydantic.BaseModel):
+        messages: Annotated[list[AnyMessage], add_messages] = []
+        turns: int = 0
+
+    def reply(state: State) -> dict[str, Any]:
+        return {
+            "messages": [AIMessage(f"yo {state.messages[-1].content}")],
+            "turns": state.turns + 1,
+        }
+
+    graph = StateGraph(State)
+    graph.add_node("reply", reply)
+    graph.add_edge(START, "reply")
+    graph.add_edge("reply", END)
+    app = graph.compile(checkpointer=saver)
+    app.invoke({"messages": [("user", "hi")]}, CONFIG)
+    out = app.invoke({"messages": "again"}, CONFIG)
+    assert [m.content for m in out["messages"]] == ["hi", "yo hi", "again", "yo again"]
+    assert [type(m) for m in out["messages"]] == [HumanMessage, AIMessage] * 2
+    assert out["turns"] == 2

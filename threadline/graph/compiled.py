@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from threadline.cache.base import BaseCache
 from threadline.checkpoint.base import BaseSaver, CheckpointRecord
+from threadline.constants import INTERRUPT_KEY
 from threadline.errors import (
     CheckpointerRequiredError,
     CheckpointNotFoundError,
@@ -20,10 +23,12 @@ from threadline.runtime.context import current_task
 from threadline.runtime.drivers import Done, drive_async, drive_sync
 from threadline.runtime.loop import Emit, RunLoop, RunSettings
 from threadline.runtime.planning import task_ns
+from threadline.runtime.runtime import coerce_context
 from threadline.runtime.snapshot import empty_snapshot, snapshot_of, updated_record
 from threadline.types import RetryPolicy, StateSnapshot
 
-STREAM_MODES = ("values", "updates", "debug", "custom")
+STREAM_MODES = ("values", "updates", "checkpoints", "tasks", "debug", "messages", "custom")
+STREAM_VERSIONS = ("v1", "v2")
 
 # LangGraph prints debug output for debug=True; we offer the same events as a stream mode.
 _DEBUG_TRUE = "debug=True is not supported; use stream_mode='debug' to receive debug events"
@@ -44,15 +49,24 @@ class CompiledStateGraph:
         interrupt_before: frozenset[str],
         interrupt_after: frozenset[str],
         name: str,
+        cache: BaseCache[Any] | None = None,
+        context_schema: Any = None,
     ):
         if checkpointer is not None and not isinstance(checkpointer, BaseSaver | bool):
             raise GraphValidationError(
                 "checkpointer must be a threadline saver, True, False or None, got "
                 f"{type(checkpointer).__name__}"
             )
+        if cache is not None and not isinstance(cache, BaseCache):
+            raise GraphValidationError(
+                "cache must be a threadline cache (InMemoryCache, SqliteCache or a BaseCache), "
+                f"got {type(cache).__name__}"
+            )
         self.spec = spec
         self.checkpointer = checkpointer
         self.store = store
+        self.cache = cache
+        self.context_schema = context_schema
         self.interrupt_before = interrupt_before
         self.interrupt_after = interrupt_after
         self.name = name
@@ -78,29 +92,31 @@ class CompiledStateGraph:
         input: Any,
         config: Mapping[str, Any] | None = None,
         *,
-        stream_mode: str | Sequence[str] = "updates",
+        stream_mode: str | Sequence[str] | None = "updates",
         **options: Any,
     ) -> Iterator[Any]:
-        """Yield chunks as the run goes: ``(mode, data)`` pairs when several modes are asked."""
-        modes, single = _stream_modes(stream_mode)
-        subgraphs = bool(options.get("subgraphs"))
+        """Yield chunks as the run goes: ``(mode, data)`` pairs when several modes are asked.
+
+        ``version="v2"`` yields ``{"type": mode, "ns": namespace, "data": chunk}`` dicts instead
+        (``values`` ones also carry ``"interrupts"``), as LangGraph does.
+        """
+        modes, shape = _stream_shape(stream_mode, options)
         for item in self._drive(input, config, modes, options):
             if isinstance(item, Emit):
-                yield _chunk(item, single, subgraphs)
+                yield shape(item)
 
     async def astream(
         self,
         input: Any,
         config: Mapping[str, Any] | None = None,
         *,
-        stream_mode: str | Sequence[str] = "updates",
+        stream_mode: str | Sequence[str] | None = "updates",
         **options: Any,
     ) -> AsyncIterator[Any]:
-        modes, single = _stream_modes(stream_mode)
-        subgraphs = bool(options.get("subgraphs"))
+        modes, shape = _stream_shape(stream_mode, options)
         async for item in self._adrive(input, config, modes, options):
             if isinstance(item, Emit):
-                yield _chunk(item, single, subgraphs)
+                yield shape(item)
 
     def _drive(
         self, input: Any, config: Mapping[str, Any] | None, modes: frozenset[str], options: dict
@@ -135,6 +151,7 @@ class CompiledStateGraph:
             "stream_mode",
             "subgraphs",
             "debug",
+            "context",
         }
         if unknown:
             raise TypeError(f"unexpected keyword argument {sorted(unknown)[0]!r}")
@@ -182,13 +199,17 @@ class CompiledStateGraph:
             parent_spare=parent.spare if nested else None,
         )
         if nested:
-            settings.writer = parent.writer
-            if parent.sink is not None:  # the caller streams subgraphs: chunks go to it
+            # As in LangGraph, a subgraph's chunks (custom ones too) reach the caller only when
+            # it streams with subgraphs=True.
+            if parent.sink is not None:
                 settings.sink = parent.sink
                 settings.stream_modes = parent.modes
         else:
             settings.subgraphs = bool(options.get("subgraphs"))
         store = self.store if self.store is not None or not nested else parent.store
+        context = coerce_context(self.context_schema, options.get("context"))
+        settings.context = context if context or not nested else parent.env.context
+        settings.cache = self.cache
         return RunLoop(self.spec, saver, store, settings)
 
     def _own_saver(self) -> BaseSaver | None:
@@ -340,6 +361,29 @@ class CompiledStateGraph:
             )
         return record
 
+    # ------------------------------------------------------------------ node cache
+    def clear_cache(self, nodes: Sequence[str] | None = None) -> None:
+        """Forget the cached results of ``nodes`` (every node when not given)."""
+        self._require_cache().clear(self._cache_namespaces(nodes))
+
+    async def aclear_cache(self, nodes: Sequence[str] | None = None) -> None:
+        await self._require_cache().aclear(self._cache_namespaces(nodes))
+
+    def _require_cache(self) -> BaseCache[Any]:
+        if self.cache is None:
+            raise ConfigError("this graph has no cache to clear; compile(cache=InMemoryCache())")
+        return self.cache
+
+    def _cache_namespaces(self, nodes: Sequence[str] | None) -> list[tuple[str, ...]]:
+        unknown = [n for n in nodes or () if n not in self.spec.nodes]
+        if unknown:
+            raise ConfigError(
+                f"clear_cache names {unknown[0]!r}, which is not a node "
+                f"(nodes: {', '.join(self.spec.nodes)})"
+            )
+        specs = [self.spec.nodes[n] for n in nodes] if nodes else self.spec.nodes.values()
+        return [node.cache.namespace for node in specs if node.cache is not None]
+
     # ------------------------------------------------------------------ composition
     def as_node(
         self,
@@ -362,13 +406,23 @@ class CompiledStateGraph:
         return DrawableGraph.of(self.spec)
 
 
-def _stream_modes(stream_mode: str | Sequence[str]) -> tuple[frozenset[str], bool]:
+def _stream_shape(
+    stream_mode: str | Sequence[str] | None, options: dict[str, Any]
+) -> tuple[frozenset[str], Callable[[Emit], Any]]:
+    """The modes asked for, and how each chunk is shaped for the caller."""
+    stream_mode = "updates" if stream_mode is None else stream_mode
     single = isinstance(stream_mode, str)
     modes = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode)
     for mode in modes:
         if mode not in STREAM_MODES:
             raise ConfigError(f"stream_mode {mode!r} is not one of {STREAM_MODES}")
-    return frozenset(modes), single
+    version = options.pop("version", "v1")
+    if version not in STREAM_VERSIONS:
+        raise ConfigError(f"version must be one of {STREAM_VERSIONS}, got {version!r}")
+    if version == "v2":
+        return frozenset(modes), _part
+    subgraphs = bool(options.get("subgraphs"))
+    return frozenset(modes), functools.partial(_chunk, single=single, subgraphs=subgraphs)
 
 
 def _configurable(config: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -422,8 +476,21 @@ def _chunk(item: Emit, single: bool, subgraphs: bool) -> Any:
     """A stream chunk as LangGraph shapes it: the namespace first when subgraphs are streamed."""
     if not subgraphs:
         return item.payload if single else (item.mode, item.payload)
-    ns = tuple(item.ns.split("|")) if item.ns else ()
+    ns = _namespace(item)
     return (ns, item.payload) if single else (ns, item.mode, item.payload)
+
+
+def _part(item: Emit) -> dict[str, Any]:
+    """A ``version="v2"`` stream part; a ``values`` part holds its interrupts apart."""
+    if item.mode != "values":
+        return {"type": item.mode, "ns": _namespace(item), "data": item.payload}
+    data = dict(item.payload)
+    interrupts = tuple(data.pop(INTERRUPT_KEY, ()))
+    return {"type": "values", "ns": _namespace(item), "data": data, "interrupts": interrupts}
+
+
+def _namespace(item: Emit) -> tuple[str, ...]:
+    return tuple(item.ns.split("|")) if item.ns else ()
 
 
 def _forwarded(

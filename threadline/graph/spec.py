@@ -2,40 +2,56 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import typing
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from threadline.cache.keys import node_namespace
 from threadline.constants import END
 from threadline.errors import GraphValidationError, InvalidUpdateError
 from threadline.graph.schema import StateSchema, is_schema_class
-from threadline.types import Command, RetryPolicy, Send
+from threadline.types import CachePolicy, Command, RetryPolicy, Send
+
+if TYPE_CHECKING:
+    from threadline.runtime.context import TaskContext
 
 
 @dataclass(frozen=True, slots=True)
 class CallStyle:
-    """Which optional keyword arguments a user function takes, found once by inspection."""
+    """Which optional keyword arguments a user function takes, found once by inspection.
+
+    ``runtime`` is the name of the parameter that receives the ``Runtime`` (``"runtime"``, or
+    any parameter annotated ``Runtime[...]``); ``previous`` is always ``None`` in a graph.
+    """
 
     config: bool = False
     store: bool = False
     writer: bool = False
+    runtime: str | None = None
+    previous: bool = False
+    #: The function takes the state only (the common case: call it without kwargs).
+    plain: bool = field(init=False, default=True)
 
-    @property
-    def plain(self) -> bool:
-        """The function takes the state only (the common case: call it without kwargs)."""
-        return not (self.config or self.store or self.writer)
+    def __post_init__(self) -> None:
+        extra = self.config or self.store or self.writer or self.runtime or self.previous
+        object.__setattr__(self, "plain", not extra)
 
-    def kwargs(self, config: Any, store: Any, writer: Any) -> dict[str, Any]:
+    def kwargs(self, ctx: TaskContext) -> dict[str, Any]:
         extra: dict[str, Any] = {}
         if self.config:
-            extra["config"] = config
+            extra["config"] = ctx.config
         if self.store:
-            extra["store"] = store
+            extra["store"] = ctx.store
         if self.writer:
-            extra["writer"] = writer
+            extra["writer"] = ctx.writer
+        if self.runtime:
+            extra[self.runtime] = ctx.runtime
+        if self.previous:
+            extra["previous"] = None
         return extra
 
 
@@ -44,7 +60,42 @@ def call_style(fn: Callable[..., Any]) -> CallStyle:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return CallStyle()
-    return CallStyle(config="config" in params, store="store" in params, writer="writer" in params)
+    return CallStyle(
+        config="config" in params,
+        store="store" in params,
+        writer="writer" in params,
+        runtime=_runtime_param(fn, params),
+        previous="previous" in params,
+    )
+
+
+_KEYWORD_KINDS = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+
+
+def _runtime_param(fn: Callable[..., Any], params: Mapping[str, inspect.Parameter]) -> str | None:
+    """The parameter that takes the ``Runtime``: ``runtime`` as in LangGraph, or one after the
+    state annotated ``Runtime``/``Runtime[...]``."""
+    if "runtime" in params and params["runtime"].kind in _KEYWORD_KINDS:
+        return "runtime"
+    from threadline.runtime.runtime import Runtime
+
+    names = [name for name, p in params.items() if p.kind in _KEYWORD_KINDS][1:]
+    if not names or all(params[n].annotation is inspect.Parameter.empty for n in names):
+        return None
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:
+        hints = {n: params[n].annotation for n in names}
+    for name in names:
+        hint = hints.get(name)
+        if hint is Runtime or typing.get_origin(hint) is Runtime:
+            return name
+        if isinstance(hint, str) and hint.split("[", 1)[0].strip() in (
+            "Runtime",
+            "runtime.Runtime",
+        ):
+            return name
+    return None
 
 
 def is_async_callable(fn: Any) -> bool:
@@ -57,8 +108,19 @@ def is_async_callable(fn: Any) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeCache:
+    """A node's ``CachePolicy`` and the cache namespace its entries live in."""
+
+    policy: CachePolicy
+    namespace: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class NodeSpec:
-    """A node: a sync and/or async callable, how to call it, and how to retry it."""
+    """A node: a sync and/or async callable, how to call it, retry it and cache its result.
+
+    A ``defer`` node waits until the run has nothing else to do before it runs.
+    """
 
     name: str
     sync_fn: Callable[..., Any] | None
@@ -69,6 +131,27 @@ class NodeSpec:
     subgraph: Any = None
     # The node's own input schema, when it reads other keys than the graph's state schema
     reader: StateSchema | None = None
+    cache: NodeCache | None = None
+    defer: bool = False
+
+
+def with_options(
+    node: NodeSpec, action: Any, cache_policy: CachePolicy | None, defer: bool
+) -> NodeSpec:
+    """``node`` with its ``add_node`` options ``cache_policy`` and ``defer``, checked."""
+    if cache_policy is None and not defer:
+        return node
+    if cache_policy is not None and not isinstance(cache_policy, CachePolicy):
+        raise GraphValidationError(
+            f"cache_policy of {node.name!r} must be a CachePolicy, "
+            f"got {type(cache_policy).__name__}"
+        )
+    if not isinstance(defer, bool):
+        raise GraphValidationError(f"defer of {node.name!r} must be True or False, got {defer!r}")
+    cache = None
+    if cache_policy is not None:
+        cache = NodeCache(cache_policy, node_namespace(node.name, action))
+    return dataclasses.replace(node, cache=cache, defer=defer)
 
 
 def node_from_callable(
@@ -231,6 +314,11 @@ class GraphSpec:
         updates = self.input_schema.input_values(value)
         own, channels = self.input_schema.channels, self.schema.channels
         return {k: v for k, v in updates.items() if k in own or k not in channels}
+
+    @functools.cached_property
+    def deferred(self) -> frozenset[str]:
+        """The nodes added with ``defer=True``."""
+        return frozenset(name for name, node in self.nodes.items() if node.defer)
 
     def has_async_only_node(self) -> str | None:
         for node in self.nodes.values():

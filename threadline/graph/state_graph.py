@@ -18,11 +18,13 @@ from threadline.graph.spec import (
     annotated_input_schema,
     make_branch,
     node_from_callable,
+    with_options,
 )
 from threadline.graph.validate import Finding, find_problems, raise_findings, validate_graph
-from threadline.types import RetryPolicy
+from threadline.types import CachePolicy, RetryPolicy
 
 if TYPE_CHECKING:
+    from threadline.cache.base import BaseCache
     from threadline.checkpoint.base import BaseSaver
     from threadline.graph.compiled import CompiledStateGraph
     from threadline.store.base import BaseStore
@@ -69,12 +71,16 @@ class StateGraph:
         retry_policy: RetryPolicy | None = None,
         destinations: Sequence[str] | None = None,
         input_schema: type | None = None,
+        cache_policy: CachePolicy | None = None,
+        defer: bool = False,
     ) -> StateGraph:
         """Add a node; ``add_node(fn)`` names it after the function.
 
         ``input_schema`` (or, without it, the annotation of the function's first parameter when
         that is a schema class) is what the node reads: it receives that schema's keys only,
         and the schema's keys become channels of the graph (private state between nodes).
+        ``cache_policy`` reuses the node's result for the same input when the graph is compiled
+        with a ``cache``; a ``defer`` node runs only once the run has nothing else to do.
         """
         if action is None:
             action, node = node, _name_of(node)  # type: ignore[assignment]
@@ -91,7 +97,7 @@ class StateGraph:
             if reads not in self._io_schemas:
                 self._io_schemas[reads] = read_schema(reads)
             self._node_inputs[node] = reads
-        self.nodes[node] = spec
+        self.nodes[node] = with_options(spec, action, cache_policy, defer)
         return self
 
     def add_edge(self, start_key: str | Sequence[str], end_key: str) -> StateGraph:
@@ -153,6 +159,7 @@ class StateGraph:
         self,
         checkpointer: BaseSaver | bool | None = None,
         *,
+        cache: BaseCache[Any] | None = None,
         store: BaseStore | None = None,
         interrupt_before: Sequence[str] | str | None = None,
         interrupt_after: Sequence[str] | str | None = None,
@@ -190,6 +197,8 @@ class StateGraph:
             interrupt_before=before,
             interrupt_after=after,
             name=name or "LangGraph",
+            cache=cache,
+            context_schema=self.context_schema,
         )
 
     def validate(self, interrupt: Sequence[str] | str | None = None) -> StateGraph:

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 from threadline.errors import CheckpointerRequiredError, GraphInterrupt
 from threadline.types import Interrupt
 
-if TYPE_CHECKING:  # task.py imports this module
+if TYPE_CHECKING:  # task.py and runtime.py import this module
+    from threadline.runtime.runtime import Runtime
     from threadline.runtime.task import StepEnv, Task
 
 
@@ -25,7 +26,17 @@ class TaskContext:
     through from the task and the step (``StepEnv``) when asked for.
     """
 
-    __slots__ = ("calls", "env", "subgraph_calls", "task")
+    # ``attempt``, ``first_attempt_time`` and ``_runtime`` stay unset (so cost nothing) until a
+    # retry or a ``Runtime`` needs them.
+    __slots__ = (
+        "_runtime",
+        "attempt",
+        "calls",
+        "env",
+        "first_attempt_time",
+        "subgraph_calls",
+        "task",
+    )
 
     def __init__(self, task: Task, env: StepEnv) -> None:
         self.task = task
@@ -47,10 +58,26 @@ class TaskContext:
     sink = property(lambda self: self.env.sink)
     modes = property(lambda self: self.env.modes)
 
+    @property
+    def runtime(self) -> Runtime[Any]:
+        """The task's ``Runtime``, made when first asked for and kept for this attempt."""
+        runtime = getattr(self, "_runtime", None)
+        if runtime is None:
+            from threadline.runtime.runtime import runtime_of
+
+            attempt = getattr(self, "attempt", 1)
+            runtime = runtime_of(self, attempt, getattr(self, "first_attempt_time", None))
+            self._runtime = runtime
+            if attempt == 1:
+                self.first_attempt_time = runtime.execution_info.node_first_attempt_time
+        return runtime
+
     def restart(self) -> None:
         """A retry runs the node from its top: count interrupts and subgraph calls anew."""
         self.calls = 0
         self.subgraph_calls = 0
+        self.attempt = getattr(self, "attempt", 1) + 1
+        self._runtime = None
 
     def next_subgraph_ns(self) -> str:
         """Each graph a task invokes gets its own namespace, the same on every re-run."""

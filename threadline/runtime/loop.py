@@ -40,6 +40,7 @@ from threadline.errors import (
 )
 from threadline.graph.spec import GraphSpec
 from threadline.runtime.answers import match_answers, pending_interrupts
+from threadline.runtime.chunks import Chunks, Emit
 from threadline.runtime.context import SpareAnswer
 from threadline.runtime.hints import storage_hints
 from threadline.runtime.planning import local_task_id, plan_next, task_id, tasks_of
@@ -76,13 +77,6 @@ class Execute:
     env: StepEnv
 
 
-@dataclass(slots=True)
-class Emit:
-    mode: str
-    payload: Any
-    ns: str = ""  # the subgraph run it comes from ("" for the graph being streamed)
-
-
 Effect = Load | Save | SaveWrites | Execute | Emit
 
 
@@ -115,6 +109,8 @@ class RunSettings:
     # stream(subgraphs=True): subgraph runs hand their chunks to ``sink`` (set by the driver)
     subgraphs: bool = False
     sink: Callable[[Emit], None] | None = None
+    context: Any = None  # invoke(..., context=...): what ``Runtime.context`` holds
+    cache: Any = None  # compile(cache=...): where nodes with a CachePolicy keep results
 
 
 class RunLoop:
@@ -137,6 +133,8 @@ class RunLoop:
         self._now = now_iso if saver is not None else str
         self._task_id = task_id if saver is not None else local_task_id
         self._env: StepEnv | None = None  # what the tasks of a step share; values change
+        # The stream chunks this run produces; None when nothing is streamed (most runs).
+        self.out = Chunks.of_run(spec, settings, saver is not None)
 
     @property
     def saved_id(self) -> str | None:
@@ -153,6 +151,7 @@ class RunLoop:
             yield from self._resume(input, record)
         elif self.s.nested and record is not None and not self._starts_anew(record):
             self._resume_nested(record)
+            yield from self._emit_values()
         elif input is None:
             yield from self._continue(record)
         else:
@@ -172,7 +171,7 @@ class RunLoop:
             values, versions, step = dict(base.values), dict(base.versions), base.step + 1
             self.saved = base
             self.fork_next = self.s.checkpoint_id is not None
-        result = start_result(self.spec, values, updates, self.s.config)
+        result = start_result(self._step_env(values, cp_id), updates)
         cp = self._checkpoint(values, versions, (PlannedTask(START),), {}, (), step, cp_id)
         write = TaskWrite(self._task_id(cp.id, 0, START), START, "result", result)
         yield from self._commit(cp, "input", [write])
@@ -198,6 +197,7 @@ class RunLoop:
         fork = fork_of(record, self._new_id(), self._now())
         yield from self._commit(fork, "fork", carried_inputs(record, fork))
         self._pass_breakpoint()
+        yield from self._emit_values()
 
     def _resume(
         self, command: Command, record: CheckpointRecord | None
@@ -259,6 +259,9 @@ class RunLoop:
         while True:
             cp = self._cp()
             tasks = tasks_of(self.spec, cp, self.s.ns, self._task_id)
+            out = self.out
+            if out is not None:
+                yield from out.checkpoint(cp, self.meta, tasks, self.writes)
             if not tasks:
                 yield from self._flush()
                 return self._output()
@@ -279,21 +282,20 @@ class RunLoop:
                     )
                 if not self.writes and _hits(self.s.interrupt_before, runnable):
                     return (yield from self._breakpoint(runnable))
-                if "debug" in self.s.stream_modes:
-                    for task in runnable:
-                        event = _debug("task", cp.step + 1, id=task.id, name=task.name)
-                        yield from self._emit("debug", event)
+                if out is not None:
+                    yield from out.step_starts(cp.step + 1, cp.values, tasks, self.writes)
                 outcomes = yield self._execute(runnable, cp)
                 steps_run += 1
-                if "debug" in self.s.stream_modes:
-                    for o in outcomes:
-                        yield from self._emit("debug", _task_result_event(cp.step + 1, o))
                 if self._keep(outcomes):
                     return (yield from self._stop(outcomes))
             yield from self._advance(tasks)
             if _hits(self.s.interrupt_after, runnable):
                 yield from self._flush()
-                yield from self._emit("updates", {INTERRUPT_KEY: ()})
+                if out is not None:  # the next step, which would stream it, does not run
+                    after = self._cp()
+                    planned = tasks_of(self.spec, after, self.s.ns, self._task_id)
+                    yield from out.checkpoint(after, self.meta, planned, self.writes)
+                    yield from out.breakpoint()
                 return self._output()
 
     def _execute(self, runnable: list[Task], cp: Checkpoint) -> Execute:
@@ -305,24 +307,16 @@ class RunLoop:
                 if resume is not None or parent_answers:
                     task.answers = {**parent_answers, **(resume.value if resume else {})}
         spare = writes.get((SPARE_ANSWER_TASK, "resume"))
-        env = self._env
-        if env is None:  # made once per run: the driver sets the writer and sink before
-            env = self._env = StepEnv(
-                self.spec,
-                cp.values,
-                self.s.config,
-                self.saver if self.saver is not None else self.s.lent_saver,
-                self.store,
-                self.s.writer,
-                self.s.durability,
-                self.s.sink,
-                self.s.stream_modes,
-                parents=self.s.parents,
-            )
-        env.values = cp.values
-        env.checkpoint_id = cp.id
+        env = self._step_env(cp.values, cp.id)
         env.spare = SpareAnswer(spare.value) if spare is not None else self.s.parent_spare
         return Execute(runnable, env)
+
+    def _step_env(self, values: dict[str, Any], checkpoint_id: str) -> StepEnv:
+        """What the tasks of a step share; made once per run (the driver has set the writer)."""
+        if self._env is None:
+            saver = self.saver if self.saver is not None else self.s.lent_saver
+            self._env = StepEnv.of_run(self.spec, saver, self.store, self.s)
+        return self._env.at(values, checkpoint_id)
 
     def _keep(self, outcomes: list[Outcome]) -> bool:
         """Keep every task's outcome as a write; True when the step cannot complete."""
@@ -349,9 +343,8 @@ class RunLoop:
         if failed is not None:
             raise failed
         interrupts = tuple(i for _, i in self._pending_interrupts())
-        yield from self._emit("updates", {INTERRUPT_KEY: interrupts})
-        if interrupts:
-            yield from self._emit("values", {INTERRUPT_KEY: interrupts})
+        if self.out is not None:
+            yield from self.out.interrupted(self._cp(), outcomes)
         if self.s.nested:
             raise GraphInterrupt(interrupts)
         return self._output(interrupts)
@@ -383,14 +376,15 @@ class RunLoop:
         updated_by = tuple(dict.fromkeys([n for n, _ in results if n != START]))
         new = self._checkpoint(values, versions, next_, barriers, updated_by, cp.step + 1, new_id)
         yield from self._commit(new, "loop", [])
-        if "values" in self.s.stream_modes:
-            yield Emit("values", self.spec.state_values(new.values))
+        if self.out is not None:
+            yield from self.out.step_applied(new.values, [r.updates for _, r in results])
 
     def _breakpoint(self, runnable: list[Task]) -> Generator[Effect, Any, dict[str, Any]]:
         names = tuple(dict.fromkeys(t.name for t in runnable))
         self._add_writes([TaskWrite(BREAKPOINT_TASK, BREAKPOINT_TASK, "breakpoint", names)])
         yield from self._flush()
-        yield from self._emit("updates", {INTERRUPT_KEY: ()})
+        if self.out is not None:
+            yield from self.out.breakpoint()
         if self.s.nested:
             raise GraphInterrupt(())
         return self._output()
@@ -432,17 +426,6 @@ class RunLoop:
         self.dirty = True
         if self.saver is not None and self.s.durability != "exit":
             yield from self._flush()
-        if "debug" in self.s.stream_modes:
-            yield from self._emit(
-                "debug",
-                _debug(
-                    "checkpoint",
-                    cp.step,
-                    values=dict(cp.values),
-                    next=self._next_names(),
-                    metadata=self.meta,
-                ),
-            )
 
     def _flush(self) -> Generator[Effect, Any, None]:
         """Save what is not saved yet: the current checkpoint and/or its new writes."""
@@ -525,13 +508,9 @@ class RunLoop:
             values[INTERRUPT_KEY] = list(interrupts)
         return values
 
-    def _emit(self, mode: str, payload: Any) -> Generator[Effect, Any, None]:
-        if mode in self.s.stream_modes:
-            yield Emit(mode, payload)
-
     def _emit_values(self) -> Generator[Effect, Any, None]:
-        if "values" in self.s.stream_modes:
-            yield Emit("values", self.spec.state_values(self._cp().values))
+        if self.out is not None:
+            yield from self.out.input_values(self._cp().values)
 
 
 def error_value(error: BaseException) -> dict[str, str]:
@@ -549,22 +528,6 @@ def _hits(names: frozenset[str], tasks: list[Task]) -> bool:
     if "*" in names:
         return any(t.name != START for t in tasks)
     return any(t.name in names for t in tasks)
-
-
-def _debug(kind: str, step: int, **payload: Any) -> dict[str, Any]:
-    return {"type": kind, "step": step, "timestamp": now_iso(), "payload": payload}
-
-
-def _task_result_event(step: int, o: Outcome) -> dict[str, Any]:
-    return _debug(
-        "task_result",
-        step,
-        id=o.task.id,
-        name=o.task.name,
-        result=dict(o.result.updates) if o.result else None,
-        error=repr(o.error) if o.error else None,
-        interrupts=o.interrupts,
-    )
 
 
 def _run_local_ids(ns: str) -> Callable[[], str]:

@@ -11,6 +11,10 @@ from threadline.graph.spec import GraphSpec
 from threadline.runtime.task import Task
 from threadline.types import Send
 
+# Barrier key of a deferred node that was triggered and waits; ``:`` is not allowed in node names
+# and join keys never hold it.
+DEFERRED = "defer:"
+
 
 def task_id(checkpoint_id: str, index: int, name: str) -> str:
     """Deterministic, so writes saved before a crash can be matched to the task after it."""
@@ -65,6 +69,8 @@ def plan_next(
                 pulls.add(route)
     waiting = _arrivals(spec, barriers, finished, pulls) if spec.joins or barriers else {}
     pulls.discard("__end__")
+    if spec.deferred:
+        _hold_deferred(spec.deferred, pulls, waiting)
     planned = tuple(PlannedTask(name) for name in sorted(pulls)) + tuple(sends)
     return planned, waiting
 
@@ -86,6 +92,21 @@ def _arrivals(
             del waiting[join.id]
             pulls.add(join.target)
     return {key: tuple(sorted(v)) for key, v in waiting.items()}
+
+
+def _hold_deferred(deferred: frozenset[str], pulls: set[str], waiting: dict) -> None:
+    """Deferred nodes wait (in ``waiting``, kept in the checkpoint) while other nodes are
+    triggered; once none is, every waiting one runs in the next step.
+
+    As in LangGraph, ``Send`` tasks do not hold them back: only nodes triggered by edges do.
+    """
+    for name in pulls & deferred:
+        pulls.discard(name)
+        waiting[DEFERRED + name] = ()
+    if not pulls:
+        for key in [k for k in waiting if k.startswith(DEFERRED)]:
+            del waiting[key]
+            pulls.add(key[len(DEFERRED) :])
 
 
 def _check_target(spec: GraphSpec, source: str, target: str) -> None:

@@ -14,7 +14,7 @@ from threadline.runtime.answers import pending_interrupts
 from threadline.runtime.hints import storage_hints
 from threadline.runtime.loop import STEP_TASK
 from threadline.runtime.planning import plan_next, task_id, tasks_of
-from threadline.runtime.task import start_result
+from threadline.runtime.task import StepEnv, start_result
 from threadline.runtime.writes import apply_writes, normalize_output
 from threadline.types import Command, SnapshotTask, StateSnapshot
 
@@ -107,7 +107,7 @@ def updated_record(
         spec.schema, base_values, versions, [(node, updates)], cp_id
     )
     if node == START:
-        routes = start_result(spec, base_values, updates, {}).routes
+        routes = start_result(StepEnv.bare(spec, base_values), updates).routes
     else:
         routes = _routes_after(spec, node, base_values, updates, gotos)
     next_, barriers = plan_next(spec, barriers, [(node, routes)])

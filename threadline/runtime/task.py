@@ -8,20 +8,28 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import functools
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from threadline import serde
 from threadline.constants import END, START
 from threadline.errors import GraphInterrupt, InvalidUpdateError, ParentCommand
-from threadline.graph.spec import Branch, GraphSpec, NodeSpec
+from threadline.graph.spec import Branch, GraphSpec, NodeCache, NodeSpec
+from threadline.runtime.cached import aremember, entry_key, remember
 from threadline.runtime.context import SpareAnswer, TaskContext, enter_task, leave_task
 from threadline.runtime.writes import Update, apply_writes, normalize_output
 from threadline.types import Command, Interrupt, RetryPolicy, Send
+
+if TYPE_CHECKING:
+    from threadline.cache.base import BaseCache
+    from threadline.runtime.loop import RunSettings
+
+Gotos = tuple[str | Send, ...]
 
 
 @serde.register(name="threadline.TaskResult")
@@ -55,13 +63,18 @@ class Task:
 
 @dataclass(slots=True)
 class Outcome:
-    """How a task ended: exactly one of result, error, interrupts or a parent command."""
+    """How a task ended: exactly one of result, error, interrupts or a parent command.
+
+    ``cached``: the result came from the node cache; the node did not run.
+    """
 
     task: Task
     result: TaskResult | None = None
     error: BaseException | None = None
     interrupts: tuple[Interrupt, ...] = ()
     parent_command: Command | None = None
+    cached: bool = False
+    gotos: Gotos = ()  # the node's own ``Command(goto=...)`` targets, among the result's routes
 
 
 @dataclass(slots=True)
@@ -78,21 +91,61 @@ class StepEnv:
     sink: Callable[[Any], None] | None = None
     modes: frozenset[str] = frozenset()
     spare: SpareAnswer | None = None
-    # The step's checkpoint, and the checkpoints of the runs above this one by namespace: a
-    # subgraph a task runs records them as its checkpoints' ``parents``
-    checkpoint_id: str = ""
+    thread_id: str | None = None
+    checkpoint_id: str = ""  # the checkpoint the step started from
+    # The checkpoints of the runs above this one by namespace: a subgraph a task runs records
+    # them as its checkpoints' ``parents``
     parents: Mapping[str, str] = field(default_factory=dict)
+    context: Any = None  # ``invoke(..., context=...)``
+    cache: BaseCache[Any] | None = None  # ``compile(cache=...)``
+
+    @classmethod
+    def of_run(cls, spec: GraphSpec, saver: Any, store: Any, s: RunSettings) -> StepEnv:
+        """The env of a run's steps, from its settings; ``at`` moves it to each step."""
+        return cls(
+            spec,
+            {},
+            s.config,
+            saver,
+            store,
+            s.writer,
+            s.durability,
+            s.sink,
+            s.stream_modes,
+            thread_id=s.thread_id,
+            parents=s.parents,
+            context=s.context,
+            cache=s.cache,
+        )
+
+    @classmethod
+    def bare(cls, spec: GraphSpec, values: Mapping[str, Any]) -> StepEnv:
+        """For routing outside a run (``update_state``): no saver, store, writer or context."""
+        return cls(spec, values, {}, None, None, _discard, "sync")
+
+    def at(self, values: Mapping[str, Any], checkpoint_id: str) -> StepEnv:
+        self.values = values
+        self.checkpoint_id = checkpoint_id
+        return self
 
 
 def run_task_sync(task: Task, env: StepEnv) -> Outcome:
     """Run a task in this thread; used directly and from the thread pool."""
     node = task.node
     assert node is not None and node.sync_fn is not None
+    if env.cache is not None and node.cache is not None:
+        return _cached_sync(task, env, env.cache, node.cache)
+    return _run_sync(task, env)
+
+
+def _run_sync(task: Task, env: StepEnv) -> Outcome:
+    node = task.node
+    assert node is not None and node.sync_fn is not None
     ctx = TaskContext(task, env)
     token = enter_task(ctx)
     try:
         output = _call_with_retry(node, node.sync_fn, task.node_input(env), ctx)
-        return _finish_sync(task, env, output)
+        return _finish_sync(task, env, output, ctx)
     except GraphInterrupt as gi:
         return Outcome(task, interrupts=tuple(gi.interrupts))
     except _ParentBound as pb:
@@ -107,6 +160,14 @@ async def run_task_async(task: Task, env: StepEnv) -> Outcome:
     """Run a task on the event loop; a sync node's call goes to a worker thread."""
     node = task.node
     assert node is not None
+    if env.cache is not None and node.cache is not None:
+        return await _cached_async(task, env, env.cache, node.cache)
+    return await _run_async(task, env)
+
+
+async def _run_async(task: Task, env: StepEnv) -> Outcome:
+    node = task.node
+    assert node is not None
     ctx = TaskContext(task, env)
     token = enter_task(ctx)
     try:
@@ -119,8 +180,8 @@ async def run_task_async(task: Task, env: StepEnv) -> Outcome:
         else:
             output = await _call_with_retry_async(node, node.async_fn, task.node_input(env), ctx)
         if task.name not in env.spec.branches:  # nothing to await: plain edges and gotos
-            return _finish_sync(task, env, output)
-        return await _finish_async(task, env, output)
+            return _finish_sync(task, env, output, ctx)
+        return await _finish_async(task, env, output, ctx)
     except GraphInterrupt as gi:
         return Outcome(task, interrupts=tuple(gi.interrupts))
     except _ParentBound as pb:
@@ -129,6 +190,48 @@ async def run_task_async(task: Task, env: StepEnv) -> Outcome:
         return Outcome(task, error=exc)
     finally:
         leave_task(token)
+
+
+def _cached_sync(task: Task, env: StepEnv, cache: BaseCache[Any], node_cache: NodeCache) -> Outcome:
+    """The node's stored output for the task's input, routed by the graph as it is now; or
+    the task run and its output (updates and gotos, not the routes) stored."""
+    try:
+        key = entry_key(task, env, node_cache)
+        hit = cache.get([key]).get(key)
+        if hit is not None:
+            ctx = TaskContext(task, env)
+            token = enter_task(ctx)  # the node's branches run again: they may use the runtime
+            try:
+                return dataclasses.replace(_routed(task, env, *hit, ctx), cached=True)
+            finally:
+                leave_task(token)
+        outcome = _run_sync(task, env)
+        if outcome.result is not None:
+            remember(cache, key, (outcome.result.updates, outcome.gotos), node_cache)
+        return outcome
+    except Exception as exc:
+        return Outcome(task, error=exc)
+
+
+async def _cached_async(
+    task: Task, env: StepEnv, cache: BaseCache[Any], node_cache: NodeCache
+) -> Outcome:
+    try:
+        key = entry_key(task, env, node_cache)
+        hit = (await cache.aget([key])).get(key)
+        if hit is not None:
+            ctx = TaskContext(task, env)
+            token = enter_task(ctx)
+            try:
+                return dataclasses.replace(await _arouted(task, env, *hit, ctx), cached=True)
+            finally:
+                leave_task(token)
+        outcome = await _run_async(task, env)
+        if outcome.result is not None:
+            await aremember(cache, key, (outcome.result.updates, outcome.gotos), node_cache)
+        return outcome
+    except Exception as exc:
+        return Outcome(task, error=exc)
 
 
 class _ParentBound(Exception):
@@ -140,6 +243,8 @@ class _ParentBound(Exception):
 
 
 def _call_with_retry(node: NodeSpec, fn: Callable[..., Any], arg: Any, ctx: TaskContext) -> Any:
+    if node.retry is not None:
+        ctx.first_attempt_time = time.time()
     attempt = 0
     while True:
         attempt += 1
@@ -156,11 +261,13 @@ def _call_with_retry(node: NodeSpec, fn: Callable[..., Any], arg: Any, ctx: Task
 async def _call_with_retry_async(
     node: NodeSpec, fn: Callable[..., Any], arg: Any, ctx: TaskContext
 ) -> Any:
+    if node.retry is not None:
+        ctx.first_attempt_time = time.time()
     attempt = 0
     while True:
         attempt += 1
         try:
-            return await (fn(arg) if node.style.plain else fn(arg, **_kwargs(node, ctx)))
+            return await (fn(arg) if node.style.plain else fn(arg, **node.style.kwargs(ctx)))
         except ParentCommand as pc:
             return pc.command
         except Exception as exc:
@@ -174,14 +281,9 @@ async def _call_with_retry_async(
 def _call(node: NodeSpec, fn: Callable[..., Any], arg: Any, ctx: TaskContext) -> Any:
     """Call the node; a ``Command(graph=PARENT)`` raised by a subgraph becomes its output."""
     try:
-        return fn(arg) if node.style.plain else fn(arg, **_kwargs(node, ctx))
+        return fn(arg) if node.style.plain else fn(arg, **node.style.kwargs(ctx))
     except ParentCommand as pc:
         return pc.command
-
-
-def _kwargs(node: NodeSpec, ctx: TaskContext) -> dict[str, Any]:
-    env = ctx.env
-    return node.style.kwargs(env.config, env.store, env.writer)
 
 
 def _retry_delay(policy: RetryPolicy | None, attempt: int, exc: Exception) -> float | None:
@@ -196,14 +298,21 @@ def _retry_delay(policy: RetryPolicy | None, attempt: int, exc: Exception) -> fl
     return delay
 
 
-def start_result(spec: GraphSpec, values: Mapping[str, Any], updates: Update, config: Any) -> Any:
-    """The result of the START pseudo-task: the input, routed by START's edges and branches."""
+def start_result(env: StepEnv, updates: Update) -> Any:
+    """The result of the START pseudo-task: the input, routed by START's edges and branches
+    (which see ``env.values``, the state before the input)."""
     task = Task(id="", name=START, ns="", input=None, node=None)
-    env = StepEnv(spec, values, config, None, None, lambda _: None, "sync")
-    return _finish_sync(task, env, dict(updates)).result
+    if START not in env.spec.branches:
+        return _finish_sync(task, env, dict(updates)).result
+    ctx = TaskContext(task, env)  # its branches may call get_runtime(), get_config()...
+    token = enter_task(ctx)
+    try:
+        return _finish_sync(task, env, dict(updates), ctx).result
+    finally:
+        leave_task(token)
 
 
-def _output_parts(task: Task, env: StepEnv, output: Any) -> tuple[Update, tuple[str | Send, ...]]:
+def _output_parts(task: Task, env: StepEnv, output: Any) -> tuple[Update, Gotos]:
     if isinstance(output, Command) and output.graph is not None:
         if output.graph != Command.PARENT:
             raise InvalidUpdateError(
@@ -214,8 +323,14 @@ def _output_parts(task: Task, env: StepEnv, output: Any) -> tuple[Update, tuple[
     return normalize_output(env.spec.schema, task.name, output)
 
 
-def _finish_sync(task: Task, env: StepEnv, output: Any) -> Outcome:
-    updates, gotos = _output_parts(task, env, output)
+def _finish_sync(task: Task, env: StepEnv, output: Any, ctx: TaskContext | None = None) -> Outcome:
+    return _routed(task, env, *_output_parts(task, env, output), ctx)
+
+
+def _routed(
+    task: Task, env: StepEnv, updates: Update, gotos: Gotos, ctx: TaskContext | None = None
+) -> Outcome:
+    """The task's result: its updates, routed by its gotos and its node's edges and branches."""
     edges = env.spec.edges.get(task.name, ())
     branches = env.spec.branches.get(task.name)
     if not gotos and not branches:  # the common case: plain edges only
@@ -226,27 +341,43 @@ def _finish_sync(task: Task, env: StepEnv, output: Any) -> Outcome:
             raise InvalidUpdateError(
                 f"the branch from {task.name!r} is async; run the graph with ainvoke/astream"
             )
-        routes.extend(branch.resolve(branch.path(*_branch_args(branch, task, env, updates))))
-    return Outcome(task, result=TaskResult(updates, _drop_end(routes)))
+        state = _branch_state(task, env, updates)
+        chosen = _call_branch(branch, state, ctx or TaskContext(task, env))
+        routes.extend(branch.resolve(chosen))
+    return Outcome(task, result=TaskResult(updates, _drop_end(routes)), gotos=gotos)
 
 
-async def _finish_async(task: Task, env: StepEnv, output: Any) -> Outcome:
-    updates, gotos = _output_parts(task, env, output)
+async def _finish_async(task: Task, env: StepEnv, output: Any, ctx: TaskContext) -> Outcome:
+    return await _arouted(task, env, *_output_parts(task, env, output), ctx)
+
+
+async def _arouted(
+    task: Task, env: StepEnv, updates: Update, gotos: Gotos, ctx: TaskContext
+) -> Outcome:
     routes = list(gotos) + list(env.spec.edges.get(task.name, ()))
     for branch in env.spec.branches.get(task.name, ()):
-        args = _branch_args(branch, task, env, updates)
-        chosen = await branch.path(*args) if branch.is_async else branch.path(*args)
-        routes.extend(branch.resolve(chosen))
-    return Outcome(task, result=TaskResult(updates, _drop_end(routes)))
+        chosen = _call_branch(branch, _branch_state(task, env, updates), ctx)
+        routes.extend(branch.resolve(await chosen if branch.is_async else chosen))
+    return Outcome(task, result=TaskResult(updates, _drop_end(routes)), gotos=gotos)
 
 
-def _branch_args(branch: Branch, task: Task, env: StepEnv, updates: Update) -> tuple[Any, ...]:
+def _branch_state(task: Task, env: StepEnv, updates: Update) -> Any:
     """A branch sees the state as its node left it: the step's start plus this node's writes."""
     schema = env.spec.schema
     local, _ = apply_writes(schema, env.values, {}, [(task.name, updates)], "")
     reader = task.node.reader if task.node is not None else None
-    state = (reader or schema).node_input(local)
-    return (state, env.config) if branch.style.config else (state,)
+    return (reader or schema).node_input(local)
+
+
+def _call_branch(branch: Branch, state: Any, ctx: TaskContext) -> Any:
+    """Call a branch's path; like a node, it may take ``config``, ``store``, ``runtime``..."""
+    return (
+        branch.path(state) if branch.style.plain else branch.path(state, **branch.style.kwargs(ctx))
+    )
+
+
+def _discard(_: Any) -> None:
+    return None
 
 
 def _drop_end(routes: Sequence[str | Send]) -> tuple[str | Send, ...]:

@@ -70,8 +70,6 @@ class LightMessage(Record):
         return dict(vars(obj))
 
     def build(self, values: dict[str, Any], extras: list[Any]) -> Any:
-        if values.get("type") == "remove":
-            values.pop("content", None)
         return self.cls(**values)
 
 

@@ -64,10 +64,10 @@ class RedisSaver(BaseSaver):
         self,
         redis_url: str | None = None,
         *,
-        redis_client: Any = None,
+        redis_client: redis.Redis | aredis.Redis | None = None,
         connection_args: Mapping[str, Any] | None = None,
         prefix: str = "threadline",
-        ttl: Any = None,
+        ttl: float | Mapping[str, Any] | None = None,
         retention: Retention | None = None,
         serde: Serializer | None = None,
     ) -> None:
@@ -105,7 +105,11 @@ class RedisSaver(BaseSaver):
 
     @classmethod
     def from_conn_string(
-        cls, redis_url: str | None = None, *, redis_client: Any = None, **options: Any
+        cls,
+        redis_url: str | None = None,
+        *,
+        redis_client: redis.Redis | aredis.Redis | None = None,
+        **options: Any,
     ) -> Self:
         """A saver: ``with RedisSaver.from_conn_string(url) as saver:``."""
         return cls(redis_url, redis_client=redis_client, **options)

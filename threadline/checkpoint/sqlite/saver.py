@@ -282,7 +282,7 @@ class SqliteSaver(BaseSaver):
         # Encoding (and looking up the blobs deltas extend) happens before the transaction.
         encoded = encode_record(record, self._base_lookup(thread_id, ns), self.serde, inline=True)
         with self._transaction("IMMEDIATE") as conn:
-            head, status = conn.execute(HEAD_AND_STATUS, (thread_id, ns)).fetchone()
+            head, status = conn.execute(HEAD_AND_STATUS, (thread_id, ns, thread_id)).fetchone()
             check_put(record, head, fork=fork)
             blobs = self._complete(conn, record, encoded, head)
             row = encoded.row
