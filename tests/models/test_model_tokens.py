@@ -13,10 +13,6 @@ from threadline.errors import ModelResponseError
 from threadline.messages import AIMessageChunk, MessagesState
 from threadline.models import OpenAIChatModel, ScriptedChatModel
 
-pytest.importorskip(
-    "threadline.runtime.tokens", reason="this engine has no stream mode 'messages' yet"
-)
-
 
 def chat_graph(model: Any, *, asynchronous: bool = False) -> Any:
     def agent(state: MessagesState) -> dict[str, Any]:

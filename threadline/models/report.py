@@ -12,6 +12,8 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from threadline.runtime.tokens import get_message_writer
+
 TokenWriter = Callable[[Any], None]
 
 
@@ -20,10 +22,6 @@ def token_writer() -> TokenWriter | None:
 
     With None, a model need not stream: ``invoke`` then makes one plain request.
     """
-    try:
-        from threadline.runtime.tokens import get_message_writer
-    except ImportError:  # an engine without stream mode "messages"
-        return None
     write = get_message_writer()
     return None if write is _idle_writer() else write
 
@@ -32,6 +30,4 @@ def token_writer() -> TokenWriter | None:
 def _idle_writer() -> TokenWriter:
     """What ``get_message_writer`` gives where no run streams messages: its answer in an
     empty context, outside any task."""
-    from threadline.runtime.tokens import get_message_writer
-
     return contextvars.Context().run(get_message_writer)
