@@ -110,14 +110,17 @@ class ModelError(ThreadlineError):
 class ModelHTTPError(ModelError):
     """The model server answered with an error status.
 
-    ``status`` is the HTTP status, ``message`` the server's own explanation (from its JSON error
-    body when it sent one), ``url`` the endpoint called and ``body`` the raw response text.
+    ``status`` is the HTTP status, ``server_message`` the server's own explanation (from its
+    JSON error body when it sent one), ``url`` the endpoint called and ``body`` the raw reply.
     """
 
-    def __init__(self, message: str, *, status: int, url: str, body: str = ""):
+    def __init__(
+        self, message: str, *, status: int, url: str, server_message: str = "", body: str = ""
+    ):
         super().__init__(message)
         self.status = status
         self.url = url
+        self.server_message = server_message
         self.body = body
 
 

@@ -223,6 +223,7 @@ def test_5xx_is_retried_with_backoff_then_reported(server: ChatServer) -> None:
     assert time.monotonic() - started >= 0.375  # the first backoff: 0.5 s less up to 25 % jitter
     error = caught.value
     assert error.status == 503 and error.url == server.base_url + "/chat/completions"
+    assert error.server_message == "upstream overloaded" and json.loads(error.body) == down
     assert "returned 503 Service Unavailable after 2 attempts: upstream overloaded" in str(error)
     assert len(server.requests) == 2
 

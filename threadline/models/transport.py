@@ -210,13 +210,14 @@ def _number(text: str) -> float | None:
 
 # ---------------------------------------------------------------------- errors
 def http_error(endpoint: Endpoint, response: httpx.Response, *, attempts: int) -> ModelHTTPError:
-    status = response.status_code
+    status, said = response.status_code, server_message(response.text)
     tries = f" after {attempts} attempts" if attempts > 1 else ""
     return ModelHTTPError(
         f"POST {endpoint.url} returned {status} {response.reason_phrase}{tries}: "
-        f"{server_message(response.text)}{_HINTS.get(status, '')}",
+        f"{said}{_HINTS.get(status, '')}",
         status=status,
         url=endpoint.url,
+        server_message=said,
         body=response.text,
     )
 
