@@ -55,6 +55,15 @@ def test_the_docs_example_reuses_the_result_and_marks_the_update_as_cached():
     assert calls == [5]
 
 
+def test_a_cached_task_has_no_debug_result_event():
+    graph = graph_of(expensive([]), cache=InMemoryCache())
+    kinds = []
+    for _ in range(2):
+        events = graph.stream({"x": 5}, stream_mode="debug")
+        kinds.append([e["type"] for e in events if e["type"] != "checkpoint"])
+    assert kinds == [["task", "task_result"], ["task"]]  # as LangGraph streams them
+
+
 def test_a_different_input_misses_and_dict_key_order_does_not_matter():
     class Pair(TypedDict, total=False):
         opts: dict[str, int]

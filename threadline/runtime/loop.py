@@ -266,8 +266,8 @@ class RunLoop:
                         yield from self._emit("debug", event)
                 outcomes = yield self._execute(runnable, cp)
                 steps_run += 1
-                if "debug" in self.s.stream_modes:
-                    for o in outcomes:
+                if "debug" in self.s.stream_modes:  # a cached task has no result event
+                    for o in (o for o in outcomes if not o.cached):
                         yield from self._emit("debug", _task_result_event(cp.step + 1, o))
                 if self._keep(outcomes):
                     return (yield from self._stop(outcomes))
