@@ -7,10 +7,12 @@ import sqlite3
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
+from pydantic import BaseModel
 
 from threadline import END, START, CachePolicy, Send, StateGraph, interrupt, serde
 from threadline.cache.memory import InMemoryCache
@@ -84,6 +86,38 @@ def test_a_different_input_misses_and_dict_key_order_does_not_matter():
     graph.invoke({"opts": {"b": 2, "a": 1}})
     graph.invoke({"opts": {"a": 1, "b": 3}})
     assert calls == [{"a": 1, "b": 2}, {"a": 1, "b": 3}]
+
+
+class PydanticState(BaseModel):
+    x: int
+    tags: set[str] = set()
+    result: int = 0
+
+
+@dataclass
+class DataclassState:
+    x: int
+    tags: set[str] = field(default_factory=set)
+    result: int = 0
+
+
+@pytest.mark.parametrize("schema", [PydanticState, DataclassState])
+def test_pydantic_and_dataclass_states_are_cached_by_value(schema):
+    calls = []
+
+    def node(state) -> dict:
+        calls.append(state.x)
+        return {"result": state.x * 10}
+
+    g = StateGraph(schema)
+    g.add_node("node", node, cache_policy=CachePolicy())
+    g.add_edge(START, "node")
+    g.add_edge("node", END)
+    graph = g.compile(cache=InMemoryCache())
+    assert graph.invoke(schema(x=1, tags={"a", "b"}))["result"] == 10
+    assert graph.invoke(schema(x=1, tags={"b", "a"}))["result"] == 10
+    assert graph.invoke(schema(x=2))["result"] == 20
+    assert calls == [1, 2]
 
 
 def test_entries_expire_after_ttl_seconds():
