@@ -1,4 +1,9 @@
-PY ?= python3.11
+# The newest Python 3.11+ on PATH (python3.13, python3.12, python3.11, then python3), found only
+# when a recipe needs it; `make test PY=/path/to/python` picks another.
+PY ?= $(shell for p in python3.13 python3.12 python3.11 python3; do \
+	  $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1 && \
+	  { command -v $$p; break; }; done)
+NO_PY := echo "no Python 3.11+ found (tried python3.13, python3.12, python3.11, python3): pass PY=/path/to/python" >&2; exit 1
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -6,7 +11,7 @@ STAMP := $(VENV)/.installed
 .PHONY: demo test lint clean
 
 $(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	test -x $(BIN)/python || { test -n "$(PY)" || { $(NO_PY); }; $(PY) -m venv $(VENV); }
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
@@ -30,7 +35,8 @@ clean:
 # `make bench BENCH_ARGS=--quick` for a 1-minute smoke run.
 .PHONY: bench
 bench:
-	test -x bench/.venv-peer/bin/python || $(PY) -m venv bench/.venv-peer
+	test -x bench/.venv-peer/bin/python || { test -n "$(PY)" || { $(NO_PY); }; \
+	  $(PY) -m venv bench/.venv-peer; }
 	test bench/.venv-peer/.installed -nt pyproject.toml || { \
 	  bench/.venv-peer/bin/pip install --quiet --upgrade pip && \
 	  bench/.venv-peer/bin/pip install --quiet langgraph==1.2.22 \
@@ -38,3 +44,16 @@ bench:
 	    'psycopg[binary,pool]>=3.2,<4' 'redis>=5,<9' -e . && \
 	  touch bench/.venv-peer/.installed; }
 	bench/.venv-peer/bin/python -m bench.run $(BENCH_ARGS)
+
+# LangGraph compat corpus: record what LangGraph itself prints for tests/compat/programs/*.py
+# (see tests/compat/README.md). LangGraph lives only in .venv-lg.
+.PHONY: compat-record
+compat-record:
+	test -x .venv-lg/bin/python || $(PY) -m venv .venv-lg
+	test .venv-lg/.installed -nt Makefile || { \
+	  .venv-lg/bin/pip install --quiet --upgrade pip && \
+	  .venv-lg/bin/pip install --quiet langgraph==1.2.22 langgraph-checkpoint-sqlite==3.1.2 \
+	    langgraph-checkpoint-postgres==3.2.0 'langchain-core>=1,<2' \
+	    'pydantic>=2.5,<3' 'psycopg[binary,pool]>=3.2,<4' && \
+	  touch .venv-lg/.installed; }
+	.venv-lg/bin/python tests/compat/record.py --python .venv-lg/bin/python $(COMPAT_ARGS)

@@ -175,12 +175,18 @@ def _tl_memory(env: Env) -> Iterator[Store]:
     yield Store(InMemorySaver(), "memory")
 
 
+def _tl_sqlite(synchronous: str) -> Opener:
+    """threadline's SQLite saver at a ``synchronous`` level (LangGraph's keeps SQLite's
+    default, FULL, so "sqlite-full" compares the same durability)."""
+    return Opener(lambda env: _tl_sqlite_at(env, synchronous))
+
+
 @contextlib.contextmanager
-def _tl_sqlite(env: Env) -> Iterator[Store]:
+def _tl_sqlite_at(env: Env, synchronous: str) -> Iterator[Store]:
     from threadline.checkpoint import SqliteSaver
 
     path = env.sqlite_path()
-    saver = SqliteSaver(path)
+    saver = SqliteSaver(path, synchronous=synchronous)
     try:
         # ``_conn`` is private; it is read only to count commits (see docs/performance.md).
         conn = getattr(saver, "_conn", None)
@@ -356,9 +362,10 @@ BACKENDS: dict[str, dict[str, Opener | None]] = {
     "none": {"threadline": Opener(_tl_none), "langgraph": Opener(_lg_none)},
     "memory": {"threadline": Opener(_tl_memory), "langgraph": Opener(_lg_memory)},
     "sqlite": {
-        "threadline": Opener(_tl_sqlite),
+        "threadline": _tl_sqlite("normal"),
         "langgraph": Opener(_lg_sqlite, _lg_sqlite_async),
     },
+    "sqlite-full": {"threadline": _tl_sqlite("full"), "langgraph": Opener(_lg_sqlite)},
     "postgres": {
         "threadline": _tl_from_url("postgres"),
         "langgraph": Opener(_lg_postgres, _lg_postgres_async),

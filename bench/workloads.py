@@ -624,10 +624,12 @@ def cases(scale: Scale) -> list[Case]:
     for backend, target in (
         ("memory", FASTER_10),
         ("sqlite", FASTER_8),
+        ("sqlite-full", None),  # synchronous="full": one fsync per commit, as LangGraph's
         ("postgres", FASTER_3),
         ("redis", None),
     ):
-        for durability in ("sync",) if backend == "redis" else ("sync", "async", "exit"):
+        once = backend in ("redis", "sqlite-full")
+        for durability in ("sync",) if once else ("sync", "async", "exit"):
             metrics: tuple[Metric, ...] = (
                 replace(us, target=target if durability == "sync" else None),
             )

@@ -4,11 +4,13 @@ Build a ``StateGraph``, ``compile(checkpointer=...)`` it, and every superstep is
 stop for a human (``interrupt``), survive a crash, and be replayed or forked from any checkpoint.
 """
 
+from threadline._lazy import lazy_attributes
 from threadline.constants import END, START
 from threadline.graph.compiled import CompiledStateGraph
 from threadline.graph.state_graph import StateGraph
 from threadline.runtime.context import get_config, get_store, get_stream_writer, interrupt
 from threadline.runtime.runtime import Runtime, get_runtime
+from threadline.runtime.tokens import get_message_writer
 from threadline.types import (
     CachePolicy,
     Command,
@@ -20,13 +22,22 @@ from threadline.types import (
     StateSnapshot,
 )
 
+# Loaded on first use: they may import langchain-core (see threadline.messages).
+_LAZY = {
+    "MessagesState": "threadline.messages.reducer",
+    "REMOVE_ALL_MESSAGES": "threadline.messages.reducer",
+    "add_messages": "threadline.messages.reducer",
+}
+
 __all__ = [
     "END",
+    "REMOVE_ALL_MESSAGES",
     "START",
     "CachePolicy",
     "Command",
     "CompiledStateGraph",
     "Interrupt",
+    "MessagesState",
     "Overwrite",
     "RetryPolicy",
     "Runtime",
@@ -34,9 +45,14 @@ __all__ = [
     "SnapshotTask",
     "StateGraph",
     "StateSnapshot",
+    "add_messages",
     "get_config",
+    "get_message_writer",
     "get_runtime",
     "get_store",
     "get_stream_writer",
     "interrupt",
 ]
+
+
+__getattr__ = lazy_attributes(globals(), _LAZY)

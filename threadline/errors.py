@@ -52,6 +52,13 @@ class ConcurrentUpdateError(ThreadlineError):
     """Another run saved a checkpoint on this thread first; nothing was written."""
 
 
+class InvalidMessageError(ThreadlineError, ValueError):
+    """``add_messages`` got a message it cannot merge (e.g. removing an id that is not there).
+
+    A ``ValueError`` too, as LangGraph raises one there.
+    """
+
+
 class SerializationError(ThreadlineError):
     """A value cannot be encoded or decoded safely.
 
@@ -104,6 +111,7 @@ __all__ = [
     "GraphInterrupt",
     "GraphRecursionError",
     "GraphValidationError",
+    "InvalidMessageError",
     "InvalidResumeError",
     "InvalidStoreInputError",
     "InvalidUpdateError",

@@ -186,9 +186,12 @@ def subgraph_reporter():
     return parent.compile()
 
 
-def test_custom_events_from_inside_a_subgraph_reach_the_parents_stream():
-    chunks = list(subgraph_reporter().stream({"items": []}, stream_mode="custom"))
-    assert chunks == ["from inside the subgraph"]
+def test_custom_events_from_inside_a_subgraph_reach_the_parents_stream_with_subgraphs():
+    # As in LangGraph: a subgraph's custom events are the subgraph's, shown with subgraphs=True.
+    assert list(subgraph_reporter().stream({"items": []}, stream_mode="custom")) == []
+    chunks = list(subgraph_reporter().stream({"items": []}, stream_mode="custom", subgraphs=True))
+    [(ns, payload)] = chunks
+    assert payload == "from inside the subgraph" and ns[0].startswith("child:")
 
 
 # ------------------------------------------------------------------ several modes, debug
@@ -259,7 +262,12 @@ async def test_astream_custom_from_async_nodes_and_subgraphs():
     graph = g.compile()
     chunks = [c async for c in graph.astream({"items": []}, stream_mode=["custom", "updates"])]
     assert chunks == [("custom", "async progress"), ("updates", {"work": {"items": ["worked"]}})]
-    nested = [c async for c in subgraph_reporter().astream({"items": []}, stream_mode="custom")]
+    nested = [
+        payload
+        async for _, payload in subgraph_reporter().astream(
+            {"items": []}, stream_mode="custom", subgraphs=True
+        )
+    ]
     assert nested == ["from inside the subgraph"]
 
 

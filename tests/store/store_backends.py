@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from services import require_postgres, require_redis
 
-from threadline.store import SqliteStore
+from threadline.store import InMemoryStore, SearchItem, SqliteStore
 
 if TYPE_CHECKING:  # the drivers are optional: imported once the service is known to be there
     from threadline.store import PostgresStore, RedisStore
@@ -41,6 +41,19 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.now += timedelta(seconds=seconds)
+
+
+def durable_search(memory: InMemoryStore, prefix: tuple[str, ...], **options: Any) -> list[Any]:
+    """``memory.search`` re-ordered as the durable stores order results: the oracle for them.
+
+    ``InMemoryStore`` keeps LangGraph's insertion order; SQLite, PostgreSQL and Redis put the
+    newest ``updated_at`` first, ties broken by namespace text (labels joined with ".") then key.
+    """
+    limit, offset = options.pop("limit", 10), options.pop("offset", 0)
+    items: list[SearchItem] = memory.search(prefix, limit=10**9, **options)
+    items.sort(key=lambda it: (".".join(it.namespace), it.key))
+    items.sort(key=lambda it: it.updated_at, reverse=True)  # stable: keeps the tie order
+    return items[offset : offset + limit]
 
 
 def unique_name(stem: str) -> str:

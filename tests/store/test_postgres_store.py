@@ -21,7 +21,7 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
-from threadline.errors import ThreadlineError
+from threadline.errors import InvalidStoreInputError, ThreadlineError
 from threadline.store import PostgresStore
 from threadline.store.postgres import SCHEMA_VERSION
 
@@ -50,7 +50,11 @@ def test_setup_runs_lazily_once_and_is_idempotent(location: tuple[str, str]) -> 
     with PostgresStore(url, schema=schema) as store:
         assert tables(url, schema) == set()  # nothing happens before the first call
         assert store.get(("ns",), "k") is None
-        assert tables(url, schema) == {"threadline_store", "threadline_store_schema_version"}
+        assert tables(url, schema) == {
+            "threadline_store",
+            "threadline_store_schema_version",
+            "threadline_store_vectors",
+        }
         store.setup()
         store.setup()
     with psycopg.connect(url) as conn:
@@ -108,7 +112,7 @@ def test_schema_names_are_identifiers_not_sql(location: tuple[str, str]) -> None
         with PostgresStore(url, schema=odd) as store:
             store.put(("ns",), "k", {"v": 1})
             assert store.get(("ns",), "k") is not None
-        assert tables(url, odd) == {"threadline_store", "threadline_store_schema_version"}
+        assert "threadline_store_vectors" in tables(url, odd)
     finally:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(odd)))
@@ -233,3 +237,52 @@ def test_from_conn_string(location: tuple[str, str]) -> None:
     with PostgresStore.from_conn_string(url, schema=schema) as store:
         store.put(("ns",), "k", {})
         assert store.get(("ns",), "k") is not None
+
+
+def test_semantic_vectors_live_and_die_with_their_items(location: tuple[str, str]) -> None:
+    """No pgvector needed; the vectors table follows deletes, sweeps and plain overwrites."""
+    url, schema = location
+    index = {"embed": lambda texts: [[1.0, float(len(t))] for t in texts], "dims": 2}
+    with PostgresStore(url, schema=schema, index=index) as store:
+        store.put(("ns",), "a", {"t": "x"})
+        store.put(("ns",), "b", {"t": "y"})
+        store.put(("ns",), "c", {"t": "z"})
+        store.delete(("ns",), "a")
+    with PostgresStore(url, schema=schema) as plain:  # no index: an overwrite drops vectors
+        plain.put(("ns",), "b", {"t": "changed"})
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            sql.SQL("SELECT key FROM {} ORDER BY key").format(
+                sql.Identifier(schema, "threadline_store_vectors")
+            )
+        ).fetchall()
+    assert rows == [("c",)]
+    with pytest.raises(InvalidStoreInputError, match="vectors of 2 dims, but index says dims=3"):
+        PostgresStore(url, schema=schema, index={**index, "dims": 3}).setup()
+
+
+def test_schema_1_database_gains_the_vectors_table(location: tuple[str, str]) -> None:
+    url, schema = location
+    with PostgresStore(url, schema=schema) as store:
+        store.put(("ns",), "old", {"t": "x"})
+    with psycopg.connect(url, autocommit=True) as conn:  # what a schema-1 database looked like
+        conn.execute(
+            sql.SQL("DROP TABLE {}").format(sql.Identifier(schema, "threadline_store_vectors"))
+        )
+        conn.execute(
+            sql.SQL("UPDATE {} SET version = 1").format(
+                sql.Identifier(schema, "threadline_store_schema_version")
+            )
+        )
+    index = {"embed": lambda texts: [[1.0, 0.0] for _ in texts], "dims": 2}
+    with PostgresStore(url, schema=schema, index=index) as store:
+        store.put(("ns",), "new", {"t": "y"})
+        assert [it.key for it in store.search(("ns",), query="q")] == ["new"]
+        assert {it.key for it in store.search(("ns",))} == {"old", "new"}
+    with psycopg.connect(url) as conn:
+        found = conn.execute(
+            sql.SQL("SELECT version FROM {}").format(
+                sql.Identifier(schema, "threadline_store_schema_version")
+            )
+        ).fetchall()
+    assert found == [(SCHEMA_VERSION,)] == [(2,)]

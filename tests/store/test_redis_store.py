@@ -10,14 +10,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from store_backends import FakeClock, redis_prefix
+from store_backends import FakeClock, durable_search, redis_prefix
 from store_drivers import require_driver
 
 require_driver("redis")  # skips without it, but fails under CI=true
 
 import redis
 
-from threadline.errors import ThreadlineError
+from threadline.errors import InvalidStoreInputError, ThreadlineError
 from threadline.store import InMemoryStore, RedisStore
 from threadline.store.redis import SCHEMA_VERSION
 
@@ -219,7 +219,7 @@ def test_control_characters_in_labels_order_like_memory(
         for s in (store, memory):
             s.put(namespace, key, {})
     assert [(it.namespace, it.key) for it in store.search(())] == [
-        (it.namespace, it.key) for it in memory.search(())
+        (it.namespace, it.key) for it in durable_search(memory, ())
     ]
     assert store.list_namespaces() == memory.list_namespaces()
     assert store.list_namespaces(prefix=("a\x00",)) == [("a\x00",)]
@@ -230,3 +230,10 @@ def test_from_conn_string(location: tuple[str, str]) -> None:
     with RedisStore.from_conn_string(url, key_prefix=prefix) as store:
         store.put(("ns",), "k", {})
         assert store.get(("ns",), "k") is not None
+
+
+def test_semantic_index_is_refused_clearly(location: tuple[str, str]) -> None:
+    url, prefix = location
+    embed = {"embed": lambda texts: [[1.0] for _ in texts], "dims": 1}
+    with pytest.raises(InvalidStoreInputError, match=r"RedisStore does not support index="):
+        RedisStore(url, key_prefix=prefix, index=embed)

@@ -161,3 +161,24 @@ def test_from_conn_string(tmp_path: Path) -> None:
     with SqliteStore.from_conn_string(tmp_path / "store.db", sweep_interval=None) as store:
         store.put(("ns",), "k", {})
         assert store.sweep_interval is None and store.get(("ns",), "k") is not None
+
+
+def test_an_open_connection_as_langgraph_passes_it(tmp_path: Path) -> None:
+    path = tmp_path / "given.db"
+    conn = sqlite3.connect(path, check_same_thread=False)
+    store = SqliteStore(conn)
+    store.setup()  # LangGraph's docs call it; harmless here
+    store.put(("ns",), "k", {"v": 1})
+    assert repr(store) == f"SqliteStore({str(path)!r}, open)"
+    store.close()
+    assert conn.execute("SELECT key FROM threadline_store").fetchall() == [("k",)]  # still open
+    conn.close()
+    with SqliteStore(path) as again:
+        assert again.get(("ns",), "k") is not None
+
+
+def test_an_in_memory_connection(tmp_path: Path) -> None:
+    store = SqliteStore(sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None))
+    store.put(("ns",), "k", {"v": 1})
+    assert [it.key for it in store.search(("ns",))] == ["k"]
+    assert repr(store) == "SqliteStore(':memory:', open)"

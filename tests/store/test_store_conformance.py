@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from store_backends import T0, FakeClock, postgres_store, redis_store, sqlite_store
 
-from threadline.store import BaseStore, InMemoryStore, Item
+from threadline.store import BaseStore, InMemoryStore, Item, SearchItem
 
 
 @contextmanager
@@ -50,6 +50,12 @@ def store(request: pytest.FixtureRequest, clock: FakeClock, tmp_path: Path) -> I
 
 def keys(items: list[Item]) -> list[str]:
     return [item.key for item in items]
+
+
+def by_backend(store: BaseStore, *, durable: list[object], memory: list[object]) -> list[object]:
+    """The search order LangGraph gives on this kind of store: ``InMemoryStore`` keeps insertion
+    order; the durable stores put the newest update first (ties: namespace text, then key)."""
+    return memory if isinstance(store, InMemoryStore) else durable
 
 
 # -- put / get / delete -------------------------------------------------------------------------
@@ -117,6 +123,29 @@ def test_item_dict(store: BaseStore) -> None:
     }
 
 
+def test_search_results_are_search_items_shaped_as_langgraph(store: BaseStore) -> None:
+    store.put(("a", "b"), "k", {"v": 1})
+    [found] = store.search(("a",))
+    assert isinstance(found, SearchItem) and found.score is None
+    assert found == store.get(("a", "b"), "k")  # equality ignores score, as in LangGraph
+    assert found.dict() == {
+        "namespace": ["a", "b"],
+        "key": "k",
+        "value": {"v": 1},
+        "created_at": T0.isoformat(),
+        "updated_at": T0.isoformat(),
+        "score": None,
+    }
+    # LangGraph prints search results as "Item(...)" too, score last.
+    stamp = "'2030-01-01T00:00:00+00:00'"
+    assert repr(found) == (
+        f"Item(namespace=['a', 'b'], key='k', value={{'v': 1}}, created_at={stamp}, "
+        f"updated_at={stamp}, score=None)"
+    )
+    assert repr(store.get(("a", "b"), "k")) == repr(found).replace(", score=None", "")
+    assert len({found, store.get(("a", "b"), "k")}) == 1  # hashed by address
+
+
 # -- copies -------------------------------------------------------------------------------------
 
 
@@ -157,12 +186,14 @@ def test_search_prefix_matches_whole_labels(store: BaseStore) -> None:
     assert sorted(keys(store.search(()))) == ["1", "2", "3", "4", "5"]
 
 
-def test_search_orders_newest_update_first(store: BaseStore, clock: FakeClock) -> None:
+def test_search_order_follows_langgraph(store: BaseStore, clock: FakeClock) -> None:
     for key in ["first", "second", "third"]:
         store.put(("ns",), key, {})
         clock.advance(1)
-    store.put(("ns",), "first", {"touched": True})  # an update moves it to the front
-    assert keys(store.search(("ns",))) == ["first", "third", "second"]
+    store.put(("ns",), "first", {"touched": True})  # durable stores: moves it to the front
+    assert keys(store.search(("ns",))) == by_backend(
+        store, durable=["first", "third", "second"], memory=["first", "second", "third"]
+    )
 
 
 def test_search_ties_break_by_namespace_then_key(store: BaseStore) -> None:
@@ -172,21 +203,23 @@ def test_search_ties_break_by_namespace_then_key(store: BaseStore) -> None:
     store.put(("a",), "b", {})
     store.put(("a", "c"), "a", {})
     found = store.search(())
-    assert [(it.namespace, it.key) for it in found] == [
-        (("a",), "b"),
-        (("a",), "z"),
-        (("a", "c"), "a"),
-        (("b",), "a"),
-    ]
+    assert [(it.namespace, it.key) for it in found] == by_backend(
+        store,
+        durable=[(("a",), "b"), (("a",), "z"), (("a", "c"), "a"), (("b",), "a")],
+        memory=[(("b",), "a"), (("a",), "z"), (("a",), "b"), (("a", "c"), "a")],
+    )
 
 
 def test_search_limit_and_offset(store: BaseStore, clock: FakeClock) -> None:
     for i in range(5):
         store.put(("ns",), f"k{i}", {"i": i})
         clock.advance(1)
-    assert keys(store.search(("ns",), limit=2)) == ["k4", "k3"]
-    assert keys(store.search(("ns",), limit=2, offset=2)) == ["k2", "k1"]
-    assert keys(store.search(("ns",), limit=2, offset=4)) == ["k0"]
+    order = by_backend(
+        store, durable=["k4", "k3", "k2", "k1", "k0"], memory=[f"k{i}" for i in range(5)]
+    )
+    assert keys(store.search(("ns",), limit=2)) == order[:2]
+    assert keys(store.search(("ns",), limit=2, offset=2)) == order[2:4]
+    assert keys(store.search(("ns",), limit=2, offset=4)) == order[4:]
     assert store.search(("ns",), offset=5) == []
     assert store.search(("ns",), limit=0) == []
     assert len(store.search(("ns",))) == 5  # default limit is 10
@@ -196,7 +229,9 @@ def test_search_limit_applies_after_filter(store: BaseStore, clock: FakeClock) -
     for i in range(6):
         store.put(("ns",), f"k{i}", {"even": i % 2 == 0})
         clock.advance(1)
-    assert keys(store.search(("ns",), filter={"even": True}, limit=2)) == ["k4", "k2"]
+    assert keys(store.search(("ns",), filter={"even": True}, limit=2)) == by_backend(
+        store, durable=["k4", "k2"], memory=["k0", "k2"]
+    )
 
 
 @pytest.fixture
@@ -463,9 +498,10 @@ async def test_async_twins(store: BaseStore, clock: FakeClock) -> None:
     await store.aput(("a", "c"), "k2", {"n": 2}, ttl=5)
     item = await store.aget(("a", "b"), "k1")
     assert item is not None and item.value == {"n": 1}
-    assert keys(await store.asearch(("a",))) == ["k2", "k1"]
+    order = by_backend(store, durable=["k2", "k1"], memory=["k1", "k2"])
+    assert keys(await store.asearch(("a",))) == order
     assert keys(await store.asearch(("a",), filter={"n": {"$gt": 1}})) == ["k2"]
-    assert keys(await store.asearch(("a",), limit=1, offset=1)) == ["k1"]
+    assert keys(await store.asearch(("a",), limit=1, offset=1)) == order[1:]
     assert await store.alist_namespaces(prefix=("a",), max_depth=2) == [("a", "b"), ("a", "c")]
     clock.advance(5)
     assert await store.aget(("a", "c"), "k2") is None

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from store_backends import DURABLE_FACTORIES, T0, FakeClock, store_location
+from store_backends import DURABLE_FACTORIES, T0, FakeClock, durable_search, store_location
 
 from threadline.store import BaseStore, InMemoryStore, Item
 
@@ -192,10 +192,12 @@ def test_labels_with_wildcard_characters_match_exactly(store: BaseStore) -> None
 
 
 def _orderings(store: BaseStore) -> tuple[list[tuple[Any, ...]], list[Any]]:
-    return (
-        [(it.namespace, it.key) for it in store.search((), limit=100)],
-        store.list_namespaces(),
+    search = (
+        durable_search(store, (), limit=100)
+        if isinstance(store, InMemoryStore)
+        else store.search((), limit=100)
     )
+    return [(it.namespace, it.key) for it in search], store.list_namespaces()
 
 
 ODD_LABELS = ["a", "a-c", "b", "Z", "é", "\uffff", "\U0001f600", "a b", "a:b", "10", "9"]
@@ -281,7 +283,7 @@ def test_paging_through_many_filtered_items(store: BaseStore, clock: FakeClock) 
         (None, 1000, 0),
         (None, 5, 299),
     ]:
-        expected = memory.search(("many",), filter=filter, limit=limit, offset=offset)
+        expected = durable_search(memory, ("many",), filter=filter, limit=limit, offset=offset)
         got = store.search(("many",), filter=filter, limit=limit, offset=offset)
         assert got == expected, (filter, limit, offset)
 
@@ -449,7 +451,7 @@ def test_same_answers_as_memory(store: BaseStore, clock: FakeClock, data: st.Dat
         prefix = data.draw(st.sampled_from([(root,), (root, "p"), (root, "p", "r")]))
         limit = data.draw(st.sampled_from([10, 10, 10, 3, 1, 0]))
         offset = data.draw(st.sampled_from([0, 0, 0, 1, 2]))
-        expected = memory.search(prefix, filter=filter, limit=limit, offset=offset)
+        expected = durable_search(memory, prefix, filter=filter, limit=limit, offset=offset)
         got = store.search(prefix, filter=filter, limit=limit, offset=offset)
         assert _facts(got) == _facts(expected), filter
         suffix = data.draw(st.sampled_from([None, ("r",), ("q",), ("p", "r")]))

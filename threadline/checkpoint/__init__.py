@@ -1,7 +1,10 @@
 """Savers: where a thread's checkpoints and pending writes are kept.
 
-``PostgresSaver`` and ``RedisSaver`` are imported on first use, so this package never needs
-psycopg or redis-py unless those savers are used.
+The PostgreSQL and Redis savers are imported on first use, so this package never needs psycopg
+or redis-py unless those savers are used. Each saver also lives at the module path LangGraph
+gives it (``threadline.checkpoint.memory``, ``.sqlite``, ``.sqlite.aio``, ``.postgres``,
+``.postgres.aio``, ``.redis``, ``.redis.aio``), so a LangGraph program changes only the
+``langgraph`` part of its imports.
 """
 
 import importlib
@@ -23,9 +26,13 @@ from threadline.checkpoint.files import FileSaver
 from threadline.checkpoint.ids import new_checkpoint_id
 from threadline.checkpoint.memory import InMemorySaver, MemorySaver
 from threadline.checkpoint.sqlite import SqliteSaver
+from threadline.checkpoint.sqlite.aio import AsyncSqliteSaver
 from threadline.checkpoint.urls import from_url
 
 __all__ = [
+    "AsyncPostgresSaver",
+    "AsyncRedisSaver",
+    "AsyncSqliteSaver",
     "BaseSaver",
     "Checkpoint",
     "CheckpointRecord",
@@ -48,7 +55,9 @@ __all__ = [
 
 _LAZY = {
     "PostgresSaver": "threadline.checkpoint.postgres",
+    "AsyncPostgresSaver": "threadline.checkpoint.postgres.aio",
     "RedisSaver": "threadline.checkpoint.redis",
+    "AsyncRedisSaver": "threadline.checkpoint.redis.aio",
 }
 
 

@@ -270,6 +270,15 @@ class BaseSaver(ABC):
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         await self._off_loop(self.copy_thread, source_thread_id, target_thread_id)
 
+    def setup(self) -> None:  # noqa: B027 - optional hook, deliberately not abstract
+        """Create what the saver needs to store checkpoints (tables, indexes), as LangGraph's
+        ``checkpointer.setup()``. Idempotent; a no-op for savers that need nothing (memory,
+        files, SQLite, which prepares its file when it opens it)."""
+
+    async def asetup(self) -> None:
+        """``setup`` from async code."""
+        await self._off_loop(self.setup)
+
     def close(self) -> None:  # noqa: B027 - optional hook, deliberately not abstract
         """Release connections or files; a no-op for savers that hold none."""
 

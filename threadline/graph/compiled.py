@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from threadline.cache.base import BaseCache
 from threadline.checkpoint.base import BaseSaver, CheckpointRecord
+from threadline.constants import INTERRUPT_KEY
 from threadline.errors import (
     CheckpointerRequiredError,
     CheckpointNotFoundError,
@@ -16,6 +18,7 @@ from threadline.errors import (
 )
 from threadline.graph.schema import StateSchema
 from threadline.graph.spec import CallStyle, GraphSpec, NodeSpec
+from threadline.graph.subgraph import nested_run, saved_ns
 from threadline.runtime.context import current_task
 from threadline.runtime.drivers import Done, drive_async, drive_sync
 from threadline.runtime.loop import Emit, RunLoop, RunSettings
@@ -24,7 +27,8 @@ from threadline.runtime.runtime import coerce_context
 from threadline.runtime.snapshot import empty_snapshot, snapshot_of, updated_record
 from threadline.types import RetryPolicy, StateSnapshot
 
-STREAM_MODES = ("values", "updates", "debug", "custom")
+STREAM_MODES = ("values", "updates", "checkpoints", "tasks", "debug", "messages", "custom")
+STREAM_VERSIONS = ("v1", "v2")
 
 # LangGraph prints debug output for debug=True; we offer the same events as a stream mode.
 _DEBUG_TRUE = "debug=True is not supported; use stream_mode='debug' to receive debug events"
@@ -40,7 +44,7 @@ class CompiledStateGraph:
         self,
         spec: GraphSpec,
         *,
-        checkpointer: BaseSaver | None,
+        checkpointer: BaseSaver | bool | None,
         store: Any,
         interrupt_before: frozenset[str],
         interrupt_after: frozenset[str],
@@ -48,9 +52,10 @@ class CompiledStateGraph:
         cache: BaseCache[Any] | None = None,
         context_schema: Any = None,
     ):
-        if checkpointer is not None and not isinstance(checkpointer, BaseSaver):
+        if checkpointer is not None and not isinstance(checkpointer, BaseSaver | bool):
             raise GraphValidationError(
-                f"checkpointer must be a threadline saver, got {type(checkpointer).__name__}"
+                "checkpointer must be a threadline saver, True, False or None, got "
+                f"{type(checkpointer).__name__}"
             )
         if cache is not None and not isinstance(cache, BaseCache):
             raise GraphValidationError(
@@ -87,29 +92,31 @@ class CompiledStateGraph:
         input: Any,
         config: Mapping[str, Any] | None = None,
         *,
-        stream_mode: str | Sequence[str] = "updates",
+        stream_mode: str | Sequence[str] | None = "updates",
         **options: Any,
     ) -> Iterator[Any]:
-        """Yield chunks as the run goes: ``(mode, data)`` pairs when several modes are asked."""
-        modes, single = _stream_modes(stream_mode)
-        subgraphs = bool(options.get("subgraphs"))
+        """Yield chunks as the run goes: ``(mode, data)`` pairs when several modes are asked.
+
+        ``version="v2"`` yields ``{"type": mode, "ns": namespace, "data": chunk}`` dicts instead
+        (``values`` ones also carry ``"interrupts"``), as LangGraph does.
+        """
+        modes, shape = _stream_shape(stream_mode, options)
         for item in self._drive(input, config, modes, options):
             if isinstance(item, Emit):
-                yield _chunk(item, single, subgraphs)
+                yield shape(item)
 
     async def astream(
         self,
         input: Any,
         config: Mapping[str, Any] | None = None,
         *,
-        stream_mode: str | Sequence[str] = "updates",
+        stream_mode: str | Sequence[str] | None = "updates",
         **options: Any,
     ) -> AsyncIterator[Any]:
-        modes, single = _stream_modes(stream_mode)
-        subgraphs = bool(options.get("subgraphs"))
+        modes, shape = _stream_shape(stream_mode, options)
         async for item in self._adrive(input, config, modes, options):
             if isinstance(item, Emit):
-                yield _chunk(item, single, subgraphs)
+                yield shape(item)
 
     def _drive(
         self, input: Any, config: Mapping[str, Any] | None, modes: frozenset[str], options: dict
@@ -152,8 +159,9 @@ class CompiledStateGraph:
             raise ConfigError(_DEBUG_TRUE)
         config = dict(config or {})
         parent = current_task()
-        nested = parent is not None and self.checkpointer is None
-        saver = parent.saver if nested else self.checkpointer
+        nested = parent is not None
+        inner = nested_run(self.checkpointer, parent) if parent is not None else None
+        saver = inner.saver if inner is not None else self._own_saver()
         configurable = dict(config.get("configurable") or {})
         if nested:
             configurable = {**parent.config.get("configurable", {}), **configurable}
@@ -166,7 +174,7 @@ class CompiledStateGraph:
         after = options.get("interrupt_after")
         settings = RunSettings(
             thread_id=thread_id,
-            ns=parent.next_subgraph_ns() if nested else "",
+            ns=inner.ns if inner is not None else "",
             checkpoint_id=None if nested else configurable.get("checkpoint_id"),
             config=config,
             metadata=_checkpoint_metadata(config, configurable),
@@ -184,12 +192,16 @@ class CompiledStateGraph:
             durability=durability,
             recursion_limit=_recursion_limit(config),
             nested=nested,
+            persistent=inner is not None and inner.persistent,
+            lent_saver=inner.lent_saver if inner is not None else None,
+            parents=inner.parents if inner is not None else {},
             parent_answers=dict(parent.answers) if nested else {},
             parent_spare=parent.spare if nested else None,
         )
         if nested:
-            settings.writer = parent.writer
-            if parent.sink is not None:  # the caller streams subgraphs: chunks go to it
+            # As in LangGraph, a subgraph's chunks (custom ones too) reach the caller only when
+            # it streams with subgraphs=True.
+            if parent.sink is not None:
                 settings.sink = parent.sink
                 settings.stream_modes = parent.modes
         else:
@@ -199,6 +211,15 @@ class CompiledStateGraph:
         settings.context = context if context or not nested else parent.env.context
         settings.cache = self.cache
         return RunLoop(self.spec, saver, store, settings)
+
+    def _own_saver(self) -> BaseSaver | None:
+        """The saver of a run of this graph on its own (not inside another graph's node)."""
+        if self.checkpointer is True:
+            raise ConfigError(
+                "checkpointer=True cannot be used for root graphs: it makes a subgraph keep its "
+                "own history on its parent's thread; give this graph a saver to run it alone"
+            )
+        return self.checkpointer if isinstance(self.checkpointer, BaseSaver) else None
 
     # ------------------------------------------------------------------ state
     def get_state(self, config: Mapping[str, Any], *, subgraphs: bool = False) -> StateSnapshot:
@@ -289,15 +310,16 @@ class CompiledStateGraph:
         return _config_of(new)
 
     def _address(self, config: Mapping[str, Any]) -> tuple[BaseSaver, str, str, str | None]:
-        if self.checkpointer is None:
+        saver = self._own_saver()
+        if saver is None:
             raise CheckpointerRequiredError(
                 "this graph has no checkpointer; compile(checkpointer=...) to keep threads"
             )
         configurable = _configurable(config)
-        thread_id = _thread_id(configurable, self.checkpointer)
+        thread_id = _thread_id(configurable, saver)
         assert thread_id is not None
         ns = configurable.get("checkpoint_ns") or ""
-        return self.checkpointer, thread_id, ns, configurable.get("checkpoint_id")
+        return saver, thread_id, ns, configurable.get("checkpoint_id")
 
     def _snapshot(
         self, config: Mapping[str, Any], record: CheckpointRecord | None, checkpoint_id: str | None
@@ -318,7 +340,11 @@ class CompiledStateGraph:
         for task in snap.tasks:
             node = self.spec.nodes.get(task.name)
             sub = node.subgraph if node is not None else None
-            record = load(task_ns(ns, task.name, task.id)) if sub is not None else None
+            record = (
+                load(saved_ns(sub.checkpointer, task_ns(ns, task.name, task.id)))
+                if sub is not None
+                else None
+            )
             if record is not None:
                 task = task._replace(state=sub._with_subgraphs(snapshot_of(sub.spec, record), load))
             tasks.append(task)
@@ -380,13 +406,23 @@ class CompiledStateGraph:
         return DrawableGraph.of(self.spec)
 
 
-def _stream_modes(stream_mode: str | Sequence[str]) -> tuple[frozenset[str], bool]:
+def _stream_shape(
+    stream_mode: str | Sequence[str] | None, options: dict[str, Any]
+) -> tuple[frozenset[str], Callable[[Emit], Any]]:
+    """The modes asked for, and how each chunk is shaped for the caller."""
+    stream_mode = "updates" if stream_mode is None else stream_mode
     single = isinstance(stream_mode, str)
     modes = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode)
     for mode in modes:
         if mode not in STREAM_MODES:
             raise ConfigError(f"stream_mode {mode!r} is not one of {STREAM_MODES}")
-    return frozenset(modes), single
+    version = options.pop("version", "v1")
+    if version not in STREAM_VERSIONS:
+        raise ConfigError(f"version must be one of {STREAM_VERSIONS}, got {version!r}")
+    if version == "v2":
+        return frozenset(modes), _part
+    subgraphs = bool(options.get("subgraphs"))
+    return frozenset(modes), functools.partial(_chunk, single=single, subgraphs=subgraphs)
 
 
 def _configurable(config: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -440,8 +476,21 @@ def _chunk(item: Emit, single: bool, subgraphs: bool) -> Any:
     """A stream chunk as LangGraph shapes it: the namespace first when subgraphs are streamed."""
     if not subgraphs:
         return item.payload if single else (item.mode, item.payload)
-    ns = tuple(item.ns.split("|")) if item.ns else ()
+    ns = _namespace(item)
     return (ns, item.payload) if single else (ns, item.mode, item.payload)
+
+
+def _part(item: Emit) -> dict[str, Any]:
+    """A ``version="v2"`` stream part; a ``values`` part holds its interrupts apart."""
+    if item.mode != "values":
+        return {"type": item.mode, "ns": _namespace(item), "data": item.payload}
+    data = dict(item.payload)
+    interrupts = tuple(data.pop(INTERRUPT_KEY, ()))
+    return {"type": "values", "ns": _namespace(item), "data": data, "interrupts": interrupts}
+
+
+def _namespace(item: Emit) -> tuple[str, ...]:
+    return tuple(item.ns.split("|")) if item.ns else ()
 
 
 def _forwarded(

@@ -1,11 +1,15 @@
-"""Reading a state schema (TypedDict, dataclass or pydantic model) into keys and reducers."""
+"""Reading a state schema (TypedDict, dataclass or pydantic model) into keys and reducers.
+
+A graph may have several schemas (state, input, output and node input schemas); its channels
+are their union, and each schema reads only its own keys out of the graph's values.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -26,27 +30,66 @@ class Channel:
 
 @dataclass(frozen=True, slots=True)
 class StateSchema:
-    """The keys of a state and how nodes see it."""
+    """The keys of a state and how nodes see it.
+
+    ``own_keys`` is set when the values it reads hold other keys too (the graph's channels are
+    wider than this schema): only these are passed on. ``None`` means every value is its own.
+    """
 
     cls: type
     kind: SchemaKind
     channels: dict[str, Channel]
+    own_keys: frozenset[str] | None = None
 
     def initial_values(self) -> dict[str, Any]:
         """Values a fresh thread starts with: the zero value of each key that has a reducer."""
         return {c.key: c.default_factory() for c in self.channels.values() if c.default_factory}
 
     def node_input(self, values: Mapping[str, Any]) -> Any:
-        """The object a node receives: a dict copy, or an instance of the schema class."""
+        """The object a node receives: a dict copy, or an instance of the schema class.
+
+        A pydantic model's ``ValidationError`` is raised as it is (callers catch that type),
+        with a note saying how to fix the state.
+        """
+        own = self.own_keys
+        fields = dict(values) if own is None else {k: v for k, v in values.items() if k in own}
         if self.kind == "typeddict":
-            return dict(values)
+            return fields
         try:
-            return self.cls(**values)
+            return self.cls(**fields)
         except Exception as exc:
+            if self.kind == "pydantic" and _is_validation_error(exc):
+                exc.add_note(_FIT_HINT.format(self.cls.__name__))
+                raise
             raise InvalidUpdateError(
                 f"state does not fit {self.cls.__name__}: {exc}. "
                 "Give required fields a value in the input or a default in the schema."
             ) from exc
+
+    def reading(self, keys: Iterable[str]) -> StateSchema:
+        """This schema reading values that may hold ``keys`` besides its own."""
+        if set(keys) <= self.channels.keys():
+            return self
+        return dataclasses.replace(self, own_keys=frozenset(self.channels))
+
+    def widened(self, others: Iterable[StateSchema]) -> StateSchema:
+        """This schema with the channels of ``others`` added after its own, in order.
+
+        A key in two schemas keeps its first channel, unless a later one brings a different
+        reducer: that is ambiguous, so it is refused (as LangGraph does).
+        """
+        channels = dict(self.channels)
+        for other in others:
+            for key, channel in other.channels.items():
+                first = channels.setdefault(key, channel)
+                if channel.reducer is not None and channel.reducer is not first.reducer:
+                    raise GraphValidationError(
+                        f"key {key!r} has reducer {_name(first.reducer)} in one schema and "
+                        f"{_name(channel.reducer)} in {other.cls.__name__}; use one reducer"
+                    )
+        if len(channels) == len(self.channels):
+            return self
+        return StateSchema(self.cls, self.kind, channels, frozenset(self.channels))
 
     def input_values(self, value: Any) -> dict[str, Any]:
         """Turn an ``invoke`` input (a dict or a schema instance) into a dict of updates."""
@@ -55,10 +98,21 @@ class StateSchema:
         if self.kind == "dataclass" and isinstance(value, self.cls):
             return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
         if self.kind == "pydantic" and isinstance(value, self.cls):
-            return {name: getattr(value, name) for name in value.model_fields_set}
+            return _model_updates(value)
         raise InvalidUpdateError(
             f"input must be a dict or a {self.cls.__name__}, got {type(value).__name__}"
         )
+
+
+def _model_updates(model: Any) -> dict[str, Any]:
+    """A pydantic instance as updates, as LangGraph takes it: every field, except one that is
+    ``None`` by default and was left so (writing it would clear what the state holds)."""
+    updates = {}
+    for name, info in type(model).model_fields.items():
+        value = getattr(model, name)
+        if value is not None or info.default is not None or name in model.model_fields_set:
+            updates[name] = value
+    return updates
 
 
 def read_schema(cls: type) -> StateSchema:
@@ -76,16 +130,54 @@ def read_schema(cls: type) -> StateSchema:
     return StateSchema(cls=cls, kind=kind, channels=channels)
 
 
+_FIT_HINT = (
+    "threadline: the state a node reads does not fit {}; check the input and what earlier "
+    "nodes wrote (a node's writes are validated when the next node reads them)"
+)
+
+
+def _is_validation_error(exc: Exception) -> bool:
+    return any(c.__name__ == "ValidationError" for c in type(exc).__mro__)
+
+
+def _name(reducer: Reducer | None) -> str:
+    return "none" if reducer is None else getattr(reducer, "__name__", repr(reducer))
+
+
+def is_typeddict(cls: Any) -> bool:
+    """``typing`` and ``typing_extensions`` TypedDicts alike (3.11's ``typing.is_typeddict``
+    does not know the latter's metaclass; both make dict subclasses with these attributes)."""
+    if typing.is_typeddict(cls):
+        return True
+    return (
+        isinstance(cls, type)
+        and issubclass(cls, dict)
+        and hasattr(cls, "__required_keys__")
+        and hasattr(cls, "__optional_keys__")
+    )
+
+
+def is_schema_class(cls: Any) -> bool:
+    """A class ``read_schema`` accepts: a TypedDict, a dataclass or a pydantic model."""
+    return isinstance(cls, type) and (
+        is_typeddict(cls) or dataclasses.is_dataclass(cls) or _is_pydantic(cls)
+    )
+
+
+def _is_pydantic(cls: type) -> bool:
+    return hasattr(cls, "model_fields") and hasattr(cls, "model_validate")
+
+
 def _schema_kind(cls: Any) -> SchemaKind:
     if not isinstance(cls, type):
         raise GraphValidationError(
             f"state schema must be a class (TypedDict, dataclass or pydantic model), got {cls!r}"
         )
-    if typing.is_typeddict(cls):
+    if is_typeddict(cls):
         return "typeddict"
     if dataclasses.is_dataclass(cls):
         return "dataclass"
-    if hasattr(cls, "model_fields") and hasattr(cls, "model_validate"):
+    if _is_pydantic(cls):
         return "pydantic"
     raise GraphValidationError(
         f"state schema {cls.__name__} must be a TypedDict, a dataclass or a pydantic model"
@@ -93,11 +185,23 @@ def _schema_kind(cls: Any) -> SchemaKind:
 
 
 def _channel(cls: type, key: str, hint: Any) -> Channel:
+    hint = _unqualified(hint)
     reducer = _reducer_of(hint)
     if reducer is None:
         return Channel(key, None, None)
     _check_reducer(cls, key, reducer)
     return Channel(key, reducer, _zero_factory(typing.get_args(hint)[0]))
+
+
+_QUALIFIERS = frozenset({"Required", "NotRequired", "ReadOnly"})
+
+
+def _unqualified(hint: Any) -> Any:
+    """``Required[Annotated[list, add]]`` -> ``Annotated[list, add]`` (also NotRequired, ReadOnly,
+    from ``typing`` or ``typing_extensions``): the qualifier says nothing about how keys merge."""
+    while getattr(typing.get_origin(hint), "_name", None) in _QUALIFIERS:
+        hint = typing.get_args(hint)[0]
+    return hint
 
 
 def _reducer_of(hint: Any) -> Reducer | None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from threadline.cache.keys import node_namespace
 from threadline.constants import END
 from threadline.errors import GraphValidationError, InvalidUpdateError
-from threadline.graph.schema import StateSchema
+from threadline.graph.schema import StateSchema, is_schema_class
 from threadline.types import CachePolicy, Command, RetryPolicy, Send
 
 if TYPE_CHECKING:
@@ -129,6 +129,8 @@ class NodeSpec:
     retry: RetryPolicy | None = None
     destinations: tuple[str, ...] | None = None
     subgraph: Any = None
+    # The node's own input schema, when it reads other keys than the graph's state schema
+    reader: StateSchema | None = None
     cache: NodeCache | None = None
     defer: bool = False
 
@@ -162,6 +164,23 @@ def node_from_callable(
     if is_async_callable(fn):
         return NodeSpec(name, None, fn, call_style(fn), retry, declared)
     return NodeSpec(name, fn, None, call_style(fn), retry, declared)
+
+
+def annotated_input_schema(fn: Callable[..., Any]) -> type | None:
+    """The class the first parameter of ``fn`` is annotated with, when it is a schema class.
+
+    LangGraph reads a node's input schema from that annotation; a node annotated with another
+    schema than the graph's state then receives that schema's keys only.
+    """
+    call = getattr(fn, "__call__", None)  # noqa: B004 - objects with a typed __call__
+    if not (inspect.isfunction(fn) or inspect.ismethod(fn)):
+        fn = call if inspect.ismethod(call) else None
+    try:
+        first = next(iter(inspect.signature(fn).parameters.values()), None) if fn else None
+        hint = typing.get_type_hints(fn).get(first.name) if first is not None else None
+    except Exception:  # unresolvable annotations say nothing about the input
+        return None
+    return hint if is_schema_class(hint) else None
 
 
 def _command_targets(fn: Callable[..., Any]) -> tuple[str, ...] | None:
@@ -267,6 +286,34 @@ class GraphSpec:
     branches: Mapping[str, tuple[Branch, ...]]
     joins: tuple[Join, ...]
     joins_by_source: Mapping[str, tuple[Join, ...]] = field(default_factory=dict)
+    # What invoke() takes and returns, when not the whole state (input/output schemas)
+    input_schema: StateSchema | None = None
+    output_keys: tuple[str, ...] | None = None
+    # The runtime context's schema (StateGraph(context_schema=...)); None when not given
+    context_schema: type | None = None
+
+    def output_values(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """What ``invoke`` returns: the output schema's keys in its order (the state schema's
+        by default). As in LangGraph, keys never written are absent."""
+        keys = self.schema.channels if self.output_keys is None else self.output_keys
+        return {key: values[key] for key in keys if key in values}
+
+    def state_values(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Every channel's value in schema order: ``get_state().values`` and the ``values``
+        stream mode, which LangGraph does not narrow to the output schema."""
+        return {key: values[key] for key in self.schema.channels if key in values}
+
+    def input_updates(self, value: Any) -> dict[str, Any]:
+        """An ``invoke`` input as updates: with an input schema, only its keys are taken.
+
+        Keys of the state that the input schema lacks are dropped, as LangGraph drops them;
+        keys of no schema at all are left in, for the caller's check to refuse.
+        """
+        if self.input_schema is None:
+            return self.schema.input_values(value)
+        updates = self.input_schema.input_values(value)
+        own, channels = self.input_schema.channels, self.schema.channels
+        return {k: v for k, v in updates.items() if k in own or k not in channels}
 
     @functools.cached_property
     def deferred(self) -> frozenset[str]:

@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
+import warnings
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from threadline.constants import END, RESERVED_NAMES, START
 from threadline.errors import ConfigError, GraphValidationError
-from threadline.graph.schema import read_schema
+from threadline.graph.schema import StateSchema, read_schema
 from threadline.graph.spec import (
     Branch,
     GraphSpec,
     Join,
     NodeSpec,
+    annotated_input_schema,
     make_branch,
     node_from_callable,
     with_options,
 )
-from threadline.graph.validate import validate_graph
+from threadline.graph.validate import Finding, find_problems, raise_findings, validate_graph
 from threadline.types import CachePolicy, RetryPolicy
 
 if TYPE_CHECKING:
@@ -34,10 +37,27 @@ class StateGraph:
     """
 
     def __init__(
-        self, state_schema: type, context_schema: type | None = None, **_ignored: Any
+        self,
+        state_schema: type,
+        context_schema: type | None = None,
+        *,
+        input_schema: type | None = None,
+        output_schema: type | None = None,
+        **deprecated: Any,
     ) -> None:
-        self.schema = read_schema(state_schema)
+        input_schema, output_schema, context_schema = _renamed_schemas(
+            deprecated, input_schema, output_schema, context_schema
+        )
+        self.state_schema = state_schema
+        self.input_schema = input_schema or state_schema
+        self.output_schema = output_schema or state_schema
+        #: Stored for the runtime context (``Runtime.context``); also on the compiled spec.
         self.context_schema = context_schema
+        self.schema = read_schema(state_schema)
+        self._io_schemas = {
+            cls: read_schema(cls) for cls in (input_schema, output_schema) if cls is not None
+        }
+        self._node_inputs: dict[str, type] = {}
         self.nodes: dict[str, NodeSpec] = {}
         self.edges: list[tuple[str, str]] = []
         self.joins: list[Join] = []
@@ -50,11 +70,15 @@ class StateGraph:
         *,
         retry_policy: RetryPolicy | None = None,
         destinations: Sequence[str] | None = None,
+        input_schema: type | None = None,
         cache_policy: CachePolicy | None = None,
         defer: bool = False,
     ) -> StateGraph:
         """Add a node; ``add_node(fn)`` names it after the function.
 
+        ``input_schema`` (or, without it, the annotation of the function's first parameter when
+        that is a schema class) is what the node reads: it receives that schema's keys only,
+        and the schema's keys become channels of the graph (private state between nodes).
         ``cache_policy`` reuses the node's result for the same input when the graph is compiled
         with a ``cache``; a ``defer`` node runs only once the run has nothing else to do.
         """
@@ -68,6 +92,11 @@ class StateGraph:
         if retry_policy is not None and not isinstance(retry_policy, RetryPolicy):
             raise GraphValidationError(f"retry_policy of {node!r} must be a RetryPolicy")
         spec = self._node_spec(node, action, retry_policy, destinations)
+        reads = input_schema or annotated_input_schema(action)
+        if reads is not None and reads is not self.state_schema:
+            if reads not in self._io_schemas:
+                self._io_schemas[reads] = read_schema(reads)
+            self._node_inputs[node] = reads
         self.nodes[node] = with_options(spec, action, cache_policy, defer)
         return self
 
@@ -128,7 +157,7 @@ class StateGraph:
 
     def compile(
         self,
-        checkpointer: BaseSaver | None = None,
+        checkpointer: BaseSaver | bool | None = None,
         *,
         cache: BaseCache[Any] | None = None,
         store: BaseStore | None = None,
@@ -136,8 +165,18 @@ class StateGraph:
         interrupt_after: Sequence[str] | str | None = None,
         name: str | None = None,
         debug: bool = False,
+        strict: bool = False,
     ) -> CompiledStateGraph:
-        """Validate the graph and freeze it into something that can run."""
+        """Validate the graph and freeze it into something that can run.
+
+        Mistakes that make a graph unrunnable (an edge to an unknown node, no entry point, a
+        breakpoint on an unknown node) always fail here. ``strict=True`` also refuses what
+        ``lint()`` finds (unreachable nodes, nodes with no way out), which LangGraph accepts.
+
+        ``checkpointer`` is a saver, or for a subgraph ``None`` (use its parent's, afresh for
+        each parent task), ``True`` (keep its own state across its parent's runs) or ``False``
+        (never save).
+        """
         from threadline.graph.compiled import CompiledStateGraph
 
         if debug:
@@ -147,6 +186,8 @@ class StateGraph:
             )
 
         spec = self._spec()
+        if strict:
+            raise_findings(spec)
         before = _breakpoints(spec, interrupt_before, "interrupt_before")
         after = _breakpoints(spec, interrupt_after, "interrupt_after")
         return CompiledStateGraph(
@@ -159,6 +200,22 @@ class StateGraph:
             cache=cache,
             context_schema=self.context_schema,
         )
+
+    def validate(self, interrupt: Sequence[str] | str | None = None) -> StateGraph:
+        """Check what ``compile()`` always checks, plus breakpoint names; return the graph.
+
+        As LangGraph's ``validate``: it raises on a graph that cannot run and says nothing of
+        style. For reachability and ways out, see ``lint()``.
+        """
+        spec = self._spec()
+        _breakpoints(spec, interrupt, "interrupt")
+        return self
+
+    def lint(self) -> list[Finding]:
+        """What ``compile(strict=True)`` would refuse: nodes no edge or declared Command
+        destination reaches, and nodes with no outgoing edge or declared destination (their
+        branch ends there). Empty when the graph is fully declared."""
+        return find_problems(self._spec())
 
     def _spec(self) -> GraphSpec:
         edges: dict[str, list[str]] = {}
@@ -173,16 +230,34 @@ class StateGraph:
         for join in self.joins:
             for source in join.sources:
                 joins_by_source.setdefault(source, []).append(join)
+        schema = self.schema.widened(self._io_schemas.values())
         spec = GraphSpec(
-            schema=self.schema,
-            nodes=dict(self.nodes),
+            schema=schema,
+            nodes=self._nodes_reading(schema),
             edges={k: tuple(v) for k, v in edges.items()},
             branches={k: tuple(v) for k, v in branches.items()},
             joins=tuple(self.joins),
             joins_by_source={k: tuple(v) for k, v in joins_by_source.items()},
+            input_schema=self._io_part(self.input_schema, schema),
+            output_keys=_output_keys(
+                self._io_part(self.output_schema, schema), self.schema, schema
+            ),
+            context_schema=self.context_schema,
         )
         validate_graph(spec)
         return spec
+
+    def _io_part(self, cls: type, schema: StateSchema) -> StateSchema | None:
+        """The input or output schema, when it is not the state schema."""
+        return None if cls is self.state_schema else self._io_schemas[cls].reading(schema.channels)
+
+    def _nodes_reading(self, schema: StateSchema) -> dict[str, NodeSpec]:
+        """The nodes, each with the reader of its own input schema, if it has one."""
+        nodes = dict(self.nodes)
+        for name, cls in self._node_inputs.items():
+            reader = self._io_schemas[cls].reading(schema.channels)
+            nodes[name] = dataclasses.replace(nodes[name], reader=reader)
+        return nodes
 
     def _node_spec(
         self,
@@ -216,6 +291,42 @@ def _name_of(action: Any) -> str:
     if not isinstance(name, str) or name == "<lambda>":
         raise GraphValidationError(f"cannot name node {action!r}; use add_node('name', action)")
     return name
+
+
+def _output_keys(
+    output: StateSchema | None, state: StateSchema, channels: StateSchema
+) -> tuple[str, ...] | None:
+    """The keys a run returns: the output schema's, else the state schema's (``None`` when
+    those are all the graph's channels)."""
+    if output is not None:
+        return tuple(output.channels)
+    return tuple(state.channels) if channels is not state else None
+
+
+def _renamed_schemas(
+    deprecated: dict[str, Any], input_: type | None, output: type | None, context: type | None
+) -> tuple[type | None, type | None, type | None]:
+    """LangGraph's older keyword names (``input``, ``output``, ``config_schema``), still
+    accepted there with a deprecation warning; any other keyword is refused."""
+    unknown = set(deprecated) - {"input", "output", "config_schema"}
+    if unknown:
+        raise TypeError(f"StateGraph() got an unexpected keyword argument {sorted(unknown)[0]!r}")
+    renames = {
+        "input": "input_schema",
+        "output": "output_schema",
+        "config_schema": "context_schema",
+    }
+    for old in deprecated:
+        warnings.warn(
+            f"StateGraph({old}=...) is deprecated; use {renames[old]}=...",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+    return (
+        input_ or deprecated.get("input"),
+        output or deprecated.get("output"),
+        context or deprecated.get("config_schema"),
+    )
 
 
 def _breakpoints(spec: GraphSpec, names: Sequence[str] | str | None, what: str) -> frozenset[str]:

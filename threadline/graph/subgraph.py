@@ -1,4 +1,4 @@
-"""A compiled graph used as a node: it runs on the parent's thread in its own namespace.
+"""A compiled graph used as a node, or invoked inside one: it runs on the parent's thread.
 
 It returns only what it changed: for a key with a reducer whose list grew, just the new items,
 so the parent's append reducer does not add the parent's own items a second time (LangGraph
@@ -18,6 +18,52 @@ from threadline.types import Overwrite
 
 if TYPE_CHECKING:
     from threadline.graph.compiled import CompiledStateGraph
+    from threadline.runtime.context import TaskContext
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NestedRun:
+    """Where a graph invoked inside a running task keeps its checkpoints."""
+
+    saver: Any  # None: it saves none
+    ns: str
+    parents: dict[str, str]  # the checkpoints of the runs above it, by namespace
+    persistent: bool = False  # checkpointer=True: one history per thread, across parent runs
+    lent_saver: Any = None  # checkpointer=False: the saver that keeps its interrupts' answers
+
+
+def nested_run(checkpointer: Any, parent: TaskContext) -> NestedRun:
+    """As in LangGraph, a subgraph runs on its parent's thread with the parent's saver.
+
+    A saver of its own is not used there (it is for running the graph alone). The default
+    namespace holds the parent task's id, so each parent task runs the subgraph afresh and a
+    resume continues it; ``checkpointer=True`` drops the task ids, so the subgraph's state
+    carries over from one parent run to the next; ``checkpointer=False`` saves nothing, and
+    an interrupt in it is answered by running it again from its start.
+    """
+    ns = parent.next_subgraph_ns()
+    env = parent.env
+    parents = {**env.parents, parent.ns.rpartition("|")[0]: env.checkpoint_id}
+    if checkpointer is False:
+        return NestedRun(None, ns, parents, lent_saver=parent.saver)
+    if checkpointer is True:
+        return NestedRun(parent.saver, saved_ns(True, ns), parents, persistent=True)
+    return NestedRun(parent.saver, ns, parents)
+
+
+def saved_ns(checkpointer: Any, task_ns: str) -> str:
+    """Where the subgraph run by the task of namespace ``task_ns`` keeps its checkpoints."""
+    return _without_task_ids(task_ns) if checkpointer is True else task_ns
+
+
+def _without_task_ids(ns: str) -> str:
+    """``"a:<id>|b:<id>#1"`` becomes ``"a|b#1"``: the same for every run of the parent."""
+    parts = []
+    for part in ns.split("|"):
+        name, _, rest = part.partition(":")
+        _, hash_, index = rest.partition("#")
+        parts.append(f"{name}{hash_}{index}")
+    return "|".join(parts)
 
 
 def subgraph_callables(

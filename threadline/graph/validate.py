@@ -1,10 +1,32 @@
-"""Compile-time checks: every mistake found here is one that never reaches a run."""
+"""Checks of a graph's shape.
+
+``validate_graph`` runs at every compile and refuses only what cannot run: edges naming unknown
+nodes, no entry point. ``find_problems`` reports what LangGraph accepts but is often a mistake
+(a node nothing reaches, a node whose branch just ends); ``compile(strict=True)`` refuses those.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
 
 from threadline.constants import END, START
 from threadline.errors import GraphValidationError
 from threadline.graph.spec import GraphSpec
+
+FindingKind = Literal["unreachable", "no_way_out"]
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One thing ``StateGraph.lint()`` found: what, which node, and how to settle it."""
+
+    kind: FindingKind
+    node: str
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
 
 
 def validate_graph(spec: GraphSpec) -> None:
@@ -14,8 +36,20 @@ def validate_graph(spec: GraphSpec) -> None:
             "the graph has no entry point: add_edge(START, 'first_node') or "
             "set_conditional_entry_point(...)"
         )
-    _check_reachable(spec)
-    _check_ways_out(spec)
+
+
+def find_problems(spec: GraphSpec) -> list[Finding]:
+    """Unreachable nodes, then nodes with no way out, in the order they were added."""
+    return [*_unreachable(spec), *_without_way_out(spec)]
+
+
+def raise_findings(spec: GraphSpec) -> None:
+    """``compile(strict=True)``: refuse the graph if ``find_problems`` finds anything."""
+    findings = find_problems(spec)
+    if findings:
+        listed = "\n".join(f"- {f.message}" for f in findings)
+        count = f"{len(findings)} problem{'s' if len(findings) > 1 else ''}"
+        raise GraphValidationError(f"compile(strict=True) refused the graph, {count}:\n{listed}")
 
 
 def _known(spec: GraphSpec, name: str, *, allow: tuple[str, ...]) -> bool:
@@ -53,7 +87,7 @@ def _check_edge_ends(spec: GraphSpec) -> None:
 
 
 def _successors(spec: GraphSpec, name: str) -> set[str] | None:
-    """Where ``name`` can lead; ``None`` when a branch or Command could go anywhere."""
+    """Where ``name`` can lead; ``None`` when a branch could go anywhere."""
     found = set(spec.edges.get(name, ()))
     for branch in spec.branches.get(name, ()):
         targets = branch.possible_targets()
@@ -68,32 +102,39 @@ def _successors(spec: GraphSpec, name: str) -> set[str] | None:
     return found
 
 
-def _check_reachable(spec: GraphSpec) -> None:
+def _unreachable(spec: GraphSpec) -> list[Finding]:
     seen = {START}
     todo = [START]
     while todo:
         successors = _successors(spec, todo.pop())
         if successors is None:
-            return  # an open-ended branch may reach any node
+            return []  # an open-ended branch may reach any node
         for name in successors - seen:
             seen.add(name)
             todo.append(name)
-    for name in spec.nodes:
-        if name not in seen:
-            raise GraphValidationError(
-                f"node {name!r} is not reachable from START; add an edge to it, declare it as a "
-                "Command destination (-> Command[Literal[...]] or destinations=[...]) of the "
-                "node that goes there, or remove it"
-            )
-
-
-def _check_ways_out(spec: GraphSpec) -> None:
-    for name, node in spec.nodes.items():
-        if name in spec.edges or name in spec.branches or name in spec.joins_by_source:
-            continue
-        if node.destinations is not None or node.subgraph is not None:
-            continue
-        raise GraphValidationError(
-            f"node {name!r} has no outgoing edge; add_edge({name!r}, END) to finish there, or "
-            "declare where its Command goes (-> Command[Literal[...]] or destinations=[...])"
+    return [
+        Finding(
+            "unreachable",
+            name,
+            f"node {name!r} is not reachable from START; add an edge to it, declare it as a "
+            "Command destination (-> Command[Literal[...]] or destinations=[...]) of the node "
+            "that goes there, or remove it",
         )
+        for name in spec.nodes
+        if name not in seen
+    ]
+
+
+def _without_way_out(spec: GraphSpec) -> list[Finding]:
+    leaving = spec.edges.keys() | spec.branches.keys() | spec.joins_by_source.keys()
+    return [
+        Finding(
+            "no_way_out",
+            name,
+            f"node {name!r} has no outgoing edge, so its branch ends there; add_edge({name!r}, "
+            "END) to say so, or declare where its Command goes (-> Command[Literal[...]] or "
+            "destinations=[...])",
+        )
+        for name, node in spec.nodes.items()
+        if name not in leaving and node.destinations is None and node.subgraph is None
+    ]

@@ -1,7 +1,8 @@
 """Carry out the loop's effects: one driver with blocking I/O and threads, one with asyncio.
 
 Both yield ``Emit`` chunks for streaming and finish with a ``Done`` holding the run's output.
-A task's ``updates`` chunk is emitted the moment the task finishes, before its siblings do.
+A task's ``updates`` and ``tasks`` chunks are emitted the moment it finishes, before its siblings
+do; ``custom`` and ``messages`` chunks arrive while tasks run, through a queue.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from threadline.runtime.chunks import Chunks
 from threadline.runtime.loop import Emit, Execute, Load, RunLoop, Save, SaveWrites
 from threadline.runtime.task import Outcome, StepEnv, Task, run_task_async, run_task_sync
+from threadline.runtime.tokens import AsyncRunner, MessageStream, Runner
 
 # Threads are made lazily and reused; the high cap keeps nested subgraphs that wait on their
 # own parallel tasks from starving the pool.
@@ -33,12 +36,17 @@ class _Finished:
     outcome: Outcome
 
 
-def _update_chunks(outcome: Outcome, modes: frozenset[str]) -> Iterator[Emit]:
-    if "updates" in modes and outcome.result is not None:
-        chunk = {outcome.task.name: dict(outcome.result.updates) or None}
-        if outcome.cached:  # as LangGraph marks a result taken from the node cache
-            chunk["__metadata__"] = {"cached": True}
-        yield Emit("updates", chunk)
+# Modes whose chunks are made while tasks run, so the driver must listen as they run.
+_LIVE_MODES = frozenset({"custom", "messages"})
+
+
+def _done_chunks(out: Chunks | None, outcome: Outcome) -> list[Emit]:
+    return out.task_done(outcome) if out is not None else []
+
+
+def _streams_each_task(out: Chunks | None, tasks: list[Task]) -> bool:
+    """A finished task's chunks must go out before its siblings finish."""
+    return out is not None and len(tasks) > 1 and (out.updates or out.task_events)
 
 
 class _Saves:
@@ -72,12 +80,15 @@ def drive_sync(loop: RunLoop, input: Any) -> Iterator[Emit | Done]:
     # A saver without I/O gains nothing from saving in the background, only the hand-off cost.
     saves = _Saves(saver, s.durability == "async" and not getattr(saver, "in_process", False))
     events: queue.SimpleQueue[Any] | None = None
-    if "custom" in s.stream_modes or s.subgraphs:
+    runner: Runner = run_task_sync
+    if s.stream_modes & _LIVE_MODES or s.subgraphs:
         events = queue.SimpleQueue()
-    if events is not None and "custom" in s.stream_modes:
-        s.writer = lambda item: events.put(Emit("custom", item))
-    if events is not None and s.subgraphs:
-        s.sink = events.put
+        if "custom" in s.stream_modes:
+            s.writer = lambda item: events.put(Emit("custom", item))
+        if s.subgraphs:
+            s.sink = events.put
+        if "messages" in s.stream_modes:
+            runner = MessageStream.for_run(loop, events.put).runner(loop, run_task_sync)
     gen = loop.run(input)
     value: Any = None
     try:
@@ -92,7 +103,7 @@ def drive_sync(loop: RunLoop, input: Any) -> Iterator[Emit | Done]:
             if isinstance(effect, Emit):
                 yield effect
             elif isinstance(effect, Execute):
-                value = yield from _execute_sync(effect, s.stream_modes, events)
+                value = yield from _execute_sync(effect, loop.out, events, runner)
             elif isinstance(effect, Save):
                 saves.put(effect.record, effect.fork)
             elif isinstance(effect, SaveWrites):
@@ -105,21 +116,21 @@ def drive_sync(loop: RunLoop, input: Any) -> Iterator[Emit | Done]:
 
 
 def _execute_sync(
-    effect: Execute, modes: frozenset[str], events: queue.SimpleQueue[Any] | None
+    effect: Execute, out: Chunks | None, events: queue.SimpleQueue[Any] | None, runner: Runner
 ) -> Generator[Emit, None, list[Outcome]]:
     tasks, env = effect.tasks, effect.env
-    if events is None and ("updates" not in modes or len(tasks) == 1):
+    if events is None and not _streams_each_task(out, tasks):
         # Nothing to stream while tasks run: this thread takes part, saving hand-offs.
         outcomes = [run_task_sync(tasks[0], env)] if len(tasks) == 1 else _Batch(tasks, env).run()
-        if "updates" in modes:
+        if out is not None:
             for outcome in outcomes:
-                yield from _update_chunks(outcome, modes)
+                yield from out.task_done(outcome)
         return outcomes
     # Streaming while tasks run: all of them go to the pool and report as they finish.
     inbox: queue.SimpleQueue[Any] = events if events is not None else queue.SimpleQueue()
 
     def run(task: Task) -> Outcome:
-        outcome = run_task_sync(task, env)
+        outcome = runner(task, env)
         inbox.put(_Finished(outcome))
         return outcome
 
@@ -129,7 +140,7 @@ def _execute_sync(
         item = inbox.get()
         if isinstance(item, _Finished):
             remaining -= 1
-            yield from _update_chunks(item.outcome, modes)
+            yield from _done_chunks(out, item.outcome)
         else:
             yield item
     return [f.result() for f in futures]
@@ -193,13 +204,16 @@ async def drive_async(loop: RunLoop, input: Any) -> AsyncIterator[Emit | Done]:
     background = s.durability == "async"
     pending: asyncio.Future[Any] | None = None
     events: asyncio.Queue[Any] | None = None
-    if "custom" in s.stream_modes or s.subgraphs:
+    runner: AsyncRunner = run_task_async
+    if s.stream_modes & _LIVE_MODES or s.subgraphs:
         events = asyncio.Queue()
-    if events is not None and "custom" in s.stream_modes:
         put = _threadsafe_put(events)
-        s.writer = lambda item: put(Emit("custom", item))
-    if events is not None and s.subgraphs:
-        s.sink = _threadsafe_put(events)
+        if "custom" in s.stream_modes:
+            s.writer = lambda item: put(Emit("custom", item))
+        if s.subgraphs:
+            s.sink = put
+        if "messages" in s.stream_modes:
+            runner = MessageStream.for_run(loop, put).async_runner(loop, run_task_async)
     gen = loop.run(input)
     value: Any = None
     try:
@@ -217,14 +231,14 @@ async def drive_async(loop: RunLoop, input: Any) -> AsyncIterator[Emit | Done]:
                 yield effect
                 continue
             if isinstance(effect, Execute):
-                if events is None and ("updates" not in s.stream_modes or len(effect.tasks) == 1):
+                if events is None and not _streams_each_task(loop.out, effect.tasks):
                     value = await _run_quietly(effect)  # nothing streams while tasks run
                     for outcome in value:
-                        for chunk in _update_chunks(outcome, s.stream_modes):
+                        for chunk in _done_chunks(loop.out, outcome):
                             yield chunk
                     continue
                 outcomes: list[Outcome] = []
-                async for item in _execute_streaming(effect, events, outcomes):
+                async for item in _execute_streaming(effect, loop.out, events, runner, outcomes):
                     yield item
                 value = outcomes
                 continue
@@ -270,14 +284,18 @@ async def _run_quietly(effect: Execute) -> list[Outcome]:
 
 
 async def _execute_streaming(
-    effect: Execute, events: asyncio.Queue[Any] | None, outcomes: list[Outcome]
+    effect: Execute,
+    out: Chunks | None,
+    events: asyncio.Queue[Any] | None,
+    runner: AsyncRunner,
+    outcomes: list[Outcome],
 ) -> AsyncIterator[Emit]:
     """Run the step's tasks; fill ``outcomes`` in task order, yield chunks as they come."""
-    tasks, env, modes = effect.tasks, effect.env, effect.env.modes
+    tasks, env = effect.tasks, effect.env
     inbox: asyncio.Queue[Any] = events if events is not None else asyncio.Queue()
 
     async def run(task: Task) -> Outcome:
-        outcome = await run_task_async(task, env)
+        outcome = await runner(task, env)
         inbox.put_nowait(_Finished(outcome))
         return outcome
 
@@ -287,7 +305,7 @@ async def _execute_streaming(
         item = await inbox.get()
         if isinstance(item, _Finished):
             remaining -= 1
-            for chunk in _update_chunks(item.outcome, modes):
+            for chunk in _done_chunks(out, item.outcome):
                 yield chunk
         else:
             yield item

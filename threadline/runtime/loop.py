@@ -12,7 +12,6 @@ Resume, replay and recovery after a crash are the same loop started from a saved
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import secrets
 from collections.abc import Callable, Generator, Iterable
@@ -23,7 +22,6 @@ from threadline.checkpoint.base import (
     Checkpoint,
     CheckpointRecord,
     PlannedTask,
-    StorageHints,
     TaskWrite,
 )
 from threadline.checkpoint.ids import new_checkpoint_id
@@ -41,13 +39,18 @@ from threadline.errors import (
     ThreadlineError,
 )
 from threadline.graph.spec import GraphSpec
+from threadline.runtime.answers import match_answers, pending_interrupts
+from threadline.runtime.chunks import Chunks, Emit
 from threadline.runtime.context import SpareAnswer
+from threadline.runtime.hints import storage_hints
 from threadline.runtime.planning import local_task_id, plan_next, task_id, tasks_of
+from threadline.runtime.replay import carried_inputs, fork_of, may_continue_at
 from threadline.runtime.task import Outcome, StepEnv, Task, TaskResult, start_result
 from threadline.runtime.writes import apply_writes, updates_of
 from threadline.types import Command, Interrupt
 
 BREAKPOINT_TASK = "__breakpoint__"
+STEP_TASK = "__step__"  # an error of a whole step: its tasks' writes could not be applied
 SPARE_ANSWER_TASK = "__resume__"  # task id of a resume value no waiting interrupt took
 
 
@@ -74,13 +77,6 @@ class Execute:
     env: StepEnv
 
 
-@dataclass(slots=True)
-class Emit:
-    mode: str
-    payload: Any
-    ns: str = ""  # the subgraph run it comes from ("" for the graph being streamed)
-
-
 Effect = Load | Save | SaveWrites | Execute | Emit
 
 
@@ -99,6 +95,13 @@ class RunSettings:
     durability: str = "sync"
     recursion_limit: int = 10_000
     nested: bool = False
+    # A nested run of a checkpointer=True subgraph: one history per thread, new input each call
+    persistent: bool = False
+    # A nested run of a checkpointer=False subgraph: the saver above it, which keeps the answers
+    # to its interrupts (it saves nothing itself)
+    lent_saver: Any = None
+    # A nested run: the checkpoints of the runs above it, by namespace (metadata ``parents``)
+    parents: dict[str, str] = field(default_factory=dict)
     parent_answers: dict[str, Any] = field(default_factory=dict)
     # A nested run: the spare resume value of its parent's step (the first interrupt() takes it)
     parent_spare: SpareAnswer | None = None
@@ -126,10 +129,12 @@ class RunLoop:
         self.fork_next = False  # the next save starts a branch from an older checkpoint
         self.dirty = False
         # Checkpoints nobody saves are never seen by id or time: cheap ids, no clock.
-        self._new_id = new_checkpoint_id if saver is not None else _run_local_ids()
+        self._new_id = new_checkpoint_id if saver is not None else _run_local_ids(settings.ns)
         self._now = now_iso if saver is not None else str
         self._task_id = task_id if saver is not None else local_task_id
         self._env: StepEnv | None = None  # what the tasks of a step share; values change
+        # The stream chunks this run produces; None when nothing is streamed (most runs).
+        self.out = Chunks.of_run(spec, settings, saver is not None)
 
     @property
     def saved_id(self) -> str | None:
@@ -144,8 +149,9 @@ class RunLoop:
             )
         if isinstance(input, Command):
             yield from self._resume(input, record)
-        elif self.s.nested and record is not None:
+        elif self.s.nested and record is not None and not self._starts_anew(record):
             self._resume_nested(record)
+            yield from self._emit_values()
         elif input is None:
             yield from self._continue(record)
         else:
@@ -155,7 +161,7 @@ class RunLoop:
     def _begin(self, input: Any, record: CheckpointRecord | None) -> Generator[Effect, Any, None]:
         """New input: an ``input`` checkpoint whose START task carries the input."""
         schema = self.spec.schema
-        updates = updates_of(schema, "input", schema.input_values(input))
+        updates = updates_of(schema, "input", self.spec.input_updates(input))
         cp_id = self._new_id()
         if record is None:
             values, step = schema.initial_values(), -1
@@ -171,22 +177,27 @@ class RunLoop:
         yield from self._commit(cp, "input", [write])
 
     def _continue(self, record: CheckpointRecord | None) -> Generator[Effect, Any, None]:
-        """``invoke(None)``: go on from the latest checkpoint, or replay from an older one."""
+        """``invoke(None)``: go on from the latest checkpoint, or replay from an older one.
+
+        Either way the step it starts with does not stop at ``interrupt_before`` again.
+        """
         if record is None:
             raise NothingToResumeError(
                 f"thread {self.s.thread_id!r} has no checkpoint to continue; pass an input"
             )
-        if self.s.checkpoint_id is None:
+        if self.s.checkpoint_id is None or (
+            may_continue_at(record) and (yield Load(None)).checkpoint.id == record.checkpoint.id
+        ):
             self._adopt(record)
+            self._pass_breakpoint()
             yield from self._emit_values()
             return
-        base = record.checkpoint
-        self.saved = base
+        self.saved = record.checkpoint
         self.fork_next = True
-        fork = dataclasses.replace(
-            base, id=self._new_id(), parent_id=base.id, created_at=self._now()
-        )
-        yield from self._commit(fork, "fork", _carried_inputs(record, fork))
+        fork = fork_of(record, self._new_id(), self._now())
+        yield from self._commit(fork, "fork", carried_inputs(record, fork))
+        self._pass_breakpoint()
+        yield from self._emit_values()
 
     def _resume(
         self, command: Command, record: CheckpointRecord | None
@@ -220,13 +231,21 @@ class RunLoop:
             self._add_write(spare)
             yield from self._emit_values()
             return
-        answers = _match_answers(command.resume, pending)
+        answers = match_answers(command.resume, pending)
         self._record_answers(answers, pending)
         yield from self._emit_values()
+
+    def _starts_anew(self, record: CheckpointRecord) -> bool:
+        """A checkpointer=True subgraph takes this call's input unless the parent's task that
+        stopped inside it runs again (a resume or retry, from the same parent checkpoint)."""
+        if not self.s.persistent:
+            return False
+        return not record.checkpoint.next or record.metadata.get("parents") != self.s.parents
 
     def _resume_nested(self, record: CheckpointRecord) -> None:
         """A subgraph re-entered by its parent's task: continue it, with any answers for it."""
         self._adopt(record)
+        self._pass_breakpoint()
         pending = self._pending_interrupts()
         answers = {
             i.id: self.s.parent_answers[i.id] for _, i in pending if i.id in self.s.parent_answers
@@ -240,6 +259,9 @@ class RunLoop:
         while True:
             cp = self._cp()
             tasks = tasks_of(self.spec, cp, self.s.ns, self._task_id)
+            out = self.out
+            if out is not None:
+                yield from out.checkpoint(cp, self.meta, tasks, self.writes)
             if not tasks:
                 yield from self._flush()
                 return self._output()
@@ -260,21 +282,20 @@ class RunLoop:
                     )
                 if not self.writes and _hits(self.s.interrupt_before, runnable):
                     return (yield from self._breakpoint(runnable))
-                if "debug" in self.s.stream_modes:
-                    for task in runnable:
-                        event = _debug("task", cp.step + 1, id=task.id, name=task.name)
-                        yield from self._emit("debug", event)
+                if out is not None:
+                    yield from out.step_starts(cp.step + 1, cp.values, tasks, self.writes)
                 outcomes = yield self._execute(runnable, cp)
                 steps_run += 1
-                if "debug" in self.s.stream_modes:  # a cached task has no result event
-                    for o in (o for o in outcomes if not o.cached):
-                        yield from self._emit("debug", _task_result_event(cp.step + 1, o))
                 if self._keep(outcomes):
                     return (yield from self._stop(outcomes))
             yield from self._advance(tasks)
             if _hits(self.s.interrupt_after, runnable):
                 yield from self._flush()
-                yield from self._emit("updates", {INTERRUPT_KEY: ()})
+                if out is not None:  # the next step, which would stream it, does not run
+                    after = self._cp()
+                    planned = tasks_of(self.spec, after, self.s.ns, self._task_id)
+                    yield from out.checkpoint(after, self.meta, planned, self.writes)
+                    yield from out.breakpoint()
                 return self._output()
 
     def _execute(self, runnable: list[Task], cp: Checkpoint) -> Execute:
@@ -293,7 +314,8 @@ class RunLoop:
     def _step_env(self, values: dict[str, Any], checkpoint_id: str) -> StepEnv:
         """What the tasks of a step share; made once per run (the driver has set the writer)."""
         if self._env is None:
-            self._env = StepEnv.of_run(self.spec, self.saver, self.store, self.s)
+            saver = self.saver if self.saver is not None else self.s.lent_saver
+            self._env = StepEnv.of_run(self.spec, saver, self.store, self.s)
         return self._env.at(values, checkpoint_id)
 
     def _keep(self, outcomes: list[Outcome]) -> bool:
@@ -306,8 +328,7 @@ class RunLoop:
                 continue
             complete = False
             if o.error is not None:
-                error = {"type": type(o.error).__name__, "message": str(o.error)}
-                self._add_write(TaskWrite(t.id, t.name, "error", error))
+                self._add_write(TaskWrite(t.id, t.name, "error", error_value(o.error)))
             elif o.parent_command is None:
                 self._add_write(TaskWrite(t.id, t.name, "interrupt", o.interrupts))
         return not complete
@@ -322,9 +343,8 @@ class RunLoop:
         if failed is not None:
             raise failed
         interrupts = tuple(i for _, i in self._pending_interrupts())
-        yield from self._emit("updates", {INTERRUPT_KEY: interrupts})
-        if interrupts:
-            yield from self._emit("values", {INTERRUPT_KEY: interrupts})
+        if self.out is not None:
+            yield from self.out.interrupted(self._cp(), outcomes)
         if self.s.nested:
             raise GraphInterrupt(interrupts)
         return self._output(interrupts)
@@ -345,25 +365,26 @@ class RunLoop:
                 new_id,
             )
             next_, barriers = plan_next(self.spec, cp.barriers, [(n, r.routes) for n, r in results])
-        except ThreadlineError:
-            yield from self._flush()
-            raise
         except Exception as exc:
+            error = exc if isinstance(exc, ThreadlineError) else _reducer_error(exc, cp.step + 1)
+            # Saved with the step's results, so the thread shows the step as not done (and why)
+            self._add_write(TaskWrite(STEP_TASK, STEP_TASK, "error", error_value(error)))
             yield from self._flush()
-            raise InvalidUpdateError(
-                f"a reducer failed while applying step {cp.step + 1}: {exc}"
-            ) from exc
+            if error is exc:
+                raise
+            raise error from exc
         updated_by = tuple(dict.fromkeys([n for n, _ in results if n != START]))
         new = self._checkpoint(values, versions, next_, barriers, updated_by, cp.step + 1, new_id)
         yield from self._commit(new, "loop", [])
-        if "values" in self.s.stream_modes:
-            yield Emit("values", dict(new.values))
+        if self.out is not None:
+            yield from self.out.step_applied(new.values, [r.updates for _, r in results])
 
     def _breakpoint(self, runnable: list[Task]) -> Generator[Effect, Any, dict[str, Any]]:
         names = tuple(dict.fromkeys(t.name for t in runnable))
         self._add_writes([TaskWrite(BREAKPOINT_TASK, BREAKPOINT_TASK, "breakpoint", names)])
         yield from self._flush()
-        yield from self._emit("updates", {INTERRUPT_KEY: ()})
+        if self.out is not None:
+            yield from self.out.breakpoint()
         if self.s.nested:
             raise GraphInterrupt(())
         return self._output()
@@ -396,7 +417,8 @@ class RunLoop:
     ) -> Generator[Effect, Any, None]:
         """Make ``cp`` current; save it now unless durability is ``exit``."""
         self.current = cp
-        self.meta = {**self.s.metadata, "source": source, "step": cp.step, "parents": {}}
+        self.meta = {**self.s.metadata, "source": source, "step": cp.step}
+        self.meta["parents"] = dict(self.s.parents)
         self.writes = {}
         self.unsaved_writes = []
         if writes:
@@ -404,17 +426,6 @@ class RunLoop:
         self.dirty = True
         if self.saver is not None and self.s.durability != "exit":
             yield from self._flush()
-        if "debug" in self.s.stream_modes:
-            yield from self._emit(
-                "debug",
-                _debug(
-                    "checkpoint",
-                    cp.step,
-                    values=dict(cp.values),
-                    next=self._next_names(),
-                    metadata=self.meta,
-                ),
-            )
 
     def _flush(self) -> Generator[Effect, Any, None]:
         """Save what is not saved yet: the current checkpoint and/or its new writes."""
@@ -464,6 +475,14 @@ class RunLoop:
             by_task[write.task_id] = TaskWrite(write.task_id, write.task_name, "resume", merged)
         self._add_writes(by_task.values())
 
+    def _pass_breakpoint(self) -> None:
+        """Mark the current step as started, so its ``interrupt_before`` does not stop it.
+
+        Not saved on its own: it only lives until the step completes.
+        """
+        marker = TaskWrite(BREAKPOINT_TASK, BREAKPOINT_TASK, "breakpoint", ())
+        self.writes.setdefault((BREAKPOINT_TASK, "breakpoint"), marker)
+
     def _adopt(self, record: CheckpointRecord) -> None:
         self.current = record.checkpoint
         self.meta = dict(record.metadata)
@@ -484,84 +503,23 @@ class RunLoop:
         return tuple(p.name for p in self._cp().next)
 
     def _output(self, interrupts: tuple[Interrupt, ...] = ()) -> dict[str, Any]:
-        values = dict(self._cp().values)
+        values = self.spec.output_values(self._cp().values)
         if interrupts:
             values[INTERRUPT_KEY] = list(interrupts)
         return values
 
-    def _emit(self, mode: str, payload: Any) -> Generator[Effect, Any, None]:
-        if mode in self.s.stream_modes:
-            yield Emit(mode, payload)
-
     def _emit_values(self) -> Generator[Effect, Any, None]:
-        if "values" in self.s.stream_modes:
-            yield Emit("values", dict(self._cp().values))
+        if self.out is not None:
+            yield from self.out.input_values(self._cp().values)
 
 
-def storage_hints(saved: Checkpoint | None, cp: Checkpoint) -> StorageHints:
-    """Which values of ``cp`` are new since ``saved``, and which of them only grew a list."""
-    if saved is None:
-        return StorageHints(frozenset(cp.values))
-    before = saved.versions
-    changed = frozenset([k for k, v in cp.versions.items() if before.get(k) != v])
-    extends: dict[str, tuple[str, int]] = {}
-    for key in changed:
-        new = cp.values[key]
-        if isinstance(new, list) and key in before and _grew(old := saved.values.get(key), new):
-            extends[key] = (before[key], len(old))
-    return StorageHints(changed, extends)
+def error_value(error: BaseException) -> dict[str, str]:
+    """How a task's (or a step's) error is saved: its type name and message, never the object."""
+    return {"type": type(error).__name__, "message": str(error)}
 
 
-def _grew(old: Any, new: Any) -> bool:
-    """``new`` is ``old`` plus items at the end (items compare by identity first: cheap)."""
-    if not (isinstance(old, list) and isinstance(new, list)) or len(new) <= len(old):
-        return False
-    try:
-        return new[: len(old)] == old
-    except Exception:
-        return False
-
-
-def pending_interrupts(writes: Iterable[TaskWrite]) -> list[tuple[TaskWrite, Interrupt]]:
-    """Interrupts of tasks that have not finished since, in the order they were saved."""
-    writes = list(writes)
-    finished = {w.task_id for w in writes if w.kind == "result"}
-    return [
-        (w, i)
-        for w in writes
-        if w.kind == "interrupt" and w.task_id not in finished
-        for i in w.value
-    ]
-
-
-def _match_answers(resume: Any, pending: list[tuple[TaskWrite, Interrupt]]) -> dict[str, Any]:
-    """A map ``{interrupt_id: value}``, or a bare value when exactly one interrupt waits."""
-    ids = [i.id for _, i in pending]
-    if isinstance(resume, dict) and resume and all(k in ids for k in resume):
-        return dict(resume)
-    if len(pending) == 1:
-        return {ids[0]: resume}
-    raise InvalidResumeError(
-        f"{len(pending)} interrupts are waiting; resume with a dict mapping interrupt id to value "
-        f"(ids: {', '.join(ids)}). Nothing was resumed."
-    )
-
-
-def _carried_inputs(record: CheckpointRecord, fork: Checkpoint) -> list[TaskWrite]:
-    """A run's input, carried to a fork of its ``input`` checkpoint.
-
-    Replaying re-runs the nodes after a checkpoint, but the START task is not a node: what it
-    produces is the input given to ``invoke``, saved as its result, so the fork keeps it.
-    """
-    base = record.checkpoint
-    saved = {(w.task_id, w.kind): w for w in record.pending_writes}
-    carried = []
-    for index, planned in enumerate(base.next):
-        write = saved.get((task_id(base.id, index, START), "result"))
-        if planned.name == START and write is not None:
-            new_id = task_id(fork.id, index, START)
-            carried.append(TaskWrite(new_id, START, "result", write.value))
-    return carried
+def _reducer_error(exc: Exception, step: int) -> InvalidUpdateError:
+    return InvalidUpdateError(f"a reducer failed while applying step {step}: {exc}")
 
 
 def _hits(names: frozenset[str], tasks: list[Task]) -> bool:
@@ -572,25 +530,13 @@ def _hits(names: frozenset[str], tasks: list[Task]) -> bool:
     return any(t.name in names for t in tasks)
 
 
-def _debug(kind: str, step: int, **payload: Any) -> dict[str, Any]:
-    return {"type": kind, "step": step, "timestamp": now_iso(), "payload": payload}
-
-
-def _task_result_event(step: int, o: Outcome) -> dict[str, Any]:
-    return _debug(
-        "task_result",
-        step,
-        id=o.task.id,
-        name=o.task.name,
-        result=dict(o.result.updates) if o.result else None,
-        error=repr(o.error) if o.error else None,
-        interrupts=o.interrupts,
-    )
-
-
-def _run_local_ids() -> Callable[[], str]:
+def _run_local_ids(ns: str) -> Callable[[], str]:
     """Ids for the checkpoints of a run without a saver: unique within the run (task ids are
-    derived from them), made without the lock and clock of ``new_checkpoint_id``."""
-    prefix = f"run-{secrets.token_hex(8)}-"
+    derived from them), made without the lock and clock of ``new_checkpoint_id``.
+
+    A subgraph run gets the same ids whenever its parent's task runs again (its namespace is
+    stable), so the interrupt ids of a checkpointer=False subgraph match their answers.
+    """
+    prefix = f"{ns}-" if ns else f"run-{secrets.token_hex(8)}-"
     counter = itertools.count()
     return lambda: f"{prefix}{next(counter):08x}"

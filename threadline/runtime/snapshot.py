@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from threadline.checkpoint.base import CheckpointRecord, PlannedTask, TaskWrite
@@ -11,7 +10,9 @@ from threadline.clock import now_iso
 from threadline.constants import START
 from threadline.errors import InvalidUpdateError
 from threadline.graph.spec import GraphSpec
-from threadline.runtime.loop import BREAKPOINT_TASK, pending_interrupts, storage_hints
+from threadline.runtime.answers import pending_interrupts
+from threadline.runtime.hints import storage_hints
+from threadline.runtime.loop import STEP_TASK
 from threadline.runtime.planning import plan_next, task_id, tasks_of
 from threadline.runtime.task import StepEnv, start_result
 from threadline.runtime.writes import apply_writes, normalize_output
@@ -31,16 +32,19 @@ def checkpoint_config(thread_id: str, ns: str, checkpoint_id: str | None) -> dic
 def snapshot_of(spec: GraphSpec, record: CheckpointRecord) -> StateSnapshot:
     cp = record.checkpoint
     writes = {(w.task_id, w.kind): w for w in record.pending_writes}
+    # The step ran but its writes could not be applied (two nodes set one key): every task
+    # of it is still to do, and shows why
+    step_error = writes.get((STEP_TASK, "error"))
     tasks = []
     for task in tasks_of(spec, cp, record.checkpoint_ns):
         result = writes.get((task.id, "result"))
-        error = writes.get((task.id, "error"))
+        error = step_error or (writes.get((task.id, "error")) if not result else None)
         interrupts = writes.get((task.id, "interrupt"))
         tasks.append(
             SnapshotTask(
                 id=task.id,
                 name=task.name,
-                error=_error_text(error) if error and not result else None,
+                error=_error_text(error) if error else None,
                 interrupts=tuple(interrupts.value) if interrupts and not result else (),
                 result=dict(result.value.updates) if result else None,
             )
@@ -51,8 +55,8 @@ def snapshot_of(spec: GraphSpec, record: CheckpointRecord) -> StateSnapshot:
         else None
     )
     return StateSnapshot(
-        values=dict(cp.values),
-        next=tuple(t.name for t in tasks if t.result is None or t.name == START),
+        values=spec.state_values(cp.values),
+        next=tuple(t.name for t in tasks if t.result is None or t.name == START or step_error),
         config=checkpoint_config(record.thread_id, record.checkpoint_ns, cp.id),
         metadata=dict(record.metadata),
         created_at=cp.created_at,
@@ -108,10 +112,9 @@ def updated_record(
         routes = _routes_after(spec, node, base_values, updates, gotos)
     next_, barriers = plan_next(spec, barriers, [(node, routes)])
     cp = _new_checkpoint(cp_id, parent, step, new_values, new_versions, next_, barriers, node)
-    writes = _carried_breakpoint(record, cp.id)
     meta = {**metadata, "source": "update", "step": step, "parents": {}}
     hints = storage_hints(record.checkpoint if record else None, cp)
-    return CheckpointRecord(thread_id, "", cp, meta, writes, hints)
+    return CheckpointRecord(thread_id, "", cp, meta, (), hints)
 
 
 def _writer(spec: GraphSpec, record: CheckpointRecord | None, as_node: str | None) -> str:
@@ -167,15 +170,6 @@ def _new_checkpoint(
         created_at=now_iso(),
         barriers=barriers,
         updated_by=(node,) if node != START else (),
-    )
-
-
-def _carried_breakpoint(record: CheckpointRecord | None, new_id: str) -> tuple[TaskWrite, ...]:
-    """Editing state at a breakpoint keeps it passed, so ``invoke(None)`` then goes on."""
-    if record is None:
-        return ()
-    return tuple(
-        dataclasses.replace(w) for w in record.pending_writes if w.task_id == BREAKPOINT_TASK
     )
 
 

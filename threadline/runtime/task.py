@@ -54,8 +54,11 @@ class Task:
     answers: dict[str, Any] = field(default_factory=dict)
 
     def node_input(self, env: StepEnv) -> Any:
-        """A ``Send`` task gets its argument; others the state as the step began."""
-        return self.input if self.send else env.spec.schema.node_input(env.values)
+        """A ``Send`` task gets its argument; others the state as the step began, as the
+        node's own input schema reads it, if it has one."""
+        if self.send:
+            return self.input
+        return (self.node.reader or env.spec.schema).node_input(env.values)
 
 
 @dataclass(slots=True)
@@ -90,6 +93,9 @@ class StepEnv:
     spare: SpareAnswer | None = None
     thread_id: str | None = None
     checkpoint_id: str = ""  # the checkpoint the step started from
+    # The checkpoints of the runs above this one by namespace: a subgraph a task runs records
+    # them as its checkpoints' ``parents``
+    parents: Mapping[str, str] = field(default_factory=dict)
     context: Any = None  # ``invoke(..., context=...)``
     cache: BaseCache[Any] | None = None  # ``compile(cache=...)``
 
@@ -107,6 +113,7 @@ class StepEnv:
             s.sink,
             s.stream_modes,
             thread_id=s.thread_id,
+            parents=s.parents,
             context=s.context,
             cache=s.cache,
         )
@@ -358,7 +365,8 @@ def _branch_state(task: Task, env: StepEnv, updates: Update) -> Any:
     """A branch sees the state as its node left it: the step's start plus this node's writes."""
     schema = env.spec.schema
     local, _ = apply_writes(schema, env.values, {}, [(task.name, updates)], "")
-    return schema.node_input(local)
+    reader = task.node.reader if task.node is not None else None
+    return (reader or schema).node_input(local)
 
 
 def _call_branch(branch: Branch, state: Any, ctx: TaskContext) -> Any:

@@ -123,3 +123,8 @@ def is_pydantic(cls: type) -> bool:
     pydantic = sys.modules.get("pydantic")
     base = getattr(pydantic, "BaseModel", None)
     return base is not None and issubclass(cls, base)
+
+
+def set_kind(cls: type, kind: Record) -> None:
+    """Store ``cls`` with ``kind`` rather than the kind ``describe`` would work out."""
+    _cache[cls] = kind

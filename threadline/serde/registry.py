@@ -6,6 +6,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
+from threadline.serde import known as known_classes
+
 T = TypeVar("T", bound=type)
 
 _lock = threading.Lock()
@@ -29,6 +31,11 @@ def register(cls: Any = None, *, name: str | None = None) -> Any:
 
     def apply(klass: T) -> T:
         key = name or f"{klass.__module__}.{klass.__qualname__}"
+        if key.startswith(known_classes.PREFIX):
+            raise ValueError(
+                f"serde names starting with {known_classes.PREFIX!r} are threadline's own (chat "
+                f"messages, stored without registering); register {klass!r} under another name"
+            )
         with _lock:
             known = _by_name.get(key)
             if known is not None and known is not klass and _same_origin(known, klass) is False:
@@ -48,10 +55,23 @@ def _same_origin(a: type, b: type) -> bool:
 
 
 def name_of(cls: type) -> str | None:
-    """The registered name of ``cls``, or ``None`` if it was never registered."""
-    return _by_class.get(cls)
+    """The registered name of ``cls`` (or of a known class: see ``known``), else ``None``."""
+    name = _by_class.get(cls)
+    if name is None:
+        name = known_classes.name_for(cls)
+        if name is not None:
+            with _lock:
+                _by_class[cls] = name
+    return name
 
 
 def lookup(name: str) -> type | None:
-    """The class registered under ``name``, or ``None``."""
-    return _by_name.get(name)
+    """The class registered under ``name`` (or a known class: see ``known``), else ``None``."""
+    cls = _by_name.get(name)
+    if cls is None:
+        cls = known_classes.class_for(name)
+        if cls is not None:
+            with _lock:
+                _by_name[name] = cls
+                _by_class[cls] = name
+    return cls

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from threadline.store.base import BaseStore, Item
+from threadline.store.base import BaseStore
+from threadline.store.item import Item, SearchItem
 from threadline.store.memory import InMemoryStore
 from threadline.store.sqlite import SqliteStore
 
@@ -17,7 +18,15 @@ if TYPE_CHECKING:
     from threadline.store.postgres import PostgresStore
     from threadline.store.redis import RedisStore
 
-__all__ = ["BaseStore", "InMemoryStore", "Item", "PostgresStore", "RedisStore", "SqliteStore"]
+__all__ = [
+    "BaseStore",
+    "InMemoryStore",
+    "Item",
+    "PostgresStore",
+    "RedisStore",
+    "SearchItem",
+    "SqliteStore",
+]
 
 _LAZY = {
     "PostgresStore": "threadline.store.postgres",

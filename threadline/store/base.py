@@ -1,13 +1,14 @@
-"""Long-term memory shared across threads: the ``Item`` record and the ``BaseStore`` contract.
+"""Long-term memory shared across threads: the ``BaseStore`` contract.
 
 A checkpoint belongs to one thread; a store holds what every thread may read (user profiles,
-learned facts). Method shapes follow LangGraph's ``BaseStore`` so code ports over, with three
-deliberate differences: ``ttl`` is in seconds (LangGraph: minutes), namespace prefixes take no
-``"*"`` wildcards, and ``search`` has no semantic ``query``.
+learned facts). Method shapes follow LangGraph's ``BaseStore`` so code ports over, with two
+deliberate differences: ``ttl`` is in seconds (LangGraph: minutes), and namespace prefixes take
+no ``"*"`` wildcards. Semantic search (``index=`` on the store, ``search(query=...)``) follows
+LangGraph's configuration and scores; see ``threadline.store.semantic``.
 
 ``BaseStore`` does everything backend-independent once — validation, the clock, TTL arithmetic,
-filter parsing — and calls small ``_``-prefixed hooks, so every backend rejects the same bad
-input with the same message and the shared conformance tests pin one behaviour.
+filter parsing, embedding — and calls small ``_``-prefixed hooks, so every backend rejects the
+same bad input with the same message and the shared conformance tests pin one behaviour.
 
 Bad input raises ``ValueError`` (as LangGraph's ``InvalidNamespaceError`` does), never a
 backend-specific error.
@@ -16,51 +17,29 @@ backend-specific error.
 from __future__ import annotations
 
 import asyncio
-import json
 import math
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, ParamSpec, Self, TypeVar
 
 from threadline.errors import InvalidStoreInputError
+from threadline.store.filters import Condition, parse_filter
+from threadline.store.item import Item, Namespace, SearchItem
+from threadline.store.semantic import (
+    FieldVectors,
+    IndexConfig,
+    PutIndex,
+    Vector,
+    check_put_index,
+    parse_index,
+)
 
-Namespace = tuple[str, ...]
-Condition = tuple[str, str, Any]
-"""One parsed filter term: ``(field, operator, operand)``, e.g. ``("age", "$gte", 18)``."""
-
-OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
-_RANGE_OPERATORS = frozenset({"$gt", "$gte", "$lt", "$lte"})
+__all__ = ["BaseStore", "IndexConfig", "Item", "Namespace", "SearchItem"]
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
-
-
-@dataclass(frozen=True, slots=True)
-class Item:
-    """A stored value with its address and timestamps (tz-aware UTC).
-
-    ``expires_at`` is ``None`` for items put without a ``ttl``.
-    """
-
-    value: dict[str, Any]
-    key: str
-    namespace: Namespace
-    created_at: datetime
-    updated_at: datetime
-    expires_at: datetime | None = None
-
-    def dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (LangGraph's ``Item.dict()`` shape plus ``expires_at``)."""
-        return {
-            "namespace": list(self.namespace),
-            "key": self.key,
-            "value": self.value,
-            "created_at": self.created_at.isoformat(),
-            "updated_at": self.updated_at.isoformat(),
-            "expires_at": self.expires_at.isoformat() if self.expires_at else None,
-        }
 
 
 def _utc_now() -> datetime:
@@ -89,25 +68,41 @@ class BaseStore(ABC):
         self.close()
 
     def __init__(
-        self, *, clock: Callable[[], datetime] | None = None, refresh_on_read: bool = True
+        self,
+        *,
+        clock: Callable[[], datetime] | None = None,
+        refresh_on_read: bool = True,
+        index: Mapping[str, Any] | None = None,
     ) -> None:
         self._clock = clock or _utc_now
         self.refresh_on_read = refresh_on_read
+        self._index = parse_index(index)
 
     # -- public sync API ------------------------------------------------------------------------
 
     def put(
-        self, namespace: Namespace, key: str, value: dict[str, Any], *, ttl: float | None = None
+        self,
+        namespace: Namespace,
+        key: str,
+        value: dict[str, Any],
+        index: PutIndex = None,
+        *,
+        ttl: float | None = None,
     ) -> None:
         """Create or replace an item. Replacing keeps ``created_at`` and resets the TTL.
 
         ``ttl`` (seconds) makes the item vanish that long after this write; ``None`` keeps it
-        forever.
+        forever. On a store with an ``index``, ``index`` chooses what is embedded for semantic
+        search: ``None`` the store's fields, ``False`` nothing (the item is then found by
+        ``query`` searches only on ``InMemoryStore``, unscored), or a list of field paths.
+        Without an ``index`` it is checked and has no effect, as in LangGraph.
         """
-        _check_item_address(namespace, key)
-        if not isinstance(value, dict):
-            raise InvalidStoreInputError(f"store value must be a dict, got {type(value).__name__}")
-        self._put(namespace, key, value, self._now(), _check_ttl(ttl))
+        ttl, index = _check_put(namespace, key, value, index, ttl)
+        vectors = None
+        if self._index is not None:
+            fields, texts = _unzip(self._index.texts(value, index))
+            vectors = list(zip(fields, self._index.embed_documents(texts), strict=True))
+        self._put(namespace, key, value, self._now(), ttl, vectors)
 
     def get(
         self, namespace: Namespace, key: str, *, refresh_ttl: bool | None = None
@@ -126,26 +121,30 @@ class BaseStore(ABC):
         namespace_prefix: Namespace,
         /,
         *,
+        query: str | None = None,
         filter: Mapping[str, Any] | None = None,
         limit: int = 10,
         offset: int = 0,
-    ) -> list[Item]:
+    ) -> list[SearchItem]:
         """Live items whose namespace starts with ``namespace_prefix`` (whole labels; ``()``
-        matches all) and whose value satisfies ``filter``.
+        matches all) and whose value satisfies ``filter``, as ``SearchItem``s.
 
-        Ordered by ``updated_at`` newest first — recent memories are usually the relevant ones,
-        and it is what LangGraph's SQL stores do (its in-memory store uses insertion order).
-        Ties break by namespace (labels joined with ``"."``) then key, ascending in code-point
-        order, so every backend pages identically.
+        Without a ``query`` every ``score`` is ``None`` and the order is LangGraph's for the
+        backend: ``InMemoryStore`` keeps insertion order (a namespace's items after the
+        namespace's first item, an overwritten item in its old place); the durable stores put the
+        newest ``updated_at`` first, ties broken by namespace text then key (code-point order).
+
+        With a ``query`` on a store with an ``index``, ``score`` is the cosine similarity between
+        the query's vector and the item's best vector, and results come best first (ties in the
+        order above). A query on a store without an ``index`` is ignored with a warning, as
+        LangGraph ignores it.
 
         ``filter`` maps top-level value fields to a value (equality) or an operator dict such as
         ``{"$gte": 18}``; see ``parse_filter``.
         """
-        _check_labels(namespace_prefix, "namespace_prefix")
-        conditions = parse_filter(filter)
-        _check_count(limit, "limit")
-        _check_count(offset, "offset")
-        return self._search(namespace_prefix, conditions, limit, offset, self._now())
+        conditions = self._check_search(namespace_prefix, query, filter, limit, offset)
+        vector = self._index.embed_query(query) if query and self._index else None
+        return self._search(namespace_prefix, conditions, limit, offset, self._now(), vector)
 
     def delete(self, namespace: Namespace, key: str) -> None:
         """Remove an item; deleting a missing item is a no-op."""
@@ -185,9 +184,20 @@ class BaseStore(ABC):
     # -- public async API -----------------------------------------------------------------------
 
     async def aput(
-        self, namespace: Namespace, key: str, value: dict[str, Any], *, ttl: float | None = None
+        self,
+        namespace: Namespace,
+        key: str,
+        value: dict[str, Any],
+        index: PutIndex = None,
+        *,
+        ttl: float | None = None,
     ) -> None:
-        await self._call(self.put, namespace, key, value, ttl=ttl)
+        ttl, index = _check_put(namespace, key, value, index, ttl)
+        vectors = None
+        if self._index is not None:
+            fields, texts = _unzip(self._index.texts(value, index))
+            vectors = list(zip(fields, await self._index.aembed_documents(texts), strict=True))
+        await self._call(self._put, namespace, key, value, self._now(), ttl, vectors)
 
     async def aget(
         self, namespace: Namespace, key: str, *, refresh_ttl: bool | None = None
@@ -199,12 +209,15 @@ class BaseStore(ABC):
         namespace_prefix: Namespace,
         /,
         *,
+        query: str | None = None,
         filter: Mapping[str, Any] | None = None,
         limit: int = 10,
         offset: int = 0,
-    ) -> list[Item]:
+    ) -> list[SearchItem]:
+        conditions = self._check_search(namespace_prefix, query, filter, limit, offset)
+        vector = await self._index.aembed_query(query) if query and self._index else None
         return await self._call(
-            self.search, namespace_prefix, filter=filter, limit=limit, offset=offset
+            self._search, namespace_prefix, conditions, limit, offset, self._now(), vector
         )
 
     async def adelete(self, namespace: Namespace, key: str) -> None:
@@ -238,8 +251,13 @@ class BaseStore(ABC):
         value: dict[str, Any],
         now: datetime,
         ttl: float | None,
+        vectors: FieldVectors | None,
     ) -> None:
-        """Upsert. An existing *live* item keeps its ``created_at``; an expired one does not."""
+        """Upsert. An existing *live* item keeps its ``created_at``; an expired one does not.
+
+        ``vectors`` (only on a store with an ``index``) replace the item's vectors; ``[]``
+        leaves it with none.
+        """
 
     @abstractmethod
     def _get(self, namespace: Namespace, key: str, now: datetime, refresh: bool) -> Item | None:
@@ -253,8 +271,10 @@ class BaseStore(ABC):
         limit: int,
         offset: int,
         now: datetime,
-    ) -> list[Item]:
-        """Live matches in the order ``search`` documents, sliced by ``offset``/``limit``."""
+        query: Vector | None,
+    ) -> list[SearchItem]:
+        """Live matches in the order ``search`` documents, sliced by ``offset``/``limit``;
+        ``query`` (only on a store with an ``index``) ranks them by similarity."""
 
     @abstractmethod
     def _delete(self, namespace: Namespace, key: str) -> None:
@@ -275,6 +295,28 @@ class BaseStore(ABC):
     async def _call(self, fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
         """Run a sync method for an async twin; a worker thread keeps blocking I/O off the loop."""
         return await asyncio.to_thread(fn, *args, **kwargs)
+
+    def _check_search(
+        self,
+        prefix: object,
+        query: object,
+        filter: Mapping[str, Any] | None,
+        limit: object,
+        offset: object,
+    ) -> list[Condition]:
+        _check_labels(prefix, "namespace_prefix")
+        if query is not None and not isinstance(query, str):
+            raise InvalidStoreInputError(f"query must be a string or None, got {query!r}")
+        conditions = parse_filter(filter)
+        _check_count(limit, "limit")
+        _check_count(offset, "offset")
+        if query and self._index is None:
+            warnings.warn(
+                f"{type(self).__name__} was made without index=..., so search ignores "
+                f"query={query!r} (pass index={{'embed': ..., 'dims': ...}} to rank by meaning)",
+                stacklevel=3,
+            )
+        return conditions
 
     def _now(self) -> datetime:
         now = self._clock()
@@ -330,95 +372,17 @@ def _check_count(n: object, what: str) -> None:
         raise InvalidStoreInputError(f"{what} must be a non-negative int, got {n!r}")
 
 
-# -- filters ------------------------------------------------------------------------------------
+def _check_put(
+    namespace: object, key: object, value: object, index: object, ttl: object
+) -> tuple[float | None, PutIndex]:
+    _check_item_address(namespace, key)
+    if not isinstance(value, dict):
+        raise InvalidStoreInputError(f"store value must be a dict, got {type(value).__name__}")
+    return _check_ttl(ttl), check_put_index(index)
 
 
-def parse_filter(filter: Mapping[str, Any] | None) -> list[Condition]:
-    """Validate a ``search`` filter and flatten it into ``(field, operator, operand)`` terms.
-
-    ``{"kind": "fact"}`` is equality. A dict whose keys start with ``"$"`` is a set of operators
-    that must all hold: ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``; any other key in
-    it is an error. A dict without ``"$"`` keys is compared for equality as a whole. Backends
-    translate the flat terms (to SQL, say) instead of re-parsing the dict.
-    """
-    if filter is None:
-        return []
-    if not isinstance(filter, Mapping):
-        raise InvalidStoreInputError(f"filter must be a dict, got {type(filter).__name__}")
-    conditions: list[Condition] = []
-    for field, spec in filter.items():
-        if not isinstance(field, str):
-            raise InvalidStoreInputError(f"filter fields must be strings, got {field!r}")
-        if field.startswith("$"):
-            raise InvalidStoreInputError(
-                f"unsupported filter operator {field!r} at top level; filters are field -> "
-                f"value or field -> {{operator: value}}"
-            )
-        if isinstance(spec, Mapping) and any(str(k).startswith("$") for k in spec):
-            for op, operand in spec.items():
-                if op not in OPERATORS:
-                    raise InvalidStoreInputError(
-                        f"unsupported filter operator {op!r} on field {field!r}; "
-                        f"use one of {', '.join(sorted(OPERATORS))}"
-                    )
-                if op in _RANGE_OPERATORS and not _orderable(operand):
-                    raise InvalidStoreInputError(
-                        f"filter operator {op!r} on field {field!r} needs a number or string, "
-                        f"got {operand!r}"
-                    )
-                conditions.append((field, op, operand))
-        else:
-            conditions.append((field, "$eq", spec))
-    return conditions
-
-
-def matches(value: Mapping[str, Any], conditions: list[Condition]) -> bool:
-    """True when ``value`` satisfies every parsed condition (JSON semantics, for all backends).
-
-    A missing field satisfies only ``$ne`` (as in MongoDB). ``True`` never equals ``1``, because
-    JSON keeps booleans and numbers apart. Range operators compare number with number or string
-    with string (code-point order); any other pairing is simply no match.
-    """
-    for field, op, operand in conditions:
-        present = field in value
-        actual = value.get(field)
-        if op == "$eq":
-            ok = present and _json_equal(actual, operand)
-        elif op == "$ne":
-            ok = not (present and _json_equal(actual, operand))
-        elif not present or not _comparable(actual, operand):
-            ok = False
-        elif op == "$gt":
-            ok = actual > operand
-        elif op == "$gte":
-            ok = actual >= operand
-        elif op == "$lt":
-            ok = actual < operand
-        else:  # "$lte"; parse_filter admits nothing else
-            ok = actual <= operand
-        if not ok:
-            return False
-    return True
-
-
-def _orderable(x: object) -> bool:
-    return isinstance(x, int | float | str) and not isinstance(x, bool)
-
-
-def _comparable(a: object, b: object) -> bool:
-    if not (_orderable(a) and _orderable(b)):
-        return False
-    return isinstance(a, str) == isinstance(b, str)
-
-
-def _json_equal(a: object, b: object) -> bool:
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if isinstance(a, Mapping) and isinstance(b, Mapping):
-        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
-    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
-        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b, strict=True))
-    return a == b
+def _unzip(pairs: list[tuple[str, str]]) -> tuple[list[str], list[str]]:
+    return [a for a, _ in pairs], [b for _, b in pairs]
 
 
 # -- helpers for backends -----------------------------------------------------------------------
@@ -433,13 +397,6 @@ def namespace_matches(namespace: Namespace, prefix: Namespace, suffix: Namespace
     )
 
 
-def sort_items(items: list[Item]) -> list[Item]:
-    """Sort in ``search`` order: ``updated_at`` newest first, then namespace text, then key."""
-    items = sorted(items, key=lambda it: (".".join(it.namespace), it.key))
-    items.sort(key=lambda it: it.updated_at, reverse=True)  # stable: keeps the tie order
-    return items
-
-
 def expiry(now: datetime, ttl: float | None) -> datetime | None:
     """When an item written (or refreshed) at ``now`` with ``ttl`` seconds stops being live."""
     return None if ttl is None else now + timedelta(seconds=ttl)
@@ -448,95 +405,3 @@ def expiry(now: datetime, ttl: float | None) -> datetime | None:
 def is_live(item: Item, now: datetime) -> bool:
     """An item is live until the instant it expires."""
     return item.expires_at is None or now < item.expires_at
-
-
-# -- helpers for backends that persist values ---------------------------------------------------
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
-
-
-def encode_value(value: dict[str, Any]) -> str:
-    """Compact JSON text for a value that leaves the process (SQL, Redis).
-
-    Such backends keep JSON, so a value must be JSON-like: dicts with ``str`` keys, lists (tuples
-    come back as lists), ``str``, ``int``, finite ``float``, ``bool`` and ``None``. Anything else
-    raises ``ValueError`` naming where it sits (``value['when']``), instead of being silently
-    converted (``json`` would turn an ``int`` key into a ``str``) or failing in the driver.
-    """
-    _check_json(value, "value")
-    text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate: keep it as a \u escape instead
-        text = json.dumps(value, allow_nan=False, separators=(",", ":"))
-    return text
-
-
-def decode_value(text: str | bytes) -> dict[str, Any]:
-    """The value ``encode_value`` wrote (a fresh object: readers may mutate it)."""
-    value = json.loads(text)
-    if not isinstance(value, dict):
-        raise InvalidStoreInputError(f"stored value is not a JSON object: {text[:80]!r}")
-    return value
-
-
-def _check_json(value: object, path: str) -> None:
-    if value is None or isinstance(value, str | bool | int):
-        return
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise InvalidStoreInputError(f"store value is not JSON: {path} is {value!r}")
-        return
-    if isinstance(value, dict):
-        for k, v in value.items():
-            if not isinstance(k, str):
-                raise InvalidStoreInputError(
-                    f"store value is not JSON: {path} has a key {k!r} of type "
-                    f"{type(k).__name__}; JSON object keys are strings"
-                )
-            _check_json(v, f"{path}[{k!r}]")
-        return
-    if isinstance(value, list | tuple):
-        for i, v in enumerate(value):
-            _check_json(v, f"{path}[{i}]")
-        return
-    raise InvalidStoreInputError(
-        f"store value is not JSON: {path} is a {type(value).__name__}; store dicts, lists, str, "
-        f"int, float, bool and None (convert it first, e.g. a datetime to an ISO string)"
-    )
-
-
-def utf8_encodable(namespace: Namespace, key: str) -> bool:
-    """False when a label or the key holds a lone surrogate, which UTF-8 cannot carry; such an
-    address cannot be stored outside the process (``put`` raises, ``get`` finds nothing)."""
-    try:
-        for text in (*namespace, key):
-            text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def check_utf8(namespace: Namespace, key: str) -> None:
-    """Raise ``ValueError`` for an address ``utf8_encodable`` rejects."""
-    if not utf8_encodable(namespace, key):
-        raise InvalidStoreInputError(
-            f"namespace {namespace!r} or key {key!r} holds a lone surrogate, which this store "
-            "cannot encode as UTF-8"
-        )
-
-
-def to_micros(moment: datetime) -> int:
-    """Exact microseconds since the Unix epoch, for backends that store integer timestamps."""
-    return (moment - _EPOCH) // _MICROSECOND
-
-
-def from_micros(micros: int) -> datetime:
-    """The tz-aware UTC datetime ``to_micros`` encoded."""
-    return _EPOCH + timedelta(microseconds=micros)
-
-
-def ttl_micros(ttl: float | None) -> int | None:
-    """``ttl`` seconds as whole microseconds, rounded exactly as ``expiry`` rounds it."""
-    return None if ttl is None else timedelta(seconds=ttl) // _MICROSECOND

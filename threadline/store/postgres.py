@@ -1,6 +1,6 @@
 """``PostgresStore``: long-term memory in PostgreSQL (psycopg 3 with a connection pool).
 
-Layout (schema version 1; both tables live in ``schema`` when one is given, else on the
+Layout (schema version 2; the tables live in ``schema`` when one is given, else on the
 connection's ``search_path``)::
 
     threadline_store_schema_version (version)
@@ -14,6 +14,19 @@ connection's ``search_path``)::
         ttl_us      bigint            -- the TTL the item was written with, for refresh on read
         PRIMARY KEY (prefix, key)
     )
+    threadline_store_vectors (        -- semantic search: one row per embedded text of an item
+        prefix, key                   -- the item's; deleted with it (ON DELETE CASCADE)
+        field       text              -- the path it came from ("text", "tags.1")
+        vector      float8[]
+        norm        float8            -- its Euclidean norm, computed once at put
+        PRIMARY KEY (prefix, key, field)
+    )
+
+Semantic search needs no extension (pgvector is not required): a ``query`` search computes each
+cosine in SQL over the rows the namespace, TTL and filter conditions leave, exactly as Python
+would (same additions in the same order), and returns only items that have vectors, as
+LangGraph's ``PostgresStore`` does. Every ``put`` drops the item's old vectors in the same
+statement as its upsert, so a store without an ``index`` never leaves stale ones behind.
 
 ``setup()`` creates (or checks) the schema; it is idempotent, safe to run from many processes at
 once (an advisory lock serializes it), and runs by itself before the first operation of a store
@@ -49,37 +62,41 @@ all of them at most once per ``sweep_interval`` seconds of the store's clock;
 from __future__ import annotations
 
 import json
-import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import Any, LiteralString
+from typing import Any
 
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from threadline.errors import InvalidStoreInputError, StoreUnavailableError
-from threadline.store.base import (
-    BaseStore,
-    Condition,
-    Item,
-    Namespace,
-    encode_value,
-    expiry,
-    ttl_micros,
-)
+from threadline.store.base import BaseStore, expiry
+from threadline.store.encoding import encode_value, ttl_micros
+from threadline.store.filters import Condition
+from threadline.store.item import Item, Namespace, SearchItem, as_search_item
+from threadline.store.postgres_sql import condition_sql, jsonb_text, storable
+from threadline.store.semantic import FieldVectors, Vector, norm
 
 __all__ = ["SCHEMA_VERSION", "PostgresStore"]
 
 #: The version of the table layout; a database written by a newer layout is refused.
-SCHEMA_VERSION = 1
+#: Version 2 added the vectors table (created by ``setup`` on a version 1 database).
+SCHEMA_VERSION = 2
 
 _COLUMNS = "prefix, key, value::text, created_at, updated_at, expires_at"
 _LIVE = "(expires_at IS NULL OR expires_at > %(now)s)"
 _IN_PREFIX = "(prefix = %(p)s OR (prefix >= %(p_lo)s AND prefix < %(p_hi)s))"
+# The best cosine of the row's vectors (0.0 for a zero vector, as in ``semantic.cosine``);
+# NULL, so no result, when it has none. ``sum`` adds in array order, as Python's ``sum`` does.
+_SCORE = """(
+    SELECT MAX(CASE WHEN v.norm = 0 OR %(q_norm)s = 0 THEN 0.0 ELSE
+               (SELECT sum(a * b) FROM unnest(v.vector, %(q)s::float8[]) AS u(a, b))
+               / (v.norm * %(q_norm)s) END)
+      FROM {vectors} AS v WHERE v.prefix = t.prefix AND v.key = t.key
+)"""
 _WITH_SUFFIX = "(prefix = %(s)s OR right(prefix, %(s_len)s) = %(s_dot)s)"
-
-_OPERATORS: dict[str, LiteralString] = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 
 
 class PostgresStore(BaseStore):
@@ -109,8 +126,9 @@ class PostgresStore(BaseStore):
         clock: Callable[[], datetime] | None = None,
         refresh_on_read: bool = True,
         sweep_interval: float | None = 60.0,
+        index: Mapping[str, Any] | None = None,
     ) -> None:
-        super().__init__(clock=clock, refresh_on_read=refresh_on_read)
+        super().__init__(clock=clock, refresh_on_read=refresh_on_read, index=index)
         if schema is not None and (not isinstance(schema, str) or not schema):
             raise InvalidStoreInputError(
                 f"schema must be a non-empty string or None, got {schema!r}"
@@ -141,6 +159,7 @@ class PostgresStore(BaseStore):
 
         self._table = table("threadline_store")
         self._version_table = table("threadline_store_schema_version")
+        self._vectors = table("threadline_store_vectors")
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -185,6 +204,19 @@ class PostgresStore(BaseStore):
                 "CREATE INDEX IF NOT EXISTS threadline_store_expires "
                 "ON {} (expires_at) WHERE expires_at IS NOT NULL"
             ).format(self._table),
+            sql.SQL(
+                """
+                CREATE TABLE IF NOT EXISTS {} (
+                    prefix text COLLATE "C" NOT NULL,
+                    key    text COLLATE "C" NOT NULL,
+                    field  text             NOT NULL,
+                    vector float8[]         NOT NULL,
+                    norm   float8           NOT NULL,
+                    PRIMARY KEY (prefix, key, field),
+                    FOREIGN KEY (prefix, key) REFERENCES {} ON DELETE CASCADE
+                )
+                """
+            ).format(self._vectors, self._table),
         ]
         lock_name = f"threadline_store_setup:{self.schema or ''}"
         with self._pool.connection() as conn, conn.transaction():
@@ -200,13 +232,34 @@ class PostgresStore(BaseStore):
                     sql.SQL("INSERT INTO {} (version) VALUES (%s)").format(self._version_table),
                     (SCHEMA_VERSION,),
                 )
+            elif found < SCHEMA_VERSION:  # version 1: the statements above added what was new
+                conn.execute(
+                    sql.SQL("UPDATE {} SET version = %s").format(self._version_table),
+                    (SCHEMA_VERSION,),
+                )
             elif found > SCHEMA_VERSION:
                 raise StoreUnavailableError(
                     f"PostgreSQL store {self._where()} has schema version {found}, newer than "
                     f"this threadline understands ({SCHEMA_VERSION}); upgrade threadline"
                 )
-            # (found < SCHEMA_VERSION: migrations go here once there is a version 2.)
+            self._check_dims(conn)
         self._ready = True
+
+    def _check_dims(self, conn: Any) -> None:
+        """Refuse an ``index`` whose ``dims`` differ from the vectors already stored."""
+        if self._index is None:
+            return
+        row = conn.execute(
+            sql.SQL(
+                "SELECT cardinality(vector) FROM {} WHERE cardinality(vector) <> %s LIMIT 1"
+            ).format(self._vectors),
+            (self._index.dims,),
+        ).fetchone()
+        if row is not None:
+            raise InvalidStoreInputError(
+                f"PostgreSQL store {self._where()} holds vectors of {row[0]} dims, but index "
+                f"says dims={self._index.dims}; open it with the index it was written with"
+            )
 
     def close(self) -> None:
         """Close the pool if the store opened it; later calls raise ``ThreadlineError``."""
@@ -228,6 +281,13 @@ class PostgresStore(BaseStore):
         self, query: sql.Composable, params: dict[str, Any], *, fetch: bool = True
     ) -> list[tuple[Any, ...]]:
         """Run one statement on a pooled connection (setting up first if needed)."""
+        with self._connection() as conn:
+            cursor = conn.execute(query, params)
+            return cursor.fetchall() if fetch else []
+
+    @contextmanager
+    def _connection(self) -> Iterator[Any]:
+        """A pooled connection, once the store is known to be open and set up."""
         if self._closed:
             raise StoreUnavailableError(f"PostgresStore({self._where()}) is closed")
         if not self._ready:
@@ -235,8 +295,7 @@ class PostgresStore(BaseStore):
                 if not self._ready:
                     self.setup()
         with self._pool.connection() as conn:
-            cursor = conn.execute(query, params)
-            return cursor.fetchall() if fetch else []
+            yield conn
 
     # -- hooks ---------------------------------------------------------------------------------
 
@@ -247,15 +306,19 @@ class PostgresStore(BaseStore):
         value: dict[str, Any],
         now: datetime,
         ttl: float | None,
+        vectors: FieldVectors | None,
     ) -> None:
         encode_value(value)  # the shared checks and messages for non-JSON values
-        if not _storable(namespace, key):
+        if not storable(namespace, key):
             raise InvalidStoreInputError(
                 f"namespace {namespace!r} or key {key!r} holds a NUL character or a lone "
                 "surrogate, which PostgreSQL text cannot store"
             )
-        query = sql.SQL(
+        statement = sql.SQL(
             """
+            WITH dropped AS (
+                DELETE FROM {vectors} WHERE prefix = %(prefix)s AND key = %(key)s
+            )
             INSERT INTO {table} AS t
                 (prefix, key, value, created_at, updated_at, expires_at, ttl_us)
             VALUES (%(prefix)s, %(key)s, %(value)s::jsonb, %(now)s, %(now)s,
@@ -268,19 +331,28 @@ class PostgresStore(BaseStore):
                 expires_at = excluded.expires_at,
                 ttl_us = excluded.ttl_us
             """
-        ).format(table=self._table)
+        ).format(table=self._table, vectors=self._vectors)
         params = {
             "prefix": ".".join(namespace),
             "key": key,
-            "value": _jsonb_text(value, "value"),
+            "value": jsonb_text(value, "value"),
             "now": now,
             "expires_at": expiry(now, ttl),
             "ttl_us": ttl_micros(ttl),
         }
-        self._execute(query, params, fetch=False)
+        if not vectors:
+            self._execute(statement, params, fetch=False)
+            return
+        rows = [(params["prefix"], key, field, v, norm(v)) for field, v in vectors]
+        insert = sql.SQL(
+            "INSERT INTO {} (prefix, key, field, vector, norm) VALUES (%s, %s, %s, %s, %s)"
+        ).format(self._vectors)
+        with self._connection() as conn, conn.transaction():
+            conn.execute(statement, params)
+            conn.cursor().executemany(insert, rows)
 
     def _get(self, namespace: Namespace, key: str, now: datetime, refresh: bool) -> Item | None:
-        if not _storable(namespace, key):
+        if not storable(namespace, key):
             return None
         # The CTE refreshes a live TTL item and returns it; otherwise the plain read answers.
         query = sql.SQL(
@@ -310,8 +382,9 @@ class PostgresStore(BaseStore):
         limit: int,
         offset: int,
         now: datetime,
-    ) -> list[Item]:
-        if limit == 0 or not _storable(prefix, ""):
+        query: Vector | None,
+    ) -> list[SearchItem]:
+        if limit == 0 or not storable(prefix, ""):
             return []
         self._maybe_sweep(now)
         params: dict[str, Any] = {"now": now, "limit": limit, "offset": offset}
@@ -320,18 +393,34 @@ class PostgresStore(BaseStore):
             where.append(sql.SQL(_IN_PREFIX))
             params.update(_prefix_params(prefix))
         for i, condition in enumerate(conditions):
-            where.append(_condition_sql(condition, i, params))
-        query = sql.SQL(
-            f"""
-            SELECT {_COLUMNS} FROM {{table}} WHERE {{where}}
-             ORDER BY updated_at DESC, prefix, key
-             LIMIT %(limit)s OFFSET %(offset)s
-            """
-        ).format(table=self._table, where=sql.SQL(" AND ").join(where))
-        return [_item(row) for row in self._execute(query, params)]
+            where.append(condition_sql(condition, i, params))
+        if query is None:
+            statement = sql.SQL(
+                f"""
+                SELECT {_COLUMNS}, NULL FROM {{table}} WHERE {{where}}
+                 ORDER BY updated_at DESC, prefix, key LIMIT %(limit)s OFFSET %(offset)s
+                """
+            )
+        else:
+            params.update(q=query, q_norm=norm(query))
+            statement = sql.SQL(
+                f"""
+                SELECT * FROM (
+                    SELECT {_COLUMNS}, {_SCORE} AS score FROM {{table}} AS t WHERE {{where}}
+                ) AS found
+                 WHERE score IS NOT NULL
+                 ORDER BY score DESC, updated_at DESC, prefix, key
+                 LIMIT %(limit)s OFFSET %(offset)s
+                """
+            )
+        statement = statement.format(
+            table=self._table, vectors=self._vectors, where=sql.SQL(" AND ").join(where)
+        )
+        rows = self._execute(statement, params)
+        return [as_search_item(_item(row[:6]), row[6]) for row in rows]
 
     def _delete(self, namespace: Namespace, key: str) -> None:
-        if not _storable(namespace, key):
+        if not storable(namespace, key):
             return
         query = sql.SQL("DELETE FROM {} WHERE prefix = %(prefix)s AND key = %(key)s").format(
             self._table
@@ -347,7 +436,7 @@ class PostgresStore(BaseStore):
         offset: int,
         now: datetime,
     ) -> list[Namespace]:
-        if limit == 0 or not (_storable(prefix, "") and _storable(suffix, "")):
+        if limit == 0 or not (storable(prefix, "") and storable(suffix, "")):
             return []
         self._maybe_sweep(now)
         params: dict[str, Any] = {"now": now, "limit": limit, "offset": offset}
@@ -401,133 +490,6 @@ class PostgresStore(BaseStore):
 def _prefix_params(prefix: Namespace) -> dict[str, str]:
     text = ".".join(prefix)
     return {"p": text, "p_lo": text + ".", "p_hi": text + "/"}  # "/" follows "."
-
-
-def _condition_sql(condition: Condition, i: int, params: dict[str, Any]) -> sql.Composable:
-    """One filter term as SQL with the semantics of ``matches``; its values go into ``params``.
-
-    Parameter names are generated (``f0``, ``o0``); the field name is only ever a bound value.
-    """
-    field, op, operand = condition
-    if not _text_ok(field):
-        # No stored object has this key, so the field is missing everywhere.
-        return sql.SQL("TRUE" if op == "$ne" else "FALSE")
-    f, o = f"f{i}", f"o{i}"
-    params[f] = field
-    got = f"(value -> %({f})s::text)"
-    if op in ("$eq", "$ne"):
-        try:
-            params[o] = _jsonb_text(operand, "operand")
-        except ValueError:
-            # Not representable in jsonb, so equal to no stored value.
-            return sql.SQL("TRUE" if op == "$ne" else "FALSE")
-        if op == "$eq":
-            return sql.SQL(f"{got} = %({o})s::jsonb")
-        return sql.SQL(f"{got} IS DISTINCT FROM %({o})s::jsonb")
-    sign = _OPERATORS[op]
-    below = op in ("$lt", "$lte")
-    if isinstance(operand, str):
-        bound, sign = _string_bound(operand, sign, below)
-        params[o] = bound
-        return sql.SQL(
-            f"CASE WHEN jsonb_typeof({got}) = 'string' "
-            f'THEN (value ->> %({f})s::text) COLLATE "C" {sign} %({o})s::text ELSE FALSE END'
-        )
-    if math.isnan(operand) or (math.isinf(operand) and below != (operand > 0)):
-        return sql.SQL("FALSE")  # nothing is above +inf or below -inf; nan orders nothing
-    is_number = f"jsonb_typeof({got}) = 'number'"
-    if math.isinf(operand):
-        return sql.SQL(f"COALESCE({is_number}, FALSE)")  # every number is below +inf
-    params[o] = _jsonb_text(operand, "operand")
-    return sql.SQL(f"CASE WHEN {is_number} THEN {got} {sign} %({o})s::jsonb ELSE FALSE END")
-
-
-def _string_bound(operand: str, sign: LiteralString, below: bool) -> tuple[str, LiteralString]:
-    """Rewrite a string range operand PostgreSQL cannot bind (NUL, lone surrogate) into an
-    equivalent bound for the strings it can store (which never hold those characters)."""
-    for i, char in enumerate(operand):
-        if char == "\x00":
-            # t < s  <=>  t <= s[:i],   t > s  <=>  t > s[:i]
-            return operand[:i], ("<=" if below else ">")
-        if "\ud800" <= char <= "\udfff":
-            # Stored characters skip the surrogate block, so s[:i] + U+E000 splits them alike.
-            return operand[:i] + "\ue000", ("<" if below else ">=")
-    return operand, sign
-
-
-def _text_ok(text: str) -> bool:
-    if "\x00" in text:
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _storable(namespace: Namespace, key: str) -> bool:
-    return all(_text_ok(text) for text in (*namespace, key))
-
-
-def _jsonb_text(value: object, what: str) -> str:
-    """JSON text that ``jsonb`` stores and returns unchanged in meaning.
-
-    Raises ``ValueError`` for what ``jsonb`` cannot hold (non-JSON data, NUL characters, lone
-    surrogates); writes integral floats in exponent range in full (``1e+16`` would come back an
-    ``int``).
-    """
-    parts: list[str] = []
-    _write_json(value, what, parts)
-    return "".join(parts)
-
-
-def _write_json(value: object, path: str, out: list[str]) -> None:
-    if value is None:
-        out.append("null")
-    elif value is True:
-        out.append("true")
-    elif value is False:
-        out.append("false")
-    elif isinstance(value, str):
-        out.append(_json_string(value, path))
-    elif isinstance(value, int):
-        out.append(int.__repr__(value))
-    elif isinstance(value, float):
-        if not math.isfinite(value):
-            raise InvalidStoreInputError(f"{path} is {value!r}, which JSON cannot hold")
-        text = float.__repr__(value)
-        if "e" in text and value.is_integer():
-            text = f"{int(value)}.0"
-        out.append(text)
-    elif isinstance(value, dict):
-        out.append("{")
-        for n, (k, v) in enumerate(value.items()):
-            if not isinstance(k, str):
-                raise InvalidStoreInputError(f"{path} has a non-string key {k!r}")
-            if n:
-                out.append(",")
-            out.append(_json_string(k, f"{path} key"))
-            out.append(":")
-            _write_json(v, f"{path}[{k!r}]", out)
-        out.append("}")
-    elif isinstance(value, list | tuple):
-        out.append("[")
-        for n, v in enumerate(value):
-            if n:
-                out.append(",")
-            _write_json(v, f"{path}[{n}]", out)
-        out.append("]")
-    else:
-        raise InvalidStoreInputError(f"{path} is a {type(value).__name__}, which JSON cannot hold")
-
-
-def _json_string(text: str, path: str) -> str:
-    if not _text_ok(text):
-        raise InvalidStoreInputError(
-            f"{path} holds a NUL character or a lone surrogate ({text[:40]!r}), which "
-            "PostgreSQL jsonb cannot store"
-        )
-    return json.dumps(text, ensure_ascii=False)
 
 
 def _item(row: tuple[Any, ...]) -> Item:

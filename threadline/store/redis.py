@@ -43,28 +43,26 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
 import redis
 
 from threadline.errors import InvalidStoreInputError, StoreUnavailableError
-from threadline.store.base import (
-    BaseStore,
-    Condition,
-    Item,
-    Namespace,
+from threadline.store.base import BaseStore, namespace_matches
+from threadline.store.encoding import (
     check_utf8,
     decode_value,
     encode_value,
     from_micros,
-    matches,
-    namespace_matches,
     to_micros,
     ttl_micros,
     utf8_encodable,
 )
+from threadline.store.filters import Condition, matches
+from threadline.store.item import Item, Namespace, SearchItem, as_search_item
+from threadline.store.semantic import FieldVectors, Vector
 
 __all__ = ["SCHEMA_VERSION", "RedisStore"]
 
@@ -173,7 +171,13 @@ class RedisStore(BaseStore):
         clock: Callable[[], datetime] | None = None,
         refresh_on_read: bool = True,
         native_expiry_slack: float | None = 60.0,
+        index: Mapping[str, Any] | None = None,
     ) -> None:
+        if index:
+            raise InvalidStoreInputError(
+                "RedisStore does not support index=... (semantic search): use InMemoryStore, "
+                "SqliteStore or PostgresStore for search(query=...)"
+            )
         super().__init__(clock=clock, refresh_on_read=refresh_on_read)
         if not isinstance(key_prefix, str):
             raise InvalidStoreInputError(
@@ -214,6 +218,13 @@ class RedisStore(BaseStore):
     def from_conn_string(cls, url: str, **options: Any) -> RedisStore:
         """A store on ``url`` (LangGraph's spelling); use it as ``with ... as store:``."""
         return cls(url, **options)
+
+    def setup(self) -> None:
+        """Check that the keys under ``key_prefix`` use a layout this version understands.
+
+        Redis needs no tables, so this is all there is; the store does it on first use too.
+        """
+        self._client()
 
     def close(self) -> None:
         """Close the client if the store made it; later calls raise ``ThreadlineError``."""
@@ -266,6 +277,7 @@ class RedisStore(BaseStore):
         value: dict[str, Any],
         now: datetime,
         ttl: float | None,
+        vectors: FieldVectors | None,
     ) -> None:
         check_utf8(namespace, key)
         text = encode_value(value)
@@ -315,7 +327,8 @@ class RedisStore(BaseStore):
         limit: int,
         offset: int,
         now: datetime,
-    ) -> list[Item]:
+        query: Vector | None,
+    ) -> list[SearchItem]:
         if limit == 0 or not utf8_encodable(prefix, ""):
             return []
         client = self._client()
@@ -325,7 +338,7 @@ class RedisStore(BaseStore):
         # After the purge every indexed item is live, so without a filter offset is a rank.
         start, skip = (0, offset) if conditions else (offset, 0)
         chunk = _CHUNK if conditions else limit
-        found: list[Item] = []
+        found: list[SearchItem] = []
         seen: set[bytes] = set()  # a concurrent update can move an item into a later chunk
         while len(found) < limit:
             members: list[bytes] = client.zrange(index, start, start + chunk - 1)
@@ -349,7 +362,8 @@ class RedisStore(BaseStore):
                     skip -= 1
                     continue
                 namespace, key = _parse_member(member)
-                found.append(_item(namespace, key, value, created, updated, expires))
+                item = _item(namespace, key, value, created, updated, expires)
+                found.append(as_search_item(item, None))
                 if len(found) == limit:
                     break
             if len(members) < chunk:

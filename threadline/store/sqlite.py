@@ -1,29 +1,16 @@
 """``SqliteStore``: long-term memory in one SQLite file (stdlib ``sqlite3``).
 
-Layout (schema version 1)::
-
-    threadline_store_schema_version (version)
-    threadline_store (
-        prefix      TEXT     -- the namespace, labels joined with "." (labels never hold ".")
-        key         TEXT
-        value       TEXT     -- compact JSON (``encode_value``)
-        created_at  INTEGER  -- microseconds since the Unix epoch, from the store's clock
-        updated_at  INTEGER
-        expires_at  INTEGER  -- NULL: never expires
-        ttl         INTEGER  -- microseconds the item was written with, for refresh on read
-        PRIMARY KEY (prefix, key)
-    )
+The table layout and its versions are in ``threadline.store.sqlite_schema``.
 
 The database runs in WAL mode, so readers never block the writer. One connection is shared by
 every thread, guarded by a lock; other stores (or processes) may open the same file and wait up to
-``timeout`` seconds for each other's writes. Every operation is a single statement, so none
-needs an explicit transaction: ``put`` is one upsert that keeps ``created_at`` only while the old
-row is live, and a TTL refresh is a compare-and-set ``UPDATE`` that loses quietly to a
-concurrent ``put``.
+``timeout`` seconds for each other's writes. ``put`` is one upsert that keeps ``created_at``
+only while the old row is live (with its new vectors, if any, in the same transaction), and a
+TTL refresh is a compare-and-set ``UPDATE`` that loses quietly to a concurrent ``put``.
 
 Timestamps come from the store's clock (never SQLite's), so an injected clock governs expiry.
 ``TEXT`` compares as bytes (``BINARY`` collation), and UTF-8 byte order is code-point order, so
-SQL ordering matches ``sort_items``. A namespace prefix ``("a", "b")`` becomes the range
+SQL ordering matches the other durable stores'. A namespace prefix ``("a", "b")`` becomes the range
 ``prefix = 'a.b' OR 'a.b.' <= prefix < 'a.b/'`` (``"/"`` follows ``"."``), which the primary key
 serves.
 
@@ -42,59 +29,27 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from threadline.errors import StoreUnavailableError
-from threadline.store.base import (
-    BaseStore,
-    Condition,
-    Item,
-    Namespace,
+from threadline.errors import InvalidStoreInputError, StoreUnavailableError
+from threadline.store.base import BaseStore, namespace_matches
+from threadline.store.encoding import (
     check_utf8,
     decode_value,
     encode_value,
     from_micros,
-    matches,
-    namespace_matches,
     to_micros,
     ttl_micros,
     utf8_encodable,
 )
+from threadline.store.filters import Condition, matches
+from threadline.store.item import Item, Namespace, SearchItem, as_search_item
+from threadline.store.semantic import FieldVectors, Similarity, Vector, norm, pack_vector
+from threadline.store.sqlite_schema import SCHEMA_VERSION, create_schema
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore"]
-
-#: The version of the table layout; a database written by a newer layout is refused.
-SCHEMA_VERSION = 1
-
-_SCHEMA = (
-    """
-    CREATE TABLE IF NOT EXISTS threadline_store_schema_version (
-        version INTEGER NOT NULL
-    )
-    """,
-    """
-    CREATE TABLE IF NOT EXISTS threadline_store (
-        prefix     TEXT    NOT NULL,
-        key        TEXT    NOT NULL,
-        value      TEXT    NOT NULL,
-        created_at INTEGER NOT NULL,
-        updated_at INTEGER NOT NULL,
-        expires_at INTEGER,
-        ttl        INTEGER,
-        PRIMARY KEY (prefix, key)
-    ) WITHOUT ROWID
-    """,
-    """
-    CREATE INDEX IF NOT EXISTS threadline_store_updated
-        ON threadline_store (updated_at DESC, prefix, key)
-    """,
-    """
-    CREATE INDEX IF NOT EXISTS threadline_store_expires
-        ON threadline_store (expires_at) WHERE expires_at IS NOT NULL
-    """,
-)
 
 # ``:now`` is the writer's clock; a live old row keeps its created_at, an expired one does not.
 _UPSERT = """
@@ -114,6 +69,15 @@ _COLUMNS = "prefix, key, value, created_at, updated_at, expires_at"
 _LIVE = "(expires_at IS NULL OR expires_at > :now)"
 _IN_PREFIX = "(prefix = :p OR (prefix >= :p_lo AND prefix < :p_hi))"
 _ORDER = "ORDER BY updated_at DESC, prefix, key"
+
+_INSERT_VECTOR = """
+    INSERT INTO threadline_store_vectors (prefix, key, field, vector, norm)
+    VALUES (?, ?, ?, ?, ?)
+"""
+
+# The best similarity of a row's vectors; NULL (and so no result) when it has none.
+_SCORE = """(SELECT MAX(threadline_similarity(v.vector, v.norm)) FROM threadline_store_vectors v
+              WHERE v.prefix = threadline_store.prefix AND v.key = threadline_store.key)"""
 
 _SELECT_ONE = f"""
     SELECT {_COLUMNS}, ttl FROM threadline_store WHERE prefix = :prefix AND key = :key
@@ -138,6 +102,11 @@ _Row = tuple[str, str, str, int, int, int | None]
 class SqliteStore(BaseStore):
     """Long-term memory in a SQLite file (default ``":memory:"``, private to this store).
 
+    ``path`` may also be an open ``sqlite3.Connection`` (as LangGraph's ``SqliteStore`` takes);
+    the store switches it to autocommit (``isolation_level=None``), as it runs its own
+    transactions, and leaves it open on :meth:`close`. Make it with
+    ``check_same_thread=False`` to use the async methods, which run in worker threads.
+
     Use it as a context manager, or call :meth:`close` when done::
 
         with SqliteStore("memory.db") as store:
@@ -145,65 +114,57 @@ class SqliteStore(BaseStore):
 
     ``timeout`` is how long to wait for another connection's write lock. ``sweep_interval``
     (seconds of the store's clock, ``None`` for never) paces the automatic deletion of expired
-    rows; they are invisible either way.
+    rows; they are invisible either way. ``index`` (``{"embed", "dims", "fields"}``, as
+    LangGraph's) enables ``search(..., query=...)``; see ``threadline.store.semantic``.
     """
 
     def __init__(
         self,
-        path: str | os.PathLike[str] = ":memory:",
+        path: str | os.PathLike[str] | sqlite3.Connection = ":memory:",
         *,
         timeout: float = 30.0,
         clock: Callable[[], datetime] | None = None,
         refresh_on_read: bool = True,
         sweep_interval: float | None = 60.0,
+        index: Mapping[str, Any] | None = None,
     ) -> None:
-        super().__init__(clock=clock, refresh_on_read=refresh_on_read)
-        self.path = os.fspath(path)
+        super().__init__(clock=clock, refresh_on_read=refresh_on_read, index=index)
         self.sweep_interval = sweep_interval
         self._next_sweep: datetime | None = None
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
-        conn = sqlite3.connect(
-            self.path,
-            timeout=timeout,
-            check_same_thread=False,  # shared by threads, serialized by self._lock
-            isolation_level=None,  # autocommit; _setup issues its own BEGIN
-            uri=self.path.startswith("file:"),
-        )
+        self._owns_conn = not isinstance(path, sqlite3.Connection)
+        if isinstance(path, sqlite3.Connection):
+            conn = path
+            conn.isolation_level = None  # autocommit: the store issues its own BEGINs
+            self.path = _database_path(conn)
+        else:
+            self.path = os.fspath(path)
+            conn = sqlite3.connect(
+                self.path,
+                timeout=timeout,
+                check_same_thread=False,  # shared by threads, serialized by self._lock
+                isolation_level=None,  # autocommit; the store issues its own BEGINs
+                uri=self.path.startswith("file:"),
+            )
         try:
-            self._setup(conn)
+            if self.path not in ("", ":memory:"):
+                conn.execute("PRAGMA journal_mode=WAL").fetchone()
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn = conn
+            self.setup()
         except BaseException:
-            conn.close()
+            self._conn = None
+            if self._owns_conn:
+                conn.close()
             raise
-        self._conn = conn
 
-    def _setup(self, conn: sqlite3.Connection) -> None:
-        if self.path not in ("", ":memory:"):
-            conn.execute("PRAGMA journal_mode=WAL").fetchone()
-        conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            for statement in _SCHEMA:
-                conn.execute(statement)
-            (found,) = conn.execute(
-                "SELECT MAX(version) FROM threadline_store_schema_version"
-            ).fetchone()
-            if found is None:
-                conn.execute(
-                    "INSERT INTO threadline_store_schema_version (version) VALUES (?)",
-                    (SCHEMA_VERSION,),
-                )
-            elif found > SCHEMA_VERSION:
-                raise StoreUnavailableError(
-                    f"SQLite store {self.path!r} has schema version {found}, newer than this "
-                    f"threadline understands ({SCHEMA_VERSION}); upgrade threadline"
-                )
-            # (found < SCHEMA_VERSION: migrations go here once there is a version 2.)
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
+    def setup(self) -> None:
+        """Create the tables if missing, or bring an older layout up to date. The store does
+        this when it opens; calling it again (as LangGraph's docs do) is harmless."""
+        with self._lock:
+            dims = None if self._index is None else self._index.dims
+            create_schema(self._connection(), self.path, dims)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -213,11 +174,12 @@ class SqliteStore(BaseStore):
         return cls(path, **options)
 
     def close(self) -> None:
-        """Close the connection; later calls raise ``ThreadlineError``. Idempotent."""
+        """Close the connection (unless it was passed in: its owner closes it); later calls
+        raise ``ThreadlineError``. Idempotent."""
         with self._lock:
-            if self._conn is not None:
+            if self._conn is not None and self._owns_conn:
                 self._conn.close()
-                self._conn = None
+            self._conn = None
 
     def __repr__(self) -> str:
         state = "closed" if self._conn is None else "open"
@@ -238,6 +200,7 @@ class SqliteStore(BaseStore):
         value: dict[str, Any],
         now: datetime,
         ttl: float | None,
+        vectors: FieldVectors | None,
     ) -> None:
         check_utf8(namespace, key)
         ttl_us = ttl_micros(ttl)
@@ -251,7 +214,19 @@ class SqliteStore(BaseStore):
             "ttl": ttl_us,
         }
         with self._lock:
-            self._connection().execute(_UPSERT, params)
+            conn = self._connection()
+            if vectors is None:
+                conn.execute(_UPSERT, params)
+                return
+            rows = [(params["prefix"], key, field, pack_vector(v), norm(v)) for field, v in vectors]
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute(_UPSERT, params)  # its trigger drops the old vectors
+                conn.executemany(_INSERT_VECTOR, rows)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
 
     def _get(self, namespace: Namespace, key: str, now: datetime, refresh: bool) -> Item | None:
         if not utf8_encodable(namespace, key):
@@ -288,36 +263,39 @@ class SqliteStore(BaseStore):
         limit: int,
         offset: int,
         now: datetime,
-    ) -> list[Item]:
+        query: Vector | None,
+    ) -> list[SearchItem]:
         if limit == 0 or not utf8_encodable(prefix, ""):
             return []
         where, params = _where(prefix, now)
-        sql = f"SELECT {_COLUMNS} FROM threadline_store WHERE {where} {_ORDER}"
+        if query is None:
+            sql = f"SELECT {_COLUMNS}, NULL FROM threadline_store WHERE {where} {_ORDER}"
+        else:
+            sql = f"""
+                SELECT * FROM (SELECT {_COLUMNS}, {_SCORE} AS score
+                               FROM threadline_store WHERE {where})
+                 WHERE score IS NOT NULL ORDER BY score DESC, updated_at DESC, prefix, key
+            """
+        similarity = None if query is None else Similarity(query)
         with self._lock:
             conn = self._connection()
             self._maybe_sweep(conn, now)
+            if similarity is not None:
+                conn.create_function("threadline_similarity", 2, similarity, deterministic=True)
             if not conditions:
                 rows = conn.execute(
                     f"{sql} LIMIT :limit OFFSET :offset",
                     {**params, "limit": limit, "offset": offset},
                 ).fetchall()
-                return [_item(row) for row in rows]
-            found: list[Item] = []
-            cursor = conn.execute(sql, params)
-            try:
-                while len(found) < limit and (rows := cursor.fetchmany(_FETCH)):
-                    for row in rows:
-                        value = decode_value(row[2])
-                        if not matches(value, conditions):
-                            continue
-                        if offset:
-                            offset -= 1
-                            continue
-                        found.append(_item(row, value))
-                        if len(found) == limit:
-                            break
-            finally:
-                cursor.close()
+                found = [_result(row) for row in rows]
+            else:
+                found = _filtered(conn.execute(sql, params), conditions, limit, offset)
+        if similarity is not None and similarity.mismatched:
+            raise InvalidStoreInputError(
+                f"SqliteStore({self.path!r}) holds vectors whose length is not the index's "
+                f"dims={len(query or ())}; they were written under another index: put those "
+                "items again"
+            )
         return found
 
     def _delete(self, namespace: Namespace, key: str) -> None:
@@ -378,6 +356,14 @@ class SqliteStore(BaseStore):
         return cursor.rowcount
 
 
+def _database_path(conn: sqlite3.Connection) -> str:
+    """The file behind a connection (``""`` for an in-memory database), for messages."""
+    for _, name, file in conn.execute("PRAGMA database_list"):
+        if name == "main":
+            return file or ":memory:"
+    return ":memory:"
+
+
 def _where(prefix: Namespace, now: datetime) -> tuple[str, dict[str, Any]]:
     """The ``WHERE`` clause for live rows under ``prefix``, and its parameters."""
     params: dict[str, Any] = {"now": to_micros(now)}
@@ -386,6 +372,33 @@ def _where(prefix: Namespace, now: datetime) -> tuple[str, dict[str, Any]]:
     text = ".".join(prefix)
     params.update(p=text, p_lo=text + ".", p_hi=text + "/")
     return f"{_IN_PREFIX} AND {_LIVE}", params
+
+
+def _filtered(
+    cursor: sqlite3.Cursor, conditions: list[Condition], limit: int, offset: int
+) -> list[SearchItem]:
+    """Rows of ``cursor`` (in search order) whose value matches, paged; reads no further."""
+    found: list[SearchItem] = []
+    try:
+        while len(found) < limit and (rows := cursor.fetchmany(_FETCH)):
+            for row in rows:
+                value = decode_value(row[2])
+                if not matches(value, conditions):
+                    continue
+                if offset:
+                    offset -= 1
+                    continue
+                found.append(_result(row, value))
+                if len(found) == limit:
+                    break
+    finally:
+        cursor.close()
+    return found
+
+
+def _result(row: tuple[Any, ...], value: dict[str, Any] | None = None) -> SearchItem:
+    """A search row: the item's columns, then its score (``NULL`` without a query)."""
+    return as_search_item(_item(row[:6], value), row[6])  # type: ignore[arg-type]
 
 
 def _item(row: _Row, value: dict[str, Any] | None = None) -> Item:

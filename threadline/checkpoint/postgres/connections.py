@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import psycopg
@@ -279,7 +279,7 @@ class Connections:
             try:  # a put's hottest path (the context managers cost ~10 us a step)
                 return work(conn)
             except psycopg.Error as exc:
-                if _unexpected(exc):
+                if unexpected(exc):
                     conn.close()
                 raise
             finally:
@@ -292,12 +292,22 @@ class Connections:
 
     async def arun(self, op: Op[_T], begin: Stmt | None) -> _T:
         try:
+            return await self._aon_connection(lambda conn: adrive(conn, op, begin))
+        finally:
+            op.close()
+
+    async def _aon_connection(
+        self, work: Callable[[psycopg.AsyncConnection[Any]], Awaitable[_T]]
+    ) -> _T:
+        """``work`` on a connection of this event loop's pool; driver errors become the
+        saver's."""
+        try:
             pool = await self._async_pool()
             conn = await pool.getconn()
             try:
-                return await adrive(conn, op, begin)
+                return await work(conn)
             except psycopg.Error as exc:
-                if _unexpected(exc):
+                if unexpected(exc):
                     await conn.close()
                 raise
             finally:
@@ -307,8 +317,6 @@ class Connections:
             if mapped is None:
                 raise
             raise mapped from exc
-        finally:
-            op.close()
 
     def too_new(self, found: int) -> SaverUnavailableError:
         return SaverUnavailableError(
@@ -318,7 +326,7 @@ class Connections:
         )
 
 
-def _unexpected(exc: psycopg.Error) -> bool:
+def unexpected(exc: psycopg.Error) -> bool:
     """An error other than a lost compare-and-set or missing values (which the put expects).
 
     After a statement fails in a pipeline, psycopg may believe statements queued behind it were

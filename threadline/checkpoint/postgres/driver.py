@@ -4,7 +4,8 @@ back, so the same logic runs on a sync and on an async connection.
 A batch is sent in one round trip, whatever its size: several statements in pipeline mode, a
 lone one as it is (in a pipeline the first time a ``hot`` one goes on a connection). The driver
 opens the transaction with the first batch (when the operation needs one) and commits with the
-batch marked ``last``.
+batch marked ``last``. Rows come back as tuples whatever the connection's ``row_factory``
+(LangGraph's docs make connections with ``dict_row``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, NamedTuple, TypeVar
 import psycopg
 from psycopg.errors import error_from_result
 from psycopg.pq import ExecStatus, PGresult
+from psycopg.rows import tuple_row
 
 _T = TypeVar("_T")
 
@@ -187,7 +189,7 @@ def _send(conn: psycopg.Connection[Any], stmts: Sequence[Stmt]) -> list[psycopg.
     """Send ``stmts`` in one round trip (see ``_alone``)."""
     if not _alone(conn, stmts):
         return _pipeline(conn, stmts)
-    cur = conn.cursor(binary=True)
+    cur = conn.cursor(binary=True, row_factory=tuple_row)
     stmt = stmts[0]
     cur.execute(stmt.query, stmt.params, prepare=stmt.prepare and stmt.hot)  # type: ignore[arg-type]
     return [cur]
@@ -198,7 +200,7 @@ async def _asend(
 ) -> list[psycopg.AsyncCursor[Any]]:
     if not _alone(conn, stmts):
         return await _apipeline(conn, stmts)
-    cur = conn.cursor(binary=True)
+    cur = conn.cursor(binary=True, row_factory=tuple_row)
     stmt = stmts[0]
     await cur.execute(stmt.query, stmt.params, prepare=stmt.prepare and stmt.hot)  # type: ignore[arg-type]
     return [cur]
@@ -215,7 +217,7 @@ def _pipeline(conn: psycopg.Connection[Any], stmts: Sequence[Stmt]) -> list[psyc
     try:
         with conn.pipeline():
             for stmt in stmts:
-                cur = conn.cursor(binary=True)
+                cur = conn.cursor(binary=True, row_factory=tuple_row)
                 try:
                     cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)  # type: ignore[arg-type]
                 except psycopg.Error as exc:
@@ -238,7 +240,7 @@ async def _apipeline(
     try:
         async with conn.pipeline():
             for stmt in stmts:
-                cur = conn.cursor(binary=True)
+                cur = conn.cursor(binary=True, row_factory=tuple_row)
                 try:
                     await cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)  # type: ignore[arg-type]
                 except psycopg.Error as exc:

@@ -10,7 +10,7 @@ import dataclasses
 import zlib
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Self
 
 from threadline.checkpoint.base import (
     BaseSaver,
@@ -42,8 +42,8 @@ from threadline.checkpoint.layout import (
 )
 from threadline.checkpoint.postgres.batcher import PutBatchers
 from threadline.checkpoint.postgres.cache import BlobCache
-from threadline.checkpoint.postgres.connections import Connections
 from threadline.checkpoint.postgres.driver import BEGIN_READ, BEGIN_WRITE, Batch, Op, Stmt
+from threadline.checkpoint.postgres.given import Given, connections_for
 from threadline.checkpoint.postgres.rows import (
     HeadMoved,
     Loaded,
@@ -84,47 +84,43 @@ _PAGE_SIZE = 64
 class PostgresSaver(BaseSaver):
     """Checkpoints in PostgreSQL, shared safely by any number of processes and machines.
 
-    Call :meth:`setup` once (it is idempotent and safe to run concurrently) to create the
-    tables, and :meth:`close` (or use the saver as a context manager) when done::
+    Give it a URL, or (as LangGraph's docs do) a ``psycopg.Connection`` or ``ConnectionPool``
+    made with ``autocommit=True``, which stays yours (``given.py``). Call :meth:`setup` once
+    (idempotent, safe to run concurrently) to create the tables, and :meth:`close` (or use the
+    saver as a context manager) when done::
 
         with PostgresSaver.from_conn_string("postgresql://localhost/app") as saver:
             graph = builder.compile(checkpointer=saver)
 
     ``schema`` puts the tables in another schema (``setup`` creates it). ``pool_size`` bounds
-    the connections of the sync pool and of each event loop's async pool. ``retention`` prunes
-    a namespace's older checkpoints each time one is saved, in the same transaction.
-    ``copy_thread`` raises ``ValueError`` if the target already has checkpoints. No connection
-    is made before the first call.
+    the connections of the sync pool and of each event loop's async pool opened from a URL.
+    ``retention`` prunes a namespace's older checkpoints each time one is saved, in the same
+    transaction. ``copy_thread`` raises ``ValueError`` if the target already has checkpoints.
+    No connection is made before the first call.
     """
 
     def __init__(
         self,
-        url: str,
+        conn: str | Given,
         *,
-        pool_size: int = 10,
+        pool_size: int | None = None,
         retention: Retention | None = None,
         serde: Serializer | None = None,
         schema: str = "public",
-        connect_timeout: float = 10.0,
-        pool_timeout: float = 30.0,
+        connect_timeout: float | None = None,
+        pool_timeout: float | None = None,
     ) -> None:
-        if pool_size < 1:
-            raise ValueError("PostgresSaver pool_size must be at least 1")
         if not schema:
             raise ValueError("PostgresSaver schema must not be empty")
-        self.url = url
+        self.url = conn if isinstance(conn, str) else None
         self.schema = schema
         self.retention = retention
         self.serde = serde or DEFAULT
         self._q = Queries(schema)
-        self._db = Connections(
-            url,
-            schema=schema,
-            version_table=self._q.version_table,
-            pool_size=pool_size,
-            connect_timeout=connect_timeout,
-            pool_timeout=pool_timeout,
-        )
+        pools = {"pool_size": pool_size, "connect_timeout": connect_timeout}
+        pools["pool_timeout"] = pool_timeout
+        name, table = type(self).__name__, self._q.version_table
+        self._db = connections_for(name, conn, schema, table, pools)
         self._cache = BlobCache()
         # large values' bytes, by (key, version): a long conversation is not resent
         self._bytes: HeldBlobs[tuple[str, str]] = HeldBlobs(per_namespace=16)
@@ -133,9 +129,10 @@ class PostgresSaver(BaseSaver):
         self._batchers = PutBatchers(self._db, self._q.put_many)  # aput: many puts, one call
 
     @classmethod
-    def from_conn_string(cls, url: str, **options: Any) -> PostgresSaver:
-        """A set-up saver on ``url``: ``with PostgresSaver.from_conn_string(url) as saver:``."""
-        saver = cls(url, **options)
+    def from_conn_string(cls, conn_string: str, *, pipeline: bool = False, **options: Any) -> Self:
+        """A set-up saver: ``with PostgresSaver.from_conn_string(url) as saver:``. Its
+        operations are pipelined whatever ``pipeline`` says (each is one round trip)."""
+        saver = cls(conn_string, **options)
         try:
             saver.setup()
         except BaseException:

@@ -9,7 +9,9 @@ The package, by layer:
 - ``operations.py`` — what each saver method does, as generators yielding requests, written
   once for sync and async;
 - ``requests.py`` — those requests, and sending them over a sync or an async client;
-- ``saver.py`` — ``RedisSaver``: connections, retries after a lost connection, the public API;
+- ``saver.py`` — ``RedisSaver``: retries after a lost connection, setup, the public API;
+- ``clients.py`` — its clients: made from a URL, or the program's own (``redis_client=``);
+- ``aio.py`` — ``AsyncRedisSaver``, langgraph-redis's async name, on an async client too;
 - ``migration.py`` — rewriting data of an older layout when a saver starts;
 - ``cache.py`` — blob metadata kept for delta encoding, and the bytes of large blobs kept
   between loads.
@@ -19,15 +21,17 @@ refresh touches each of the thread's keys, so its cost grows with the thread's h
 it with ``retention``). Expired threads leave their id in ``P:threads``; ``list_threads`` skips
 and removes them.
 
-redis-py's automatic retries are turned off: after a broken connection the saver sends a request
-again itself (up to three times), and a ``put`` goes again flagged as resent, so that finding its
-own checkpoint already saved (same id, same bytes) counts as success, not as a conflict.
+On clients made from a URL, redis-py's automatic retries are turned off: after a broken
+connection the saver sends a request again itself (up to three times), and a ``put`` goes again
+flagged as resent, so that finding its own checkpoint already saved (same id, same bytes) counts
+as success, not as a conflict.
 
 Redis Cluster is not supported: ``put`` also updates the global ``P:threads``, and
 ``copy_thread`` spans two threads' slots.
 """
 
+from threadline.checkpoint.redis.clients import mask_url
 from threadline.checkpoint.redis.keys import SCHEMA_VERSION
-from threadline.checkpoint.redis.saver import RedisSaver, mask_url
+from threadline.checkpoint.redis.saver import RedisSaver
 
 __all__ = ["SCHEMA_VERSION", "RedisSaver", "mask_url"]

@@ -13,13 +13,11 @@ import threading
 import time
 import weakref
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from typing import Any, Self
 
 import redis
 import redis.asyncio as aredis
 from redis.asyncio.retry import Retry as AsyncRetry
-from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -34,6 +32,7 @@ from threadline.checkpoint.base import (
     ThreadStatus,
 )
 from threadline.checkpoint.redis import requests as wire
+from threadline.checkpoint.redis.clients import Clients, ttl_seconds
 from threadline.checkpoint.redis.keys import SCHEMA_VERSION
 from threadline.checkpoint.redis.migration import migrate_v1
 from threadline.checkpoint.redis.operations import Operations
@@ -48,47 +47,53 @@ _SEND_BACKOFF = 0.05  # seconds, doubled after each failure
 class RedisSaver(BaseSaver):
     """Checkpoints in Redis (standalone, no modules needed), safe to share between processes.
 
-    ``prefix`` starts every key name (use one per application or test run); ``ttl`` (seconds)
-    makes a thread expire that long after its last write; ``retention`` prunes old checkpoints
-    on save. Sync methods use one ``redis.Redis`` connection pool; the ``a*`` methods use a
-    ``redis.asyncio.Redis`` client per event loop, created on first use.
+    Give it a URL (or set ``REDIS_URL``), or, as langgraph-redis accepts, ``redis_client=`` a
+    ``redis.Redis`` of yours (kept open when the saver closes; its own retry settings then
+    apply, see ``clients.py``). ``connection_args`` go to the clients made from the URL.
+    ``prefix`` starts every key name (use one per application or test run); ``ttl`` (seconds,
+    or langgraph-redis's ``{"default_ttl": minutes}``) makes a thread expire that long after
+    its last write; ``retention`` prunes old checkpoints on save. Sync methods use one
+    ``redis.Redis`` connection pool; the ``a*`` methods use a ``redis.asyncio.Redis`` client
+    per event loop, created on first use.
 
-        with RedisSaver("redis://localhost:6379/0", ttl=7 * 86400) as saver:
+        with RedisSaver.from_conn_string("redis://localhost:6379/0", ttl=7 * 86400) as saver:
             graph = builder.compile(checkpointer=saver)
     """
 
     def __init__(
         self,
-        url: str,
+        redis_url: str | None = None,
         *,
+        redis_client: redis.Redis | aredis.Redis | None = None,
+        connection_args: Mapping[str, Any] | None = None,
         prefix: str = "threadline",
-        ttl: float | None = None,
+        ttl: float | Mapping[str, Any] | None = None,
         retention: Retention | None = None,
         serde: Serializer | None = None,
     ) -> None:
         if not prefix or any(c in prefix for c in "{}"):
             raise ValueError(f"RedisSaver prefix must be non-empty, without braces: {prefix!r}")
-        if ttl is not None and ttl <= 0:
-            raise ValueError(f"RedisSaver ttl must be positive seconds, got {ttl!r}")
-        self.url = url
+        seconds = ttl_seconds(ttl)
         self.prefix = prefix
-        self.ttl = ttl
-        ttl_ms = round(ttl * 1000) if ttl is not None else 0
+        self.ttl = seconds
+        ttl_ms = round(seconds * 1000) if seconds is not None else 0
         self._ops = Operations(prefix, ttl_ms, retention, serde or DEFAULT)
         self._lock = threading.Lock()
         self._closed = False
         self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aredis.Redis] = (
             weakref.WeakKeyDictionary()
         )
-        try:
-            self._client: redis.Redis = redis.Redis.from_url(url, **self._client_options(SyncRetry))
-        except (ValueError, RedisError) as exc:
-            raise SaverUnavailableError(f"invalid Redis URL {mask_url(url)}: {exc}") from exc
-        try:
-            self._setup()
-        except BaseException:
-            self._client.close()
-            raise
+        self._clients = Clients.of(type(self).__name__, redis_url, redis_client, connection_args)
+        self.url = self._clients.url
+        self._where = self._clients.where
+        self._client: redis.Redis | None = self._clients.sync_client(SyncRetry)
+        self._ready = self._client is not None  # setup ran (an async client's runs on first use)
+        if self._client is not None:
+            try:
+                self._setup()
+            except BaseException:
+                self._clients.close(self._client)
+                raise
 
     @property
     def retention(self) -> Retention | None:
@@ -99,44 +104,58 @@ class RedisSaver(BaseSaver):
         return self._ops.codec
 
     @classmethod
-    def from_conn_string(cls, url: str, **options: Any) -> RedisSaver:
-        """A saver on ``url``; use it as ``with RedisSaver.from_conn_string(url) as saver:``."""
-        return cls(url, **options)
+    def from_conn_string(
+        cls,
+        redis_url: str | None = None,
+        *,
+        redis_client: redis.Redis | aredis.Redis | None = None,
+        **options: Any,
+    ) -> Self:
+        """A saver: ``with RedisSaver.from_conn_string(url) as saver:``."""
+        return cls(redis_url, redis_client=redis_client, **options)
 
-    @staticmethod
-    def _client_options(retry: Any) -> dict[str, Any]:
-        # redis-py's own retries are off: a put whose reply was lost must be sent again with
-        # its "resent" flag, so the saver retries (``_execute``) instead.
-        return {
-            "socket_connect_timeout": 10.0,
-            "socket_timeout": 60.0,
-            "retry": retry(NoBackoff(), 0),
-        }
+    def setup(self) -> None:
+        """Check (or record) the layout version, migrate older data, and load the scripts.
+
+        Run when the saver is made; again it only checks (idempotent)."""
+        self._setup()
 
     def _setup(self) -> None:
-        """Check (or record) the layout version, migrate older data, and load the scripts."""
-        key = f"{self.prefix}:schema_version"
         try:
-            self._execute(Call("set", (key, SCHEMA_VERSION), {"nx": True}))
-            found = self._execute(Call("get", (key,)))
-            version = _version(found)
-            if version in (1, 2):  # version 2 data is version 3 data: only the marker moves
-                if version == 1:
-                    self._run(migrate_v1(self.prefix))
-                self._execute(Call("set", (key, SCHEMA_VERSION)))
-                version = SCHEMA_VERSION
-            self._execute(Load())
+            self._run(self._setup_op())
         except RedisError as exc:
-            raise SaverUnavailableError(f"Redis at {mask_url(self.url)}: {exc}") from exc
+            raise SaverUnavailableError(f"Redis at {self._where}: {exc}") from exc
+
+    async def asetup(self) -> None:
+        self._ready = True  # the setup's own requests must not start another one
+        try:
+            await self._arun(self._setup_op())
+        except BaseException as exc:
+            self._ready = False
+            if isinstance(exc, RedisError):
+                raise SaverUnavailableError(f"Redis at {self._where}: {exc}") from exc
+            raise
+
+    def _setup_op(self) -> Op[None]:
+        key = f"{self.prefix}:schema_version"
+        yield Call("set", (key, SCHEMA_VERSION), {"nx": True})
+        found = yield Call("get", (key,))
+        version = _version(found)
+        if version in (1, 2):  # version 2 data is version 3 data: only the marker moves
+            if version == 1:
+                yield from migrate_v1(self.prefix)
+            yield Call("set", (key, SCHEMA_VERSION))
+            version = SCHEMA_VERSION
+        yield Load()
         if version != SCHEMA_VERSION:
             raise SaverUnavailableError(
-                f"Redis at {mask_url(self.url)} holds threadline data under prefix "
+                f"Redis at {self._where} holds threadline data under prefix "
                 f"{self.prefix!r} with layout version {text(found)}, which this threadline does "
                 f"not understand (it reads version {SCHEMA_VERSION}); upgrade threadline"
             )
 
     def _unavailable(self, exc: BaseException) -> SaverUnavailableError:
-        return SaverUnavailableError(f"cannot reach Redis at {mask_url(self.url)}: {exc}")
+        return SaverUnavailableError(f"cannot reach Redis at {self._where}: {exc}")
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -148,7 +167,8 @@ class RedisSaver(BaseSaver):
             self._closed = True
             aclients = list(self._aclients.items())
             self._aclients.clear()
-        self._client.close()
+        if self._client is not None:
+            self._clients.close(self._client)
         for loop, client in aclients:
             wire.close_async_client(loop, client)
 
@@ -163,13 +183,14 @@ class RedisSaver(BaseSaver):
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
-        return f"RedisSaver({mask_url(self.url)!r}, prefix={self.prefix!r}, {state})"
+        return f"{type(self).__name__}({self._where!r}, prefix={self.prefix!r}, {state})"
 
     # -- running requests ------------------------------------------------------------------
 
     def _execute(self, request: Request) -> Any:
         if self._closed:
             raise SaverUnavailableError(f"{self!r} is closed")
+        assert self._client is not None  # without one, sync calls go through ``loopbound``
         for attempt in itertools.count():
             try:
                 try:
@@ -186,7 +207,11 @@ class RedisSaver(BaseSaver):
         raise AssertionError("unreachable")
 
     async def _aexecute(self, request: Request) -> Any:
+        if not self._ready:
+            await self.asetup()
         client = self._aclient()
+        if client is None:  # only a sync client of the program's
+            return await asyncio.to_thread(self._execute, request)
         for attempt in itertools.count():
             try:
                 try:
@@ -202,14 +227,16 @@ class RedisSaver(BaseSaver):
                 await asyncio.sleep(_SEND_BACKOFF * 2**attempt)
         raise AssertionError("unreachable")
 
-    def _aclient(self) -> aredis.Redis:
+    def _aclient(self) -> aredis.Redis | None:
         loop = asyncio.get_running_loop()
         with self._lock:
             if self._closed:
                 raise SaverUnavailableError(f"{self!r} is closed")
+            if self.url is None:
+                return self._clients.new_async_client(AsyncRetry)
             client = self._aclients.get(loop)
             if client is None:
-                client = aredis.Redis.from_url(self.url, **self._client_options(AsyncRetry))
+                client = self._clients.new_async_client(AsyncRetry)
                 self._aclients[loop] = client
             return client
 
@@ -352,23 +379,3 @@ def _version(found: bytes | None) -> int:
         return int(found) if found is not None else SCHEMA_VERSION
     except ValueError:
         return -1
-
-
-def mask_url(url: str) -> str:
-    """``url`` with its password (in the user part or the query) replaced by ``***``."""
-    try:
-        parts = urlsplit(url)
-        netloc = parts.netloc
-        if "@" in netloc:
-            userinfo, _, hostport = netloc.rpartition("@")
-            if ":" in userinfo:
-                netloc = f"{userinfo.split(':', 1)[0]}:***@{hostport}"
-        query = parts.query
-        if query:
-            pairs = parse_qsl(query, keep_blank_values=True)
-            query = urlencode(
-                [(k, "***" if k.lower() == "password" else v) for k, v in pairs], safe="*"
-            )
-        return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-    except ValueError:
-        return "<unparsable Redis URL>"

@@ -1,9 +1,11 @@
 """A saver backed by one SQLite file (stdlib ``sqlite3``), for single-machine durability.
 
 The database runs in WAL mode with ``synchronous=NORMAL``: readers never block the writer, and a
-committed checkpoint survives a process crash. One connection is shared by every thread that
-uses the saver, guarded by a lock; several savers (or processes) may open the same file, and
-wait up to ``timeout`` seconds for each other's write transactions.
+committed checkpoint survives a process crash (``synchronous="full"``: a power loss too). One
+connection, the saver's own or one given to it, is shared by every thread that uses the saver,
+guarded by a lock; several savers (or processes) may open the same file, and wait up to
+``timeout`` seconds for each other's write transactions. ``AsyncSqliteSaver`` (in ``aio``) is
+the same saver under LangGraph's async name.
 
 Storage follows ``threadline.checkpoint.layout`` (schema version 6): a small ``checkpoints`` row
 per checkpoint holding every small scalar value (``layout.inlined``: a step that only bumps a
@@ -21,6 +23,7 @@ on load, so a damaged value fails with an error naming its key instead of loadin
 The package, by layer:
 
 - ``schema.py`` — the tables and the statements that write their rows;
+- ``connection.py`` — the connection: opened on a path, or a caller's checked and prepared;
 - ``migration.py`` — opening a file: WAL mode, the version check, migrating versions 1 to 5
   (in one transaction; a failure leaves the file as it was);
 - ``queries.py`` — reading and writing rows inside a transaction: blobs and their delta

@@ -34,10 +34,13 @@ from threadline.errors import SaverUnavailableError, SerializationError
 _T = TypeVar("_T")
 
 
-def prepare(conn: sqlite3.Connection, path: str, timeout: float) -> None:
+def prepare(
+    conn: sqlite3.Connection, path: str, timeout: float, synchronous: str = "NORMAL"
+) -> None:
     """Put a newly opened connection in WAL mode and create, check or migrate the schema.
 
-    One transaction: a migration that fails leaves the file as it was.
+    ``synchronous`` is one of ``SYNCHRONOUS`` (checked by the caller). One transaction: a
+    migration that fails leaves the file as it was.
     """
     # Compaction frees the pages of rewritten blobs; with incremental auto-vacuum (settable only
     # before the first table exists: a no-op on older files) ``put`` gives them back to the OS.
@@ -46,7 +49,7 @@ def prepare(conn: sqlite3.Connection, path: str, timeout: float) -> None:
     # "database is locked" at once instead of waiting for the busy timeout when several
     # connections open a new file together: retry it within the timeout.
     _retry_locked(lambda: conn.execute("PRAGMA journal_mode=WAL").fetchone(), timeout)
-    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute(f"PRAGMA synchronous={synchronous}")
     conn.execute("BEGIN IMMEDIATE")
     try:
         conn.execute(

@@ -9,7 +9,7 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from typing import Any
+from typing import Any, Self
 
 from threadline.checkpoint.base import (
     BaseSaver,
@@ -44,7 +44,14 @@ from threadline.checkpoint.rules import (
     now_iso,
     status_of,
 )
-from threadline.checkpoint.sqlite.migration import body_next, body_versions, prepare
+from threadline.checkpoint.sqlite.connection import (
+    adopt,
+    misuse,
+    not_a_connection,
+    open_path,
+    synchronous_level,
+)
+from threadline.checkpoint.sqlite.migration import body_next, body_versions
 from threadline.checkpoint.sqlite.queries import (
     CHUNK,
     Row,
@@ -71,7 +78,7 @@ from threadline.checkpoint.sqlite.schema import (
     UPSERT_THREAD,
     repoint_prefixes,
 )
-from threadline.errors import SaverUnavailableError
+from threadline.errors import ConfigError, SaverUnavailableError
 from threadline.serde import DEFAULT, Serializer
 
 _PAGE_SIZE = 64
@@ -82,27 +89,34 @@ _HEADS_CACHED = 1024  # (thread, namespace) heads whose versions are remembered
 class SqliteSaver(BaseSaver):
     """Checkpoints in a SQLite file (default ``":memory:"``, private to this saver).
 
-    Use it as a context manager, or call :meth:`close` when done::
+    Give it a path, or a connection as LangGraph's docs do (``close()`` leaves one you gave
+    open; see ``connection.py`` for what it must allow)::
 
-        with SqliteSaver("checkpoints.db") as saver:
+        with SqliteSaver("checkpoints.db") as saver:  # or SqliteSaver.from_conn_string(...)
             graph = builder.compile(checkpointer=saver)
 
-    ``retention`` prunes a thread's older checkpoints each time one is saved (in the same
-    transaction). ``copy_thread`` raises ``ValueError`` if the target already has checkpoints.
+        saver = SqliteSaver(sqlite3.connect("checkpoints.db", check_same_thread=False))
+
+    ``synchronous="full"`` syncs each commit, so a saved checkpoint survives a power loss
+    (``"normal"``, the default, a process crash; docs/storage.md). ``timeout``: how long a
+    write waits for another connection's (30 s; a given connection keeps its own unless
+    passed). ``retention`` prunes a thread's older checkpoints each time one is saved (in the
+    same transaction). ``copy_thread`` raises ``ValueError`` if the target has checkpoints.
     """
 
     def __init__(
         self,
-        path: str | os.PathLike[str] = ":memory:",
+        conn: sqlite3.Connection | str | os.PathLike[str] = ":memory:",
         *,
-        timeout: float = 30.0,
+        timeout: float | None = None,
+        synchronous: str = "normal",
         retention: Retention | None = None,
         serde: Serializer | None = None,
     ):
-        self.path = os.fspath(path)
+        level = synchronous_level(synchronous)
         self.retention = retention
         self.serde = serde or DEFAULT
-        self._timeout = timeout
+        self.synchronous = level.lower()
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         # (thread, ns, key, version) -> the blob's row without its data, for ``base_of``
@@ -113,63 +127,45 @@ class SqliteSaver(BaseSaver):
         self._head_versions: OrderedDict[tuple[str, str], tuple[str, dict[str, str]]] = (
             OrderedDict()
         )
-        if self.path not in ("", ":memory:") and not self.path.startswith("file:"):
-            directory = os.path.dirname(os.path.abspath(self.path))
-            if not os.path.isdir(directory):
-                raise SaverUnavailableError(
-                    f"cannot open SQLite checkpoint database {self.path!r}: "
-                    f"directory {directory!r} does not exist; create it first"
-                )
-        try:
-            conn = sqlite3.connect(
-                self.path,
-                timeout=timeout,  # also the busy timeout for locked databases
-                check_same_thread=False,
-                isolation_level=None,  # we issue BEGIN/COMMIT ourselves
-                uri=self.path.startswith("file:"),
-            )
-        except sqlite3.Error as exc:
-            raise SaverUnavailableError(
-                f"cannot open SQLite checkpoint database {self.path!r}: {exc}"
-            ) from exc
-        try:
-            prepare(conn, self.path, self._timeout)
-        except sqlite3.Error as exc:
-            conn.close()
-            raise SaverUnavailableError(
-                f"cannot open SQLite checkpoint database {self.path!r}: {exc} "
-                "(is it a SQLite database, and writable?)"
-            ) from exc
-        except BaseException:
-            conn.close()
-            raise
-        self._conn = conn
+        self._owns_conn = not isinstance(conn, sqlite3.Connection)
+        if isinstance(conn, sqlite3.Connection):
+            self.path = adopt(conn, timeout, level)
+            self._conn = conn
+        elif isinstance(conn, str | os.PathLike):
+            self.path = os.fspath(conn)
+            self._conn = open_path(self.path, timeout, level)
+        else:
+            raise ConfigError(not_a_connection(type(self).__name__, conn))
 
     @classmethod
-    def from_conn_string(cls, path: str | os.PathLike[str], **options: Any) -> SqliteSaver:
-        """A saver on ``path``; use it as ``with SqliteSaver.from_conn_string(path) as saver:``."""
-        return cls(path, **options)
+    def from_conn_string(cls, conn_string: str | os.PathLike[str], **options: Any) -> Self:
+        """A saver on a path or ``":memory:"``, closed when the ``with`` block ends::
+
+        with SqliteSaver.from_conn_string("checkpoints.db") as saver: ...
+        """
+        return cls(conn_string, **options)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close the connection; further calls raise ``SaverUnavailableError``. Idempotent."""
+        """Close the connection (one given to the saver stays open); further calls raise
+        ``SaverUnavailableError``. Idempotent."""
         with self._lock:
-            if self._conn is not None:
+            if self._conn is not None and self._owns_conn:
                 self._conn.close()
-                self._conn = None
+            self._conn = None
             self._blob_cache.clear()
             self._head_versions.clear()
             self._chains.clear()
 
     def __repr__(self) -> str:
         state = "closed" if self._conn is None else "open"
-        return f"SqliteSaver({self.path!r}, {state})"
+        return f"{type(self).__name__}({self.path!r}, {state})"
 
     def _connection(self) -> sqlite3.Connection:
         conn = self._conn
         if conn is None:
-            raise SaverUnavailableError(f"SqliteSaver({self.path!r}) is closed")
+            raise SaverUnavailableError(f"{type(self).__name__}({self.path!r}) is closed")
         return conn
 
     @contextmanager
@@ -191,14 +187,16 @@ class SqliteSaver(BaseSaver):
                     raise
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
-                if conn.in_transaction:
+                if conn.in_transaction and not isinstance(exc, sqlite3.ProgrammingError):
                     conn.execute("ROLLBACK")
                 raise self._unavailable(exc) from exc
 
     def _unavailable(self, exc: sqlite3.Error) -> Exception:
         if isinstance(exc, sqlite3.OperationalError) or type(exc) is sqlite3.DatabaseError:
-            return SaverUnavailableError(f"SQLite checkpoint database {self.path!r}: {exc}")
-        return exc
+            return misuse(exc, self.path) or SaverUnavailableError(
+                f"SQLite checkpoint database {self.path!r}: {exc}"
+            )
+        return misuse(exc, self.path) or exc
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -284,7 +282,7 @@ class SqliteSaver(BaseSaver):
         # Encoding (and looking up the blobs deltas extend) happens before the transaction.
         encoded = encode_record(record, self._base_lookup(thread_id, ns), self.serde, inline=True)
         with self._transaction("IMMEDIATE") as conn:
-            head, status = conn.execute(HEAD_AND_STATUS, (thread_id, ns)).fetchone()
+            head, status = conn.execute(HEAD_AND_STATUS, (thread_id, ns, thread_id)).fetchone()
             check_put(record, head, fork=fork)
             blobs = self._complete(conn, record, encoded, head)
             row = encoded.row

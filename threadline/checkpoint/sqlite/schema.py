@@ -151,9 +151,11 @@ HEAD = """
 # The status is written when it changes: a put that leaves it as it was (most steps of a run)
 # writes no thread row, sparing its commit two pages. ``checkpoint_id``, ``next`` and
 # ``updated_at`` are as of that write; ``list_threads`` reads the head's own (``LIST_THREADS``).
+# Parameters: thread, namespace, thread (plain ``?``: Python 3.12 deprecates numbered ones bound
+# from a sequence, and 3.14 refuses them).
 HEAD_AND_STATUS = """
-    SELECT (SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2),
-           (SELECT status FROM threads WHERE thread_id = ?1)
+    SELECT (SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?),
+           (SELECT status FROM threads WHERE thread_id = ?)
 """
 
 SELECT_BODY = """

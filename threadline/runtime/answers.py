@@ -1,0 +1,35 @@
+"""Which interrupts of a step still wait, and which answer goes to which of them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from threadline.checkpoint.base import TaskWrite
+from threadline.errors import InvalidResumeError
+from threadline.types import Interrupt
+
+
+def pending_interrupts(writes: Iterable[TaskWrite]) -> list[tuple[TaskWrite, Interrupt]]:
+    """Interrupts of tasks that have not finished since, in the order they were saved."""
+    writes = list(writes)
+    finished = {w.task_id for w in writes if w.kind == "result"}
+    return [
+        (w, i)
+        for w in writes
+        if w.kind == "interrupt" and w.task_id not in finished
+        for i in w.value
+    ]
+
+
+def match_answers(resume: Any, pending: list[tuple[TaskWrite, Interrupt]]) -> dict[str, Any]:
+    """A map ``{interrupt_id: value}``, or a bare value when exactly one interrupt waits."""
+    ids = [i.id for _, i in pending]
+    if isinstance(resume, dict) and resume and all(k in ids for k in resume):
+        return dict(resume)
+    if len(pending) == 1:
+        return {ids[0]: resume}
+    raise InvalidResumeError(
+        f"{len(pending)} interrupts are waiting; resume with a dict mapping interrupt id to value "
+        f"(ids: {', '.join(ids)}). Nothing was resumed."
+    )
