@@ -195,10 +195,13 @@ class Chunks:
         out: list[Emit] = []
         result = outcome.result
         if self.updates and result is not None:
-            out.append(Emit("updates", {outcome.task.name: dict(result.updates) or None}))
+            update = {outcome.task.name: dict(result.updates) or None}
+            if outcome.cached:  # taken from the node cache: LangGraph marks it, and sends no
+                update["__metadata__"] = {"cached": True}  # task result for it
+            out.append(Emit("updates", update))
         if outcome.interrupts:
             out.extend(self._interrupts(outcome.interrupts))
-        if self.task_events:
+        if self.task_events and not outcome.cached:
             payload = {
                 "id": outcome.task.id,
                 "name": outcome.task.name,
