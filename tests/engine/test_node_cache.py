@@ -49,11 +49,12 @@ def graph_of(node, policy: CachePolicy | None = DEFAULT_POLICY, **compile_args):
 def test_the_docs_example_reuses_the_result_and_marks_the_update_as_cached():
     calls: list[int] = []
     graph = graph_of(expensive(calls), CachePolicy(ttl=3), cache=InMemoryCache())
-    first = list(graph.stream({"x": 5}, stream_mode="updates"))
-    second = list(graph.stream({"x": 5}, stream_mode="updates"))
+    first = graph.invoke({"x": 5}, stream_mode="updates")
+    second = graph.invoke({"x": 5}, stream_mode="updates")
     assert first == [{"expensive_node": {"result": 10}}]
     assert second == [{"expensive_node": {"result": 10}, "__metadata__": {"cached": True}}]
     assert graph.invoke({"x": 5}) == {"x": 5, "result": 10}
+    assert graph.invoke({"x": 5}, stream_mode=["updates"]) == [("updates", second[0])]
     assert calls == [5]
 
 
@@ -306,7 +307,7 @@ async def test_async_runs_use_the_cache():
 
     graph = graph_of(node, cache=InMemoryCache())
     assert (await graph.ainvoke({"x": 1}))["result"] == 2
-    chunks = [c async for c in graph.astream({"x": 1})]
+    chunks = await graph.ainvoke({"x": 1}, stream_mode="updates")
     assert chunks == [{"expensive_node": {"result": 2}, "__metadata__": {"cached": True}}]
     await graph.aclear_cache()
     await graph.ainvoke({"x": 1})
