@@ -195,13 +195,13 @@ class Chunks:
         out: list[Emit] = []
         result = outcome.result
         if self.updates and result is not None:
-            update = {outcome.task.name: dict(result.updates) or None}
-            if outcome.cached:  # taken from the node cache: LangGraph marks it, and sends no
-                update["__metadata__"] = {"cached": True}  # task result for it
-            out.append(Emit("updates", update))
+            chunk = {outcome.task.name: dict(result.updates) or None}
+            if outcome.cached:  # as LangGraph marks a result taken from the node cache
+                chunk["__metadata__"] = {"cached": True}
+            out.append(Emit("updates", chunk))
         if outcome.interrupts:
             out.extend(self._interrupts(outcome.interrupts))
-        if self.task_events and not outcome.cached:
+        if self.task_events and not outcome.cached:  # LangGraph sends none for a cache hit
             payload = {
                 "id": outcome.task.id,
                 "name": outcome.task.name,
