@@ -157,3 +157,9 @@ async def test_deferred_nodes_in_async_runs():
 def test_defer_must_be_a_bool():
     with pytest.raises(GraphValidationError, match="defer of 'd' must be True or False"):
         StateGraph(State).add_node("d", lambda s: {}, defer="yes")
+
+
+def test_the_drawing_marks_a_deferred_node_as_langgraph_does():
+    mermaid = uneven_branches([]).compile().get_graph().draw_mermaid()
+    assert "\td(d<hr/><small><em>defer = True</em></small>)\n" in mermaid
+    assert "\tc(c)\n" in mermaid

@@ -7,10 +7,12 @@ import sqlite3
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
+from pydantic import BaseModel
 
 from threadline import END, START, CachePolicy, Send, StateGraph, interrupt, serde
 from threadline.cache.memory import InMemoryCache
@@ -47,12 +49,22 @@ def graph_of(node, policy: CachePolicy | None = DEFAULT_POLICY, **compile_args):
 def test_the_docs_example_reuses_the_result_and_marks_the_update_as_cached():
     calls: list[int] = []
     graph = graph_of(expensive(calls), CachePolicy(ttl=3), cache=InMemoryCache())
-    first = list(graph.stream({"x": 5}, stream_mode="updates"))
-    second = list(graph.stream({"x": 5}, stream_mode="updates"))
+    first = graph.invoke({"x": 5}, stream_mode="updates")
+    second = graph.invoke({"x": 5}, stream_mode="updates")
     assert first == [{"expensive_node": {"result": 10}}]
     assert second == [{"expensive_node": {"result": 10}, "__metadata__": {"cached": True}}]
     assert graph.invoke({"x": 5}) == {"x": 5, "result": 10}
+    assert graph.invoke({"x": 5}, stream_mode=["updates"]) == [("updates", second[0])]
     assert calls == [5]
+
+
+def test_a_cached_task_has_no_debug_result_event():
+    graph = graph_of(expensive([]), cache=InMemoryCache())
+    kinds = []
+    for _ in range(2):
+        events = graph.stream({"x": 5}, stream_mode="debug")
+        kinds.append([e["type"] for e in events if e["type"] != "checkpoint"])
+    assert kinds == [["task", "task_result"], ["task"]]  # as LangGraph streams them
 
 
 def test_a_different_input_misses_and_dict_key_order_does_not_matter():
@@ -75,6 +87,38 @@ def test_a_different_input_misses_and_dict_key_order_does_not_matter():
     graph.invoke({"opts": {"b": 2, "a": 1}})
     graph.invoke({"opts": {"a": 1, "b": 3}})
     assert calls == [{"a": 1, "b": 2}, {"a": 1, "b": 3}]
+
+
+class PydanticState(BaseModel):
+    x: int
+    tags: set[str] = set()
+    result: int = 0
+
+
+@dataclass
+class DataclassState:
+    x: int
+    tags: set[str] = field(default_factory=set)
+    result: int = 0
+
+
+@pytest.mark.parametrize("schema", [PydanticState, DataclassState])
+def test_pydantic_and_dataclass_states_are_cached_by_value(schema):
+    calls = []
+
+    def node(state) -> dict:
+        calls.append(state.x)
+        return {"result": state.x * 10}
+
+    g = StateGraph(schema)
+    g.add_node("node", node, cache_policy=CachePolicy())
+    g.add_edge(START, "node")
+    g.add_edge("node", END)
+    graph = g.compile(cache=InMemoryCache())
+    assert graph.invoke(schema(x=1, tags={"a", "b"}))["result"] == 10
+    assert graph.invoke(schema(x=1, tags={"b", "a"}))["result"] == 10
+    assert graph.invoke(schema(x=2))["result"] == 20
+    assert calls == [1, 2]
 
 
 def test_entries_expire_after_ttl_seconds():
@@ -263,7 +307,7 @@ async def test_async_runs_use_the_cache():
 
     graph = graph_of(node, cache=InMemoryCache())
     assert (await graph.ainvoke({"x": 1}))["result"] == 2
-    chunks = [c async for c in graph.astream({"x": 1})]
+    chunks = await graph.ainvoke({"x": 1}, stream_mode="updates")
     assert chunks == [{"expensive_node": {"result": 2}, "__metadata__": {"cached": True}}]
     await graph.aclear_cache()
     await graph.ainvoke({"x": 1})

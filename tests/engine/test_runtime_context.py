@@ -278,3 +278,23 @@ def test_nodes_that_take_only_state_are_still_called_plainly():
     assert single(node).invoke({"log": []}, context=Context("u")) == {"response": "x", "log": []}
     assert calls == [{"log": []}]
     assert StateGraph(State).add_node("n", node).nodes["n"].style.plain
+
+
+async def test_an_async_node_awaiting_a_subgraph_passes_its_context_down():
+    async def inner(state: State, runtime: Runtime[Context]) -> dict:
+        return {"log": [f"inner:{runtime.context.user_id}"]}
+
+    sub = StateGraph(State)
+    sub.add_node("inner", inner)
+    sub.add_edge(START, "inner")
+    sub.add_edge("inner", END)
+    child = sub.compile()
+
+    async def outer(state: State) -> dict:
+        return {"log": (await child.ainvoke({}))["log"]}
+
+    g = StateGraph(State, context_schema=Context)
+    g.add_node("outer", outer)
+    g.add_edge(START, "outer")
+    g.add_edge("outer", END)
+    assert (await g.compile().ainvoke({}, context=Context("a")))["log"] == ["inner:a"]

@@ -72,16 +72,37 @@ class CompiledStateGraph:
         self.name = name
 
     # ------------------------------------------------------------------ running
-    def invoke(self, input: Any, config: Mapping[str, Any] | None = None, **options: Any) -> Any:
-        """Run until the graph finishes or stops at an interrupt; return the state values."""
+    def invoke(
+        self,
+        input: Any,
+        config: Mapping[str, Any] | None = None,
+        *,
+        stream_mode: str | Sequence[str] | None = "values",
+        **options: Any,
+    ) -> Any:
+        """Run until the graph finishes or stops at an interrupt; return the state values.
+
+        With another ``stream_mode`` (or a list of modes), return the list of chunks ``stream``
+        yields, as LangGraph does.
+        """
+        if stream_mode != "values":
+            return list(self.stream(input, config, stream_mode=stream_mode, **options))
         for item in self._drive(input, config, frozenset(), options):
             if isinstance(item, Done):
                 return item.output
         raise AssertionError("run ended without output")  # pragma: no cover
 
     async def ainvoke(
-        self, input: Any, config: Mapping[str, Any] | None = None, **options: Any
+        self,
+        input: Any,
+        config: Mapping[str, Any] | None = None,
+        *,
+        stream_mode: str | Sequence[str] | None = "values",
+        **options: Any,
     ) -> Any:
+        if stream_mode != "values":
+            stream = self.astream(input, config, stream_mode=stream_mode, **options)
+            return [chunk async for chunk in stream]
         async for item in self._adrive(input, config, frozenset(), options):
             if isinstance(item, Done):
                 return item.output

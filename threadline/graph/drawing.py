@@ -22,6 +22,7 @@ class DrawableGraph:
 
     nodes: tuple[str, ...]
     edges: tuple[Edge, ...]
+    deferred: frozenset[str] = frozenset()  # nodes added with defer=True, marked as LangGraph does
 
     @classmethod
     def of(cls, spec: GraphSpec) -> DrawableGraph:
@@ -41,7 +42,7 @@ class DrawableGraph:
         unique = tuple(dict.fromkeys(edges))
         ends = {e.target for e in unique} | {e.source for e in unique}
         nodes = (START, *spec.nodes, *((END,) if END in ends else ()))
-        return cls(nodes, unique)
+        return cls(nodes, unique, spec.deferred)
 
     def draw_mermaid(self) -> str:
         lines = ["graph TD;"]
@@ -49,6 +50,8 @@ class DrawableGraph:
             if name in (START, END):
                 style = "first" if name == START else "last"
                 lines.append(f"\t{_id(name)}([<p>{name}</p>]):::{style}")
+            elif name in self.deferred:
+                lines.append(f"\t{_id(name)}({name}<hr/><small><em>defer = True</em></small>)")
             else:
                 lines.append(f"\t{_id(name)}({name})")
         for edge in self.edges:

@@ -201,7 +201,7 @@ class Chunks:
             out.append(Emit("updates", chunk))
         if outcome.interrupts:
             out.extend(self._interrupts(outcome.interrupts))
-        if self.task_events:
+        if self.task_events and not outcome.cached:  # LangGraph sends none for a cache hit
             payload = {
                 "id": outcome.task.id,
                 "name": outcome.task.name,
