@@ -84,6 +84,38 @@ class InvalidStoreInputError(ThreadlineError, ValueError):
     """A store call got a bad namespace, key, value, filter or paging argument."""
 
 
+class InvalidChatHistoryError(ThreadlineError, ValueError):
+    """A conversation a chat provider would refuse: a tool call without exactly one result
+    after it, or a tool result without its call. ``problems`` lists each
+    ``HistoryProblem`` found; ``repair_history`` makes the history valid.
+
+    A ``ValueError`` too, as LangGraph raises one for an invalid chat history.
+    """
+
+    def __init__(self, message: str, problems: tuple[Any, ...] = ()):
+        super().__init__(message)
+        self.problems = problems
+
+
+class ToolInvocationError(ThreadlineError, ValueError):
+    """A tool was called with arguments that do not fit its parameters (the model's mistake).
+
+    ``ToolNode`` returns ``message`` to the model by default, as LangGraph does, so that it can
+    fix the call.
+    """
+
+    def __init__(self, message: str, *, tool_name: str, tool_kwargs: dict[str, Any]):
+        super().__init__(message)
+        self.message = message
+        self.tool_name = tool_name
+        self.tool_kwargs = tool_kwargs
+
+
+class NotSupportedError(ThreadlineError, NotImplementedError):
+    """An argument LangGraph takes that threadline does not implement (yet); refused rather
+    than ignored."""
+
+
 class GraphInterrupt(BaseException):
     """Raised inside a node by ``interrupt()`` to stop the run until someone answers.
 
@@ -149,6 +181,7 @@ __all__ = [
     "GraphInterrupt",
     "GraphRecursionError",
     "GraphValidationError",
+    "InvalidChatHistoryError",
     "InvalidMessageError",
     "InvalidResumeError",
     "InvalidStoreInputError",
@@ -158,6 +191,7 @@ __all__ = [
     "ModelHTTPError",
     "ModelResponseError",
     "ModelTimeoutError",
+    "NotSupportedError",
     "NothingToResumeError",
     "ParentCommand",
     "SaverUnavailableError",
@@ -166,4 +200,5 @@ __all__ = [
     "StoreUnavailableError",
     "ThreadNotFoundError",
     "ThreadlineError",
+    "ToolInvocationError",
 ]

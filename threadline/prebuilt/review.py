@@ -1,0 +1,115 @@
+"""The review step of ``create_agent(..., review={tool: decisions})``: one interrupt for all the
+calls of a model turn that need a person's decision, before any of them runs.
+
+A decision changes the conversation, never a tool: ``accept`` leaves the call as it is,
+``edit`` replaces its arguments in the assistant message (same call id), ``respond`` answers the
+call with the person's text, ``reject`` answers it with a rejection. The calls left without an
+answer then run in the tools node; the others never run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from threadline.errors import GraphValidationError
+from threadline.messages import AIMessage, BaseMessage, ToolMessage
+
+DECISIONS = ("accept", "edit", "respond", "reject")
+
+
+def review_rules(review: Mapping[str, Any] | None, tool_names: Sequence[str]) -> dict[str, tuple]:
+    """``review`` checked: each reviewed tool exists and allows a non-empty set of decisions
+    (``True`` allows them all, ``False`` none)."""
+    rules: dict[str, tuple[str, ...]] = {}
+    for name, allowed in (review or {}).items():
+        if name not in tool_names:
+            raise GraphValidationError(
+                f"review names the tool {name!r}, which is not among the agent's tools "
+                f"({', '.join(tool_names) or 'none'})"
+            )
+        if allowed is False:
+            continue
+        chosen = DECISIONS if allowed is True else tuple(allowed)
+        unknown = [d for d in chosen if d not in DECISIONS]
+        if unknown or not chosen or isinstance(allowed, str):
+            raise GraphValidationError(
+                f"review[{name!r}] must be True or a list of decisions among "
+                f"{', '.join(DECISIONS)}; got {allowed!r}"
+            )
+        rules[name] = chosen
+    return rules
+
+
+def needs_review(message: BaseMessage, rules: Mapping[str, tuple]) -> bool:
+    return any(call["name"] in rules for call in getattr(message, "tool_calls", ()))
+
+
+def make_review_node(rules: Mapping[str, tuple], messages_key: str = "messages") -> Any:
+    """The node asking for decisions on the last assistant message's reviewed calls."""
+    from threadline.hitl import ActionRequest, request_review
+
+    def review(state: Any) -> dict[str, Any]:
+        message = _last_ai(state[messages_key])
+        reviewed = [c for c in message.tool_calls if c["name"] in rules]
+        actions = [
+            ActionRequest(
+                name=c["name"],
+                args=dict(c["args"]),
+                description=_description(c),
+                allowed=rules[c["name"]],
+            )
+            for c in reviewed
+        ]
+        decisions = request_review(actions)
+        return {messages_key: apply_decisions(message, reviewed, decisions)}
+
+    return review
+
+
+def apply_decisions(
+    message: AIMessage, reviewed: Sequence[dict[str, Any]], decisions: Sequence[Any]
+) -> list[BaseMessage]:
+    """The messages update the decisions make: the assistant message with edited arguments (if
+    any were edited), then an answer for each responded or rejected call."""
+    edited = {c["id"]: d.args for c, d in zip(reviewed, decisions, strict=True) if d.type == "edit"}
+    update: list[BaseMessage] = []
+    if edited:
+        calls = [
+            {**c, "args": dict(edited[c["id"]])} if c["id"] in edited else c
+            for c in message.tool_calls
+        ]
+        update.append(message.model_copy(update={"tool_calls": calls}))
+    for call, decision in zip(reviewed, decisions, strict=True):
+        if decision.type in ("respond", "reject"):
+            update.append(_answer(call, decision))
+    return update
+
+
+def _answer(call: dict[str, Any], decision: Any) -> ToolMessage:
+    if decision.type == "respond":
+        content, status = decision.message or "", "success"
+    else:
+        why = f": {decision.message}" if decision.message else "."
+        content = f"The user rejected the tool call {call['name']!r} (not executed){why}"
+        status = "error"
+    return ToolMessage(
+        content,
+        name=call["name"],
+        tool_call_id=call["id"],
+        status=status,
+        id=f"review-{call['id']}",
+    )
+
+
+def _description(call: dict[str, Any]) -> str:
+    args = json.dumps(call["args"], ensure_ascii=False, sort_keys=True, default=str)
+    return f"Tool execution requires approval\n\nTool: {call['name']}\nArgs: {args}"
+
+
+def _last_ai(messages: Sequence[BaseMessage]) -> AIMessage:
+    for message in reversed(messages):
+        if isinstance(message, AIMessage):
+            return message
+    raise ValueError("the review step found no assistant message to review")
