@@ -4,7 +4,7 @@ contract's names and shapes, on ``interrupt()``. Used only when the real package
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from threadline import interrupt
@@ -16,6 +16,7 @@ class ActionRequest:
     args: dict
     description: str | None = None
     allowed: tuple[str, ...] = ("accept", "edit", "respond", "reject")
+    args_schema: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -23,11 +24,6 @@ class Decision:
     type: str
     args: dict | None = None
     message: str | None = None
-
-
-@dataclass
-class _Request:
-    actions: list = field(default_factory=list)
 
 
 def request_review(actions: Sequence[ActionRequest]) -> list[Decision]:

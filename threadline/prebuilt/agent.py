@@ -187,7 +187,8 @@ class _AgentBuilder:
             else:
                 graph.add_edge("tools", self.model_node)
             if self.rules:
-                graph.add_node("review", make_review_node(self.rules))
+                schemas = {t.name: t.args_schema() for t in self.runnable if t.name in self.rules}
+                graph.add_node("review", make_review_node(self.rules, schemas))
                 graph.add_conditional_edges(
                     "review", self._after_review, [self.model_node, "tools"]
                 )

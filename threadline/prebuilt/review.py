@@ -46,8 +46,11 @@ def needs_review(message: BaseMessage, rules: Mapping[str, tuple]) -> bool:
     return any(call["name"] in rules for call in getattr(message, "tool_calls", ()))
 
 
-def make_review_node(rules: Mapping[str, tuple], messages_key: str = "messages") -> Any:
-    """The node asking for decisions on the last assistant message's reviewed calls."""
+def make_review_node(
+    rules: Mapping[str, tuple], schemas: Mapping[str, Any], messages_key: str = "messages"
+) -> Any:
+    """The node asking for decisions on the last assistant message's reviewed calls;
+    ``schemas`` (tool name to JSON Schema of its arguments) checks edited arguments."""
     from threadline.hitl import ActionRequest, request_review
 
     def review(state: Any) -> dict[str, Any]:
@@ -59,6 +62,7 @@ def make_review_node(rules: Mapping[str, tuple], messages_key: str = "messages")
                 args=dict(c["args"]),
                 description=_description(c),
                 allowed=rules[c["name"]],
+                args_schema=schemas.get(c["name"]),
             )
             for c in reviewed
         ]

@@ -52,6 +52,10 @@ class FunctionTool:
         spec = {"name": self.name, "description": self.description, "parameters": parameters}
         return tool_spec(spec)
 
+    def args_schema(self) -> dict[str, Any] | None:
+        """The JSON Schema of the arguments the model gives; None without pydantic."""
+        return self.for_model()["function"]["parameters"] if self._args is not None else None
+
     def run(self, call: dict[str, Any], injected: dict[str, Any]) -> Any:
         result = self.fn(**self._checked(call["args"]), **injected)
         return asyncio.run(result) if inspect.iscoroutine(result) else result
@@ -88,6 +92,12 @@ class LangChainTool:
 
     def for_model(self) -> Any:
         return self.tool
+
+    def args_schema(self) -> dict[str, Any] | None:
+        """The JSON Schema of the arguments the model gives (injected ones left out)."""
+        schema = self.tool.tool_call_schema
+        raw = schema if isinstance(schema, dict) else schema.model_json_schema()
+        return {k: v for k, v in raw.items() if k not in ("title", "description")}
 
     def run(self, call: dict[str, Any], injected: dict[str, Any]) -> Any:
         from pydantic import ValidationError
