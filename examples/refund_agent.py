@@ -156,10 +156,10 @@ def report(agent: Any, values: dict[str, Any]) -> None:
     messages = values.get("messages", [])
     for message in messages:
         print(f"  {line(message)}")
-    for pending in values.get("__interrupt__", ()):
+    state = agent.get_state(CONFIG)
+    for pending in state.interrupts:
         for action in pending.value["action_requests"]:
             print(f"waiting for a person: {action['name']} {json.dumps(action['args'])}")
-    state = agent.get_state(CONFIG)
     if state.next and not state.interrupts:
         print(f"stopped before {', '.join(state.next)}: 'continue' runs it, 'say' moves on")
     problems = validate_history(messages)
