@@ -28,8 +28,6 @@ TARGET = "threadline"
 # other ``langgraph.X`` maps to ``threadline.X``.
 EXCEPTIONS: dict[str, tuple[str, ...]] = {
     "langgraph.config": ("threadline",),
-    # LangGraph's graph package re-exports StateGraph, START, END; threadline's top level has them.
-    "langgraph.graph": ("threadline.graph", "threadline"),
     "langgraph.graph.state": ("threadline.graph.state_graph", "threadline.graph.compiled"),
     "langgraph.pregel": ("threadline",),
     # LangGraph's ``interrupt`` lives in langgraph.types; threadline's at its top level.
