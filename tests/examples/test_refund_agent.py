@@ -98,3 +98,25 @@ def test_after_a_crash_continue_runs_the_refund(db: Path) -> None:
     out = run(db, "continue")
     assert "tool refund [success]: Refunded 30.00 EUR on order A-1042" in out
     assert out.rstrip().endswith(VALID)
+
+
+def test_base_url_points_the_agent_at_an_openai_compatible_server(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "tests" / "models"))
+    from chat_server import ChatServer, completion
+
+    args = '{"order": "B-7", "amount": 12, "reason": "late"}'
+    call = {"id": "call_9", "name": "refund", "arguments": args}
+    db = tmp_path / "served.db"
+    with ChatServer() as server:
+        server.script(
+            completion("", tool_calls=[call], id="c-1"),
+            completion("Refunded 12 euros on B-7.", id="c-2"),
+        )
+        where = ["--base-url", server.base_url, "--model", "served-model"]
+        first = run(db, *where, "start")
+        assert 'waiting for a person: refund {"order": "B-7", "amount": 12' in first
+        out = run(db, *where, "resume", "approve")
+        assert server.bodies[0]["model"] == "served-model"
+        assert server.bodies[0]["messages"][0]["role"] == "system"
+    assert "tool refund [success]: Refunded 12.00 EUR on order B-7 (late)." in out
+    assert "assistant: Refunded 12 euros on B-7." in out and VALID in out
