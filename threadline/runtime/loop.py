@@ -40,6 +40,7 @@ from threadline.errors import (
 )
 from threadline.graph.spec import GraphSpec
 from threadline.runtime.answers import match_answers, pending_interrupts
+from threadline.runtime.calls import StepCalls
 from threadline.runtime.context import SpareAnswer
 from threadline.runtime.hints import storage_hints
 from threadline.runtime.planning import local_task_id, plan_next, task_id, tasks_of
@@ -322,10 +323,15 @@ class RunLoop:
         env.values = cp.values
         env.checkpoint_id = cp.id
         env.spare = SpareAnswer(spare.value) if spare is not None else self.s.parent_spare
+        env.calls = StepCalls(
+            self.saver, self.s.thread_id, self.s.ns, cp.id, self.s.durability, writes
+        )
         return Execute(runnable, env)
 
     def _keep(self, outcomes: list[Outcome]) -> bool:
         """Keep every task's outcome as a write; True when the step cannot complete."""
+        assert self._env is not None and self._env.calls is not None
+        self._add_writes(self._env.calls.take_held())  # ``@task`` results held until the exit
         complete = True
         for o in outcomes:
             t = o.task

@@ -19,6 +19,7 @@ from threadline import serde
 from threadline.constants import END, START
 from threadline.errors import GraphInterrupt, InvalidUpdateError, ParentCommand
 from threadline.graph.spec import Branch, GraphSpec, NodeSpec
+from threadline.runtime.calls import StepCalls, asettle_calls, settle_calls
 from threadline.runtime.context import SpareAnswer, TaskContext, enter_task, leave_task
 from threadline.runtime.writes import Update, apply_writes, normalize_output
 from threadline.types import Command, Interrupt, RetryPolicy, Send
@@ -82,6 +83,7 @@ class StepEnv:
     # subgraph a task runs records them as its checkpoints' ``parents``
     checkpoint_id: str = ""
     parents: Mapping[str, str] = field(default_factory=dict)
+    calls: StepCalls | None = None  # the ``@task`` calls of the step's tasks
 
 
 def run_task_sync(task: Task, env: StepEnv) -> Outcome:
@@ -100,6 +102,7 @@ def run_task_sync(task: Task, env: StepEnv) -> Outcome:
     except Exception as exc:
         return Outcome(task, error=exc)
     finally:
+        settle_calls(ctx)
         leave_task(token)
 
 
@@ -128,6 +131,7 @@ async def run_task_async(task: Task, env: StepEnv) -> Outcome:
     except Exception as exc:
         return Outcome(task, error=exc)
     finally:
+        await asettle_calls(ctx)
         leave_task(token)
 
 
@@ -146,7 +150,7 @@ def _call_with_retry(node: NodeSpec, fn: Callable[..., Any], arg: Any, ctx: Task
         try:
             return _call(node, fn, arg, ctx)
         except Exception as exc:
-            delay = _retry_delay(node.retry, attempt, exc)
+            delay = retry_delay(node.retry, attempt, exc)
             if delay is None:
                 raise
             time.sleep(delay)
@@ -164,7 +168,7 @@ async def _call_with_retry_async(
         except ParentCommand as pc:
             return pc.command
         except Exception as exc:
-            delay = _retry_delay(node.retry, attempt, exc)
+            delay = retry_delay(node.retry, attempt, exc)
             if delay is None:
                 raise
             await asyncio.sleep(delay)
@@ -184,7 +188,7 @@ def _kwargs(node: NodeSpec, ctx: TaskContext) -> dict[str, Any]:
     return node.style.kwargs(env.config, env.store, env.writer)
 
 
-def _retry_delay(policy: RetryPolicy | None, attempt: int, exc: Exception) -> float | None:
+def retry_delay(policy: RetryPolicy | None, attempt: int, exc: Exception) -> float | None:
     """Seconds to wait before the next attempt, or ``None`` to give up."""
     if policy is None or attempt >= policy.max_attempts or not policy.should_retry(exc):
         return None

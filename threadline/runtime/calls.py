@@ -1,0 +1,148 @@
+"""The ``@task`` calls of one step: results saved before, and saving new ones.
+
+A finished call's return value is a pending write of kind ``task`` on the checkpoint the step
+started from, under an id derived from its caller's namespace and the call's index. When the
+caller runs again (after an interrupt, a failure or a crash) the n-th call finds the n-th saved
+result and does not run. When the write is saved follows the run's durability mode: ``sync``
+before the caller gets the result, ``async`` right after, ``exit`` only if the run stops here
+(the loop saves the writes it is handed with the step's others).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import hashlib
+import threading
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from threadline.checkpoint.base import TaskWrite
+
+if TYPE_CHECKING:
+    from threadline.runtime.context import TaskContext
+
+TASK_WRITE = "task"
+
+
+def call_id(caller_ns: str, index: int) -> str:
+    """Stable across re-runs of the caller: its namespace holds its checkpoint and task."""
+    return hashlib.blake2b(f"{caller_ns}@{index}".encode(), digest_size=16).hexdigest()
+
+
+class StepCalls:
+    """The ``@task`` calls made by the tasks of one step; shared by their threads."""
+
+    __slots__ = (
+        "_checkpoint_id",
+        "_durability",
+        "_error",
+        "_held",
+        "_lock",
+        "_ns",
+        "_running",
+        "_saved",
+        "_saver",
+        "_thread_id",
+        "_writes",
+    )
+
+    def __init__(
+        self,
+        saver: Any,
+        thread_id: str | None,
+        ns: str,
+        checkpoint_id: str,
+        durability: str,
+        writes: Mapping[tuple[str, str], TaskWrite],
+    ) -> None:
+        # Made every step, so it only keeps references until a call needs more.
+        self._saver = saver
+        self._thread_id = thread_id
+        self._ns = ns
+        self._checkpoint_id = checkpoint_id
+        self._durability = durability
+        self._writes = writes
+        self._saved: dict[str, TaskWrite] | None = None
+        self._held: list[TaskWrite] = []
+        self._running: dict[str, list[Any]] = {}
+        self._error: BaseException | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def durability(self) -> str:
+        return self._durability if self._saver is not None else "none"
+
+    def saved(self, cid: str) -> TaskWrite | None:
+        """The result saved for call ``cid``, by an earlier run of the step or this one."""
+        with self._lock:
+            if self._saved is None:
+                self._saved = {w.task_id: w for w in self._writes.values() if w.kind == TASK_WRITE}
+            return self._saved.get(cid)
+
+    def record(self, write: TaskWrite) -> None:
+        """Keep a finished call's result; save it now unless the run saves only at its exit."""
+        if self._keep(write):
+            self._saver.put_writes(self._thread_id or "", self._ns, self._checkpoint_id, (write,))
+
+    async def arecord(self, write: TaskWrite) -> None:
+        if self._keep(write):
+            await self._saver.aput_writes(
+                self._thread_id or "", self._ns, self._checkpoint_id, (write,)
+            )
+
+    def _keep(self, write: TaskWrite) -> bool:
+        """Remember ``write`` for re-runs within this run; True when it is to be saved now."""
+        self.saved(write.task_id)  # the saved results are read before this one joins them
+        with self._lock:
+            assert self._saved is not None
+            self._saved[write.task_id] = write
+            if self._saver is None:
+                return False
+            if self._durability == "exit":
+                self._held.append(write)
+                return False
+        return True
+
+    def failed_to_save(self, error: BaseException) -> None:
+        """A save made after the caller had its result failed: the step fails with it."""
+        with self._lock:
+            self._error = self._error or error
+
+    def take_held(self) -> list[TaskWrite]:
+        """Results the loop saves with the step's other writes if the step stops (``exit``)."""
+        with self._lock:
+            if self._error is not None:
+                raise self._error
+            held, self._held = self._held, []
+        return held
+
+    def started(self, caller_ns: str, future: Any) -> None:
+        """Note a running call, so its caller's task waits for it before it ends."""
+        with self._lock:
+            self._running.setdefault(caller_ns, []).append(future)
+
+    def running(self, caller_ns: str) -> list[Any]:
+        with self._lock:
+            return list(self._running.get(caller_ns, ()))
+
+
+def settle_calls(ctx: TaskContext) -> None:
+    """Wait for every call the task made, awaited or not: none outlives its step."""
+    calls = ctx.env.calls
+    if calls is None:
+        return
+    for future in calls.running(ctx.ns):
+        if isinstance(future, concurrent.futures.Future):
+            concurrent.futures.wait([future])
+
+
+async def asettle_calls(ctx: TaskContext) -> None:
+    calls = ctx.env.calls
+    if calls is None:
+        return
+    for future in calls.running(ctx.ns):
+        waitable = (
+            asyncio.wrap_future(future) if isinstance(future, concurrent.futures.Future) else future
+        )
+        await asyncio.wait([waitable])
