@@ -91,10 +91,6 @@ class EntryLoop(RunLoop):
         out[INTERRUPT_KEY] = list(interrupts)
         return out
 
-    def _emit_values(self) -> Generator[Effect, Any, None]:
-        if END in self._cp().values:  # nothing to show before the function first returned
-            yield from super()._emit_values()
-
 
 class FunctionalGraph(CompiledStateGraph):
     """The runnable ``@entrypoint`` returns: ``invoke``, ``stream``, ``get_state``... as a
