@@ -82,7 +82,7 @@ def test_a_sync_task_that_runs_too_long_fails_its_caller_with_a_timeout():
         return hang().result()
 
     started = time.monotonic()
-    with pytest.raises(NodeTimeoutError, match="'hang' exceeded its timeout of 0.100s") as raised:
+    with pytest.raises(NodeTimeoutError, match=r"'hang' exceeded its timeout of 0\.100s") as raised:
         flow.invoke(1, _config())
     release.set()
     assert time.monotonic() - started < 2

@@ -49,9 +49,7 @@ def approval_flow(saver: BaseSaver, ledger: Ledger):
 
 
 @pytest.mark.parametrize("durability", ["sync", "async", "exit"])
-def test_a_side_effect_before_an_interrupt_runs_once_across_the_resume(
-    saver, tmp_path, durability
-):
+def test_a_side_effect_before_an_interrupt_runs_once_across_the_resume(saver, tmp_path, durability):
     ledger = Ledger(tmp_path / "ledger")
     approve = approval_flow(saver, ledger)
     config = _config()
