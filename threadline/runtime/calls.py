@@ -31,43 +31,52 @@ def call_id(caller_ns: str, index: int) -> str:
 
 
 class StepCalls:
-    """The ``@task`` calls made by the tasks of one step; shared by their threads."""
+    """The ``@task`` calls made by the tasks of a step; shared by their threads.
+
+    Made once per run and moved to each step with ``at``, which costs a run that makes no
+    calls next to nothing.
+    """
 
     __slots__ = (
         "_checkpoint_id",
         "_durability",
         "_error",
-        "_held",
         "_lock",
         "_ns",
+        "_results",
         "_running",
         "_saved",
         "_saver",
         "_thread_id",
         "_writes",
+        "busy",
+        "held",
     )
 
-    def __init__(
-        self,
-        saver: Any,
-        thread_id: str | None,
-        ns: str,
-        checkpoint_id: str,
-        durability: str,
-        writes: Mapping[tuple[str, str], TaskWrite],
-    ) -> None:
-        # Made every step, so it only keeps references until a call needs more.
+    def __init__(self, saver: Any, thread_id: str | None, ns: str, durability: str) -> None:
         self._saver = saver
         self._thread_id = thread_id
         self._ns = ns
-        self._checkpoint_id = checkpoint_id
         self._durability = durability
-        self._writes = writes
+        self._checkpoint_id = ""
+        self._writes: Mapping[tuple[str, str], TaskWrite] = {}
         self._saved: dict[str, TaskWrite] | None = None
-        self._held: list[TaskWrite] = []
+        self._results: list[TaskWrite] = []
         self._running: dict[str, list[Any]] = {}
         self._error: BaseException | None = None
         self._lock = threading.Lock()
+        # Plain flags the engine reads at every step and task without taking the lock
+        self.busy = False  # a call was started this step
+        self.held = False  # the loop has results to take (or a failed save to raise)
+
+    def at(self, checkpoint_id: str, writes: Mapping[tuple[str, str], TaskWrite]) -> None:
+        """Move to the step that starts from ``checkpoint_id`` with these pending writes."""
+        self._checkpoint_id = checkpoint_id
+        self._writes = writes
+        self._saved = None
+        if self.busy:
+            self._running = {}
+            self.busy = False
 
     @property
     def durability(self) -> str:
@@ -100,7 +109,8 @@ class StepCalls:
             if self._saver is None:
                 return False
             if self._durability == "exit":
-                self._held.append(write)
+                self._results.append(write)
+                self.held = True
                 return False
         return True
 
@@ -108,19 +118,22 @@ class StepCalls:
         """A save made after the caller had its result failed: the step fails with it."""
         with self._lock:
             self._error = self._error or error
+            self.held = True
 
     def take_held(self) -> list[TaskWrite]:
         """Results the loop saves with the step's other writes if the step stops (``exit``)."""
         with self._lock:
             if self._error is not None:
                 raise self._error
-            held, self._held = self._held, []
+            held, self._results = self._results, []
+            self.held = False
         return held
 
     def started(self, caller_ns: str, future: Any) -> None:
         """Note a running call, so its caller's task waits for it before it ends."""
         with self._lock:
             self._running.setdefault(caller_ns, []).append(future)
+            self.busy = True
 
     def running(self, caller_ns: str) -> list[Any]:
         with self._lock:
@@ -130,7 +143,7 @@ class StepCalls:
 def settle_calls(ctx: TaskContext) -> None:
     """Wait for every call the task made, awaited or not: none outlives its step."""
     calls = ctx.env.calls
-    if calls is None:
+    if calls is None or not calls.busy:
         return
     for future in calls.running(ctx.ns):
         if isinstance(future, concurrent.futures.Future):
@@ -139,7 +152,7 @@ def settle_calls(ctx: TaskContext) -> None:
 
 async def asettle_calls(ctx: TaskContext) -> None:
     calls = ctx.env.calls
-    if calls is None:
+    if calls is None or not calls.busy:
         return
     for future in calls.running(ctx.ns):
         waitable = (

@@ -323,15 +323,16 @@ class RunLoop:
         env.values = cp.values
         env.checkpoint_id = cp.id
         env.spare = SpareAnswer(spare.value) if spare is not None else self.s.parent_spare
-        env.calls = StepCalls(
-            self.saver, self.s.thread_id, self.s.ns, cp.id, self.s.durability, writes
-        )
+        if env.calls is None:
+            env.calls = StepCalls(self.saver, self.s.thread_id, self.s.ns, self.s.durability)
+        env.calls.at(cp.id, writes)
         return Execute(runnable, env)
 
     def _keep(self, outcomes: list[Outcome]) -> bool:
         """Keep every task's outcome as a write; True when the step cannot complete."""
-        assert self._env is not None and self._env.calls is not None
-        self._add_writes(self._env.calls.take_held())  # ``@task`` results held until the exit
+        calls = self._env.calls if self._env is not None else None
+        if calls is not None and calls.held:  # ``@task`` results held until the exit
+            self._add_writes(calls.take_held())
         complete = True
         for o in outcomes:
             t = o.task
