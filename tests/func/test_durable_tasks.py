@@ -11,7 +11,7 @@ import pytest
 
 from threadline import END, START, Command, RetryPolicy, StateGraph, interrupt
 from threadline.checkpoint import BaseSaver, SqliteSaver
-from threadline.errors import NonDeterminismError
+from threadline.errors import NonDeterminismError, SaverUnavailableError
 from threadline.func import entrypoint, get_task_context, task
 
 
@@ -325,3 +325,23 @@ def test_a_task_may_call_tasks(tmp_path):
         tree.invoke(1, _config())
         assert tree.invoke(Command(resume=True), _config()) == 13
     assert ledger.entries() == ["leaf:1", "leaf:10"]
+
+
+class FailingTaskWrites(SqliteSaver):
+    """A saver that cannot save task results (its disk filled up, say)."""
+
+    def put_writes(self, thread_id, checkpoint_ns, checkpoint_id, writes):
+        if any(w.kind == "task" for w in writes):
+            raise SaverUnavailableError("disk full")
+        super().put_writes(thread_id, checkpoint_ns, checkpoint_id, writes)
+
+
+@pytest.mark.parametrize("durability", ["sync", "async"])
+def test_a_task_result_that_cannot_be_saved_fails_the_run(tmp_path, durability):
+    ledger = Ledger(tmp_path / "ledger")
+    with FailingTaskWrites(tmp_path / "db.sqlite") as saver:
+        approve = approval_flow(saver, ledger)
+        with pytest.raises(SaverUnavailableError, match="disk full"):
+            approve.invoke("ada", _config(), durability=durability)
+        # sync: the caller never got the result; async: it did, but the step does not end
+        assert approve.get_state(_config()).next == ("approve",)

@@ -194,3 +194,32 @@ def test_top_level_exports():
     import threadline
 
     assert threadline.task is task and threadline.entrypoint is entrypoint
+
+
+def test_a_task_that_is_never_awaited_still_finishes_before_the_run_returns():
+    done: list[str] = []
+
+    @task
+    def audit(event: str) -> None:
+        time.sleep(0.2)
+        done.append(event)
+
+    @entrypoint()
+    def fire_and_forget(event: str) -> str:
+        audit(event)
+        return "returned"
+
+    assert fire_and_forget.invoke("login") == "returned"
+    assert done == ["login"]
+
+
+def test_runtime_is_passed_with_previous_when_declared():
+    pytest.importorskip("threadline.runtime.runtime")  # the Runtime object, when it is built in
+
+    @entrypoint(checkpointer=InMemorySaver())
+    def count(n: int, *, runtime) -> int:
+        return (runtime.previous or 0) + n
+
+    config = _config("runtime")
+    assert count.invoke(2, config) == 2
+    assert count.invoke(3, config) == 5
