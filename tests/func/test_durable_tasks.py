@@ -345,3 +345,29 @@ def test_a_task_result_that_cannot_be_saved_fails_the_run(tmp_path, durability):
             approve.invoke("ada", _config(), durability=durability)
         # sync: the caller never got the result; async: it did, but the step does not end
         assert approve.get_state(_config()).next == ("approve",)
+
+
+@pytest.mark.parametrize("durability", ["sync", "exit"])
+def test_a_retried_entrypoint_gets_its_finished_tasks_results(tmp_path, durability):
+    ledger = Ledger(tmp_path / "ledger")
+    failures = {"left": 1}
+
+    @task
+    def fetch(x: int) -> int:
+        ledger.add(f"fetch:{x}")
+        return x * 3
+
+    with SqliteSaver(tmp_path / "db.sqlite") as saver:
+
+        @entrypoint(
+            checkpointer=saver, retry_policy=RetryPolicy(initial_interval=0.01, jitter=False)
+        )
+        def job(x: int) -> int:
+            value = fetch(x).result()
+            if failures["left"]:
+                failures["left"] -= 1
+                raise ConnectionError("lost the database")
+            return value
+
+        assert job.invoke(2, _config(), durability=durability) == 6
+    assert ledger.entries() == ["fetch:2"]

@@ -137,7 +137,7 @@ class _Call:
             name=options.name,
             ns=f"{caller.ns}|{options.name}:{cid}",
             input=None,
-            node=options.as_node(),
+            node=options.node,
             answers=caller.task.answers,  # answers to interrupts inside the call
         )
         self.ctx = TaskContext(task, caller.env)
@@ -232,6 +232,10 @@ class _Call:
         finally:
             await asettle_calls(self.ctx)
             leave_task(token)
+        await self._adeliver(future, value)
+
+    async def _adeliver(self, future: asyncio.Future[Any], value: Any) -> None:
+        """``_deliver`` for async callers."""
         if self.calls is None or self.calls.durability != "sync":
             self._resolve(future.set_result, value)
         if self.calls is not None:

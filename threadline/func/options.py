@@ -19,14 +19,9 @@ class TaskOptions:
     name: str
     fn: Callable[..., Any]
     is_async: bool
+    node: NodeSpec  # the task as the engine describes a runnable (its calls' ``task.node``)
     retry: tuple[RetryPolicy, ...] = ()
     timeout: float | None = None
-
-    def as_node(self) -> NodeSpec:
-        """The task as the engine describes a runnable (its context's ``task.node``)."""
-        if self.is_async:
-            return NodeSpec(self.name, None, self.fn, CallStyle())
-        return NodeSpec(self.name, self.fn, None, CallStyle())
 
 
 def task_options(
@@ -38,9 +33,13 @@ def task_options(
     if not callable(fn):
         raise TypeError(f"@task decorates a function, got {fn!r}")
     label = name or getattr(fn, "__name__", None) or type(fn).__name__
-    return TaskOptions(
-        label, fn, is_async_callable(fn), retry_policies(retry_policy), seconds(timeout)
+    is_async = is_async_callable(fn)
+    node = (
+        NodeSpec(label, None, fn, CallStyle())
+        if is_async
+        else NodeSpec(label, fn, None, CallStyle())
     )
+    return TaskOptions(label, fn, is_async, node, retry_policies(retry_policy), seconds(timeout))
 
 
 def retry_policies(policy: RetryPolicy | Sequence[RetryPolicy] | None) -> tuple[RetryPolicy, ...]:
