@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import uuid
 
 import pytest
 
+from tests.services import require_postgres
 from threadline import Command, RetryPolicy, interrupt
 from threadline.checkpoint import InMemorySaver, SqliteSaver
 from threadline.errors import NodeTimeoutError
@@ -123,3 +125,46 @@ def test_timeouts_must_be_positive_seconds():
         task(timeout=0)(lambda: None)
     with pytest.raises(TypeError, match="seconds"):
         task(timeout="1s")(lambda: None)
+
+
+def test_async_and_sync_entrypoints_on_an_async_postgres_connection():
+    """The saver's connection belongs to the event loop: results of sync tasks (saved from
+    worker threads) and of async tasks (saved on the loop) both reach it."""
+    url = require_postgres()
+    psycopg = pytest.importorskip("psycopg")
+    from threadline.checkpoint.postgres.aio import AsyncPostgresSaver
+    schema = f"func_{uuid.uuid4().hex[:12]}"
+    ran: list[str] = []
+
+    @task
+    async def fetch(x: int) -> int:
+        ran.append("fetch")
+        return x + 1
+
+    @task
+    def scale(x: int) -> int:
+        ran.append("scale")
+        return x * 2
+
+    async def scenario() -> None:
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            saver = AsyncPostgresSaver(conn, schema=schema)
+            await saver.asetup()
+
+            @entrypoint(checkpointer=saver)
+            async def async_flow(x: int) -> tuple:
+                total = await fetch(x) + await scale(x)
+                return (total, interrupt("ok?"))
+
+            @entrypoint(checkpointer=saver)
+            def sync_flow(x: int) -> tuple:  # runs in a worker thread under ainvoke
+                total = fetch(x).result() + scale(x).result()
+                return (total, interrupt("ok?"))
+
+            for flow, thread in ((async_flow, "a"), (sync_flow, "s")):
+                await flow.ainvoke(1, _config(thread))
+                assert await flow.ainvoke(Command(resume="y"), _config(thread)) == (4, "y")
+            await conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+    asyncio.run(scenario())
+    assert ran == ["fetch", "scale"] * 2  # once per workflow, not again on resume
