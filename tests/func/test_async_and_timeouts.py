@@ -133,6 +133,7 @@ def test_async_and_sync_entrypoints_on_an_async_postgres_connection():
     url = require_postgres()
     psycopg = pytest.importorskip("psycopg")
     from threadline.checkpoint.postgres.aio import AsyncPostgresSaver
+
     schema = f"func_{uuid.uuid4().hex[:12]}"
     ran: list[str] = []
 
