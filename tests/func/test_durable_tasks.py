@@ -3,14 +3,16 @@ with every saver and durability mode, inside an entrypoint or a graph node."""
 
 from __future__ import annotations
 
+import asyncio
 import operator
+import time
 from pathlib import Path
 from typing import Annotated, TypedDict
 
 import pytest
 
 from threadline import END, START, Command, RetryPolicy, StateGraph, interrupt
-from threadline.checkpoint import BaseSaver, SqliteSaver
+from threadline.checkpoint import BaseSaver, FileSaver, SqliteSaver
 from threadline.errors import NonDeterminismError, SaverUnavailableError
 from threadline.func import entrypoint, get_task_context, task
 
@@ -371,3 +373,32 @@ def test_a_retried_entrypoint_gets_its_finished_tasks_results(tmp_path, durabili
 
         assert job.invoke(2, _config(), durability=durability) == 6
     assert ledger.entries() == ["fetch:2"]
+
+
+class SlowPuts(FileSaver):
+    """A saver whose checkpoint saves take a while (a slow disk); its put sets the pending
+    writes of the checkpoint it saves, dropping any it finds there."""
+
+    def put(self, record, *, fork=False):
+        time.sleep(0.2)
+        super().put(record, fork=fork)
+
+
+@pytest.mark.parametrize("run", ["sync", "async"])
+def test_async_durability_saves_task_results_after_the_checkpoint_they_belong_to(tmp_path, run):
+    """The input checkpoint is still being saved when the task finishes; its result must not
+    be written first (and then dropped by that put)."""
+    ledger = Ledger(tmp_path / "ledger")
+    with SlowPuts(tmp_path / "threads") as saver:
+        approve = approval_flow(saver, ledger)
+        if run == "sync":
+            approve.invoke("ada", _config(), durability="async")
+            approve.invoke(Command(resume="yes"), _config(), durability="async")
+        else:
+
+            async def both() -> None:
+                await approve.ainvoke("ada", _config(), durability="async")
+                await approve.ainvoke(Command(resume="yes"), _config(), durability="async")
+
+            asyncio.run(both())
+    assert ledger.entries() == ["email:ada"]

@@ -38,6 +38,7 @@ class StepCalls:
     """
 
     __slots__ = (
+        "_after",
         "_checkpoint_id",
         "_durability",
         "_error",
@@ -65,6 +66,7 @@ class StepCalls:
         self._running: dict[str, list[Any]] = {}
         self._error: BaseException | None = None
         self._lock = threading.Lock()
+        self._after: concurrent.futures.Future[Any] | None = None
         # Plain flags the engine reads at every step and task without taking the lock
         self.busy = False  # a call was started this step
         self.held = False  # the loop has results to take (or a failed save to raise)
@@ -74,9 +76,21 @@ class StepCalls:
         self._checkpoint_id = checkpoint_id
         self._writes = writes
         self._saved = None
+        self._after = None
         if self.busy:
             self._running = {}
             self.busy = False
+
+    def after(self, save: Any) -> None:
+        """The step's checkpoint is still being saved (``durability="async"``): results wait
+        for that save, as a put of a checkpoint sets its pending writes (some savers drop
+        writes they find for it). ``save`` is a thread's or the event loop's future."""
+        if isinstance(save, concurrent.futures.Future):
+            self._after = save
+            return
+        done: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        save.add_done_callback(lambda _: done.set_result(None))
+        self._after = done
 
     @property
     def durability(self) -> str:
@@ -92,10 +106,14 @@ class StepCalls:
     def record(self, write: TaskWrite) -> None:
         """Keep a finished call's result; save it now unless the run saves only at its exit."""
         if self._keep(write):
+            if self._after is not None:
+                concurrent.futures.wait([self._after])
             self._saver.put_writes(self._thread_id or "", self._ns, self._checkpoint_id, (write,))
 
     async def arecord(self, write: TaskWrite) -> None:
         if self._keep(write):
+            if self._after is not None:
+                await asyncio.wait([asyncio.wrap_future(self._after)])
             await self._saver.aput_writes(
                 self._thread_id or "", self._ns, self._checkpoint_id, (write,)
             )
