@@ -25,7 +25,7 @@ def test_an_async_entrypoint_gathers_async_tasks_and_resumes_without_rerunning_t
 
     @task
     async def double(x: int) -> int:
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.5)
         ran.append(x)
         return x * 2
 
@@ -45,7 +45,7 @@ def test_an_async_entrypoint_gathers_async_tasks_and_resumes_without_rerunning_t
 
             started = time.monotonic()
             chunks = [c async for c in workflow.astream([1, 2], _config())]
-            assert time.monotonic() - started < 0.38  # both doubles at once
+            assert time.monotonic() - started < 0.9  # both doubles at once: not 1 s
             assert sorted(chunks[:2], key=lambda c: c["double"]) == [{"double": 2}, {"double": 4}]
             assert chunks[2] == {"add": 6}
             assert chunks[3]["__interrupt__"][0].value == "total 6?"
