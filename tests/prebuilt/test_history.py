@@ -64,7 +64,7 @@ def test_raise_error_lists_the_problems_as_a_value_error() -> None:
 def test_repair_fills_an_orphaned_call_right_after_it_and_says_why() -> None:
     history = [HumanMessage("refund", id="h"), ask("c1"), HumanMessage("never mind", id="h2")]
     repaired = repair_history(history, reason="the person changed the subject")
-    assert [m.id for m in repaired] == ["h", "ai-1", "not-executed-c1", "h2"]
+    assert [m.id for m in repaired] == ["h", "ai-1", "not-executed-ai-1-c1", "h2"]
     filler = repaired[2]
     assert isinstance(filler, ToolMessage)
     assert filler.tool_call_id == "c1" and filler.status == "error" and filler.name == "refund"
@@ -84,7 +84,7 @@ def test_repair_moves_misplaced_results_and_drops_duplicates_and_strays() -> Non
         result("stray"),
     ]
     repaired = repair_history(history)
-    assert [m.id for m in repaired] == ["ai-1", "r-c1", "r-c3", "not-executed-c2", "h2"]
+    assert [m.id for m in repaired] == ["ai-1", "r-c1", "r-c3", "not-executed-ai-1-c2", "h2"]
     assert validate_history(repaired) == []
 
 
@@ -98,3 +98,21 @@ def test_repair_accepts_message_likes_and_keeps_the_input_list_untouched() -> No
 def test_a_str_is_not_a_history() -> None:
     with pytest.raises(TypeError, match="list of messages"):
         validate_history("hello")
+
+
+def test_two_turns_may_reuse_a_call_id() -> None:
+    history = [
+        ask("call_0"),
+        result("call_0", id="r1"),
+        ask("call_0", id="ai-2"),
+        result("call_0", id="r2"),
+    ]
+    assert validate_history(history) == []
+    orphan = history[:3]
+    assert kinds(orphan) == [("missing_result", "call_0", 2)]
+    assert [m.id for m in repair_history(orphan)] == [
+        "ai-1",
+        "r1",
+        "ai-2",
+        "not-executed-ai-2-call_0",
+    ]

@@ -63,7 +63,7 @@ def validate_history(messages: Sequence[Any], *, raise_error: bool = False) -> l
     With ``raise_error=True``, problems raise ``InvalidChatHistoryError`` (a ``ValueError``)
     listing them, as LangGraph's agent does before calling its model.
     """
-    problems = _Layout(_as_messages(messages)).problems()
+    problems = _Layout(_as_messages(messages)).problems
     if problems and raise_error:
         shown = "; ".join(str(p) for p in problems[:5])
         more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
@@ -86,30 +86,30 @@ def repair_history(
     """
     listed = _as_messages(messages)
     layout = _Layout(listed)
-    if not layout.problems():
+    if not layout.problems:
         return listed
-    kept = layout.kept_results()
     repaired: list[BaseMessage] = []
-    for message in listed:
+    for at, message in enumerate(listed):
         if isinstance(message, ToolMessage):
             continue  # placed after its call below, or dropped
         repaired.append(message)
         calls = _calls(message)
-        answered = sorted(kept[c["id"]] for c in calls if c["id"] in kept)
-        repaired.extend(listed[at] for at in answered)
-        repaired.extend(not_executed(c, reason) for c in calls if c["id"] not in kept)
+        kept = {c["id"]: layout.kept[(at, c["id"])] for c in calls if (at, c["id"]) in layout.kept}
+        repaired.extend(listed[p] for p in sorted(kept.values()))
+        repaired.extend(not_executed(c, reason, message.id) for c in calls if c["id"] not in kept)
     return repaired
 
 
-def not_executed(call: dict[str, Any], reason: str) -> ToolMessage:
-    """The result of a tool call that did not run. Its id derives from the call's, so making
-    it again (a node that runs again) replaces rather than duplicates it."""
+def not_executed(call: dict[str, Any], reason: str, asked_in: str | None = None) -> ToolMessage:
+    """The result of a tool call that did not run. Its id derives from the call's and from the
+    id of the assistant message ``asked_in``, so making it again (a node that runs again)
+    replaces rather than duplicates it."""
     return ToolMessage(
         content=f"Tool call {call['name']!r} (id {call['id']}) was not executed: {reason}.",
         name=call["name"],
         tool_call_id=call["id"],
         status="error",
-        id=f"not-executed-{call['id']}",
+        id=f"not-executed-{asked_in}-{call['id']}" if asked_in else f"not-executed-{call['id']}",
     )
 
 
@@ -122,53 +122,54 @@ def history_update(before: Sequence[BaseMessage], after: list[BaseMessage]) -> l
 
 
 class _Layout:
-    """Where each tool call and each tool result sits in one history."""
+    """Which result answers which call of which assistant message, and what is wrong.
+
+    A call is answered by a result with its id among the tool messages right after its
+    assistant message; failing that, by one elsewhere (misplaced). Ids are matched per
+    assistant message, so two turns may reuse a call id (some servers number their calls).
+    """
 
     def __init__(self, messages: list[BaseMessage]) -> None:
-        self.messages = messages
-        self.results: dict[str, list[int]] = {}  # call id -> positions of its results
-        self.block: dict[int, int | None] = {}  # result position -> the call message it follows
-        self.calls: list[tuple[int, str]] = []  # (position of the assistant message, call id)
-        current: int | None = None
-        for index, message in enumerate(messages):
-            if isinstance(message, ToolMessage):
-                self.results.setdefault(message.tool_call_id, []).append(index)
-                self.block[index] = current
+        self.kept: dict[tuple[int, str], int] = {}  # (assistant position, call id) -> result
+        self.problems: list[HistoryProblem] = []
+        calls: list[tuple[int, str]] = []
+        call_keys: set[tuple[int, str]] = set()
+        loose: list[int] = []  # results not answering a call of the message they follow
+        owner: int | None = None
+        for at, message in enumerate(messages):
+            if not isinstance(message, ToolMessage):
+                ids = [c["id"] for c in _calls(message)]
+                calls.extend((at, call_id) for call_id in ids)
+                call_keys.update((at, call_id) for call_id in ids)
+                owner = at if ids else None
                 continue
-            calls = _calls(message)
-            current = index if calls else None
-            self.calls.extend((index, call["id"]) for call in calls)
+            key = (owner, message.tool_call_id)
+            if key in call_keys and key not in self.kept:
+                self.kept[key] = at  # type: ignore[index]
+            else:
+                loose.append(at)
+        missing = [key for key in calls if key not in self.kept]
+        called = {call_id for _, call_id in calls}
+        for at in loose:
+            self.problems.append(self._placed(messages[at].tool_call_id, at, missing, called))
+        self.problems.extend(HistoryProblem("missing_result", c, a) for a, c in missing)
+        self.problems.sort(key=lambda p: p.index)
 
-    def problems(self) -> list[HistoryProblem]:
-        found: list[HistoryProblem] = []
-        called = {call_id for _, call_id in self.calls}
-        for at, call_id in self.calls:
-            positions = self.results.get(call_id, [])
-            if not positions:
-                found.append(HistoryProblem("missing_result", call_id, at))
-                continue
-            kept = self._kept(at, positions)
-            if self.block[kept] != at:
-                found.append(HistoryProblem("misplaced_result", call_id, kept))
-            found.extend(
-                HistoryProblem("duplicate_result", call_id, p) for p in positions if p != kept
-            )
-        for call_id, positions in self.results.items():
-            if call_id not in called:
-                found.extend(HistoryProblem("stray_result", call_id, p) for p in positions)
-        return sorted(found, key=lambda p: p.index)
-
-    def kept_results(self) -> dict[str, int]:
-        """The one result kept for each answered call: the first in its block, else the first."""
-        kept: dict[str, int] = {}
-        for at, call_id in self.calls:
-            positions = self.results.get(call_id)
-            if positions and call_id not in kept:
-                kept[call_id] = self._kept(at, positions)
-        return kept
-
-    def _kept(self, at: int, positions: list[int]) -> int:
-        return next((p for p in positions if self.block[p] == at), positions[0])
+    def _placed(
+        self, call_id: str, at: int, missing: list[tuple[int, str]], called: set[str]
+    ) -> HistoryProblem:
+        """What a result outside its call's tool messages is: the misplaced answer of an
+        unanswered call with its id (the nearest before it), a duplicate, or a stray."""
+        waiting = [key for key in missing if key[1] == call_id]
+        if waiting:
+            before = [key for key in waiting if key[0] < at]
+            key = before[-1] if before else waiting[0]
+            missing.remove(key)
+            self.kept[key] = at
+            return HistoryProblem("misplaced_result", call_id, at)
+        return HistoryProblem(
+            "duplicate_result" if call_id in called else "stray_result", call_id, at
+        )
 
 
 def _calls(message: BaseMessage) -> list[dict[str, Any]]:

@@ -87,11 +87,11 @@ def apply_decisions(
         update.append(message.model_copy(update={"tool_calls": calls}))
     for call, decision in zip(reviewed, decisions, strict=True):
         if decision.type in ("respond", "reject"):
-            update.append(_answer(call, decision))
+            update.append(_answer(call, decision, message.id))
     return update
 
 
-def _answer(call: dict[str, Any], decision: Any) -> ToolMessage:
+def _answer(call: dict[str, Any], decision: Any, asked_in: str | None) -> ToolMessage:
     if decision.type == "respond":
         content, status = decision.message or "", "success"
     else:
@@ -103,7 +103,7 @@ def _answer(call: dict[str, Any], decision: Any) -> ToolMessage:
         name=call["name"],
         tool_call_id=call["id"],
         status=status,
-        id=f"review-{call['id']}",
+        id=f"review-{asked_in}-{call['id']}",
     )
 
 

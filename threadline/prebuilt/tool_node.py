@@ -4,7 +4,10 @@ LangGraph's prebuilt names do.
 Every call gets exactly one ``ToolMessage``: the tool's result, or an error message (status
 ``error``) when the model named an unknown tool or, by ``handle_tool_errors``, when the tool
 failed. Several calls run concurrently. Each call goes through ``ToolNode.execute``, the one
-place a tool body runs.
+place a tool body runs: inside a graph node it runs as a ``@task`` (``threadline.func``), so its
+result is saved as soon as it returns, and a node that runs again (resumed after an interrupt
+in another call, or after a crash) gets the saved result back instead of running the tool
+again.
 """
 
 from __future__ import annotations
@@ -20,9 +23,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
 from threadline.constants import END
-from threadline.errors import NotSupportedError, ToolInvocationError
+from threadline.errors import GraphInterrupt, NotSupportedError, ToolInvocationError
+from threadline.func import task
 from threadline.messages import AIMessage, ToolMessage
 from threadline.prebuilt.tools import AnyTool, as_tool
+from threadline.runtime.context import current_task
 from threadline.types import Command
 
 INVALID_TOOL_NAME_ERROR_TEMPLATE = (
@@ -95,6 +100,8 @@ class ToolNode:
         self.messages_key = messages_key
         self.handle_tool_errors = handle_tool_errors
         self._handled = handled_types(handle_tool_errors)
+        # In a node, each call of a tool is a call of this task: its result is saved once.
+        self._tasks = {name: task(name=name)(self.execute) for name in self._tools}
 
     # ------------------------------------------------------------------ running
     def __call__(self, input: Any) -> Any:
@@ -103,20 +110,41 @@ class ToolNode:
     def invoke(self, input: Any, config: dict[str, Any] | None = None) -> Any:
         """Run the input's tool calls (concurrently when there are several)."""
         calls, kind, state = self._parse(input)
-        store = _current_store()
-        if len(calls) == 1:
-            messages = [self.execute(calls[0], state, store)]
+        ctx = current_task()
+        if ctx is not None:
+            messages = self._run_as_tasks(calls, state, ctx.store)
+        elif len(calls) == 1:
+            messages = [self.execute(calls[0], state, None)]
         else:
-            messages = _in_threads([(self.execute, (c, state, store)) for c in calls])
+            messages = _in_threads([(self.execute, (c, state, None)) for c in calls])
         return self._output(messages, kind)
 
     async def ainvoke(self, input: Any, config: dict[str, Any] | None = None) -> Any:
         calls, kind, state = self._parse(input)
-        store = _current_store()
+        ctx = current_task()
+        store = ctx.store if ctx is not None else None
         done = await asyncio.gather(
             *(self.aexecute(c, state, store) for c in calls), return_exceptions=True
         )
         return self._output(_raise_first(done), kind)
+
+    def _run_as_tasks(self, calls: list[dict[str, Any]], state: Any, store: Any) -> list[Any]:
+        """Each call as a ``@task`` call, all started at once: a saved result comes back at
+        once, the others run concurrently and are saved as each finishes."""
+        started = [
+            self._tasks[c["name"]](c, state, store) if c["name"] in self._tasks else c
+            for c in calls
+        ]
+        done: list[Any] = []
+        for item in started:
+            if isinstance(item, dict):  # an unknown tool: its error message, nothing runs
+                done.append(self._unknown(item))
+                continue
+            try:
+                done.append(item.result())
+            except BaseException as exc:  # an interrupt too: raised once all have finished
+                done.append(exc)
+        return _raise_first(done)
 
     def execute(self, call: dict[str, Any], state: Any, store: Any) -> ToolMessage:
         """One tool call's result message; the tool body runs here and nowhere else."""
@@ -263,13 +291,6 @@ def _annotated_types(handler: Callable[..., str]) -> tuple[type[Exception], ...]
     return tuple(options)
 
 
-def _current_store() -> Any:
-    from threadline.runtime.context import current_task
-
-    ctx = current_task()
-    return ctx.store if ctx is not None else None
-
-
 def _in_threads(jobs: list[tuple[Callable[..., Any], tuple[Any, ...]]]) -> list[Any]:
     """Run the jobs concurrently, each in a copy of this context; results in order, or the
     first failure (in order) raised once all have finished."""
@@ -285,7 +306,12 @@ def _in_threads(jobs: list[tuple[Callable[..., Any], tuple[Any, ...]]]) -> list[
 
 
 def _raise_first(done: Sequence[Any]) -> list[Any]:
-    for item in done:
-        if isinstance(item, BaseException):
-            raise item
+    """The results; or the first error among them; or, when only interrupts stopped calls,
+    one interrupt carrying them all (each call asks under its own id)."""
+    failed = [item for item in done if isinstance(item, BaseException)]
+    errors = [item for item in failed if not isinstance(item, GraphInterrupt)]
+    if errors:
+        raise errors[0]
+    if failed:
+        raise GraphInterrupt(tuple(i for exc in failed for i in exc.interrupts))
     return list(done)
