@@ -22,8 +22,10 @@ CONFIG = {"configurable": {"thread_id": "crash"}}
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
 
 
-def run(db: Path, *args: str, crash: bool = False) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "CRASH_IN_TOOL": "1" if crash else "0"}
+def run(
+    db: Path, *args: str, crash: bool = False, **extra: str
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CRASH_IN_TOOL": "1" if crash else "0", **extra}
     return subprocess.run(
         [sys.executable, str(HERE / "crash_agent.py"), str(db), *args],
         env=env,
@@ -69,4 +71,18 @@ def test_new_input_in_a_fresh_process_answers_the_call_as_not_executed(crashed: 
     filler = messages[2]
     assert filler.tool_call_id == "call-1" and filler.status == "error"
     assert "was not executed" in filler.content and "process died" in filler.content
+    assert validate_history(messages) == []
+
+
+def test_a_call_that_finished_before_the_crash_does_not_run_again(tmp_path: Path) -> None:
+    db, log = tmp_path / "agent.db", tmp_path / "refunds.log"
+    extra = {"SCRIPT": "start-two", "REFUND_LOG": str(log), "CRASH_IN_AUDIT": "1"}
+    killed = run(db, "start", crash=True, **extra)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert log.read_text() == "refund 5.0\n"
+    done = run(db, "continue", **extra)
+    assert done.returncode == 0, done.stderr
+    assert log.read_text() == "refund 5.0\n"  # audit ran again; the refund did not
+    messages, _ = messages_in(db)
+    assert [m.content for m in messages if m.type == "tool"] == ["refunded 5.0", "audited"]
     assert validate_history(messages) == []
