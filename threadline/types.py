@@ -180,3 +180,17 @@ class StateSnapshot(NamedTuple):
     parent_config: dict[str, Any] | None
     tasks: tuple[SnapshotTask, ...]
     interrupts: tuple[Interrupt, ...] = ()
+
+
+StreamWriter = Callable[[Any], None]
+"""The type of ``get_stream_writer()`` and of a node's ``writer`` parameter."""
+
+
+def __getattr__(name: str) -> Any:
+    """``interrupt`` at LangGraph's ``langgraph.types`` path; loaded on first use because the
+    runtime that implements it imports this module."""
+    if name == "interrupt":
+        from threadline.runtime.context import interrupt
+
+        return interrupt
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

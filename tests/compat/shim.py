@@ -25,16 +25,9 @@ SOURCE = "langgraph"
 TARGET = "threadline"
 
 # LangGraph modules whose names threadline keeps somewhere else (searched in order); every
-# other ``langgraph.X`` maps to ``threadline.X``.
-EXCEPTIONS: dict[str, tuple[str, ...]] = {
-    "langgraph.config": ("threadline",),
-    # LangGraph's graph package re-exports StateGraph, START, END; threadline's top level has them.
-    "langgraph.graph": ("threadline.graph", "threadline"),
-    "langgraph.graph.state": ("threadline.graph.state_graph", "threadline.graph.compiled"),
-    "langgraph.pregel": ("threadline",),
-    # LangGraph's ``interrupt`` lives in langgraph.types; threadline's at its top level.
-    "langgraph.types": ("threadline.types", "threadline"),
-}
+# other ``langgraph.X`` maps to ``threadline.X``. Empty: threadline mirrors every path the
+# corpus imports.
+EXCEPTIONS: dict[str, tuple[str, ...]] = {}
 
 
 def target_names(fullname: str) -> tuple[str, ...]:
