@@ -225,3 +225,45 @@ def test_a_schema_it_cannot_check_is_refused_when_the_node_asks(saver) -> None:
     graph = asking(int, saver)
     with pytest.raises(InvalidSchemaError, match="pydantic model, a dataclass or a TypedDict"):
         graph.invoke({}, cfg("t2"))
+
+
+@serde.register
+class Line(pydantic.BaseModel):
+    sku: str
+    qty: int = pydantic.Field(gt=0)
+
+
+@serde.register
+class Order(pydantic.BaseModel):
+    lines: list[Line]
+    coupon: str | None = None
+
+
+def test_nested_models_and_optional_fields_name_the_exact_field(saver) -> None:
+    seen: list[Any] = []
+    graph = asking(Order, saver, seen)
+    graph.invoke({}, cfg())
+    bad = {"lines": [{"sku": "a", "qty": 1}, {"sku": "b", "qty": 0}], "coupon": 5}
+    with pytest.raises(InvalidAnswerError) as caught:
+        graph.invoke(Command(resume=bad), cfg())
+    assert caught.value.problems == (
+        ("lines[1].qty", "must be > 0, got 0"),
+        ("coupon", "expected null or string, got int 5"),
+    )
+    graph.invoke(Command(resume={"lines": [{"sku": "b", "qty": 2}]}), cfg())
+    assert seen == [Order(lines=[Line(sku="b", qty=2)])]
+
+
+def test_an_interrupt_inside_a_subgraph_is_checked_by_the_parent(saver) -> None:
+    inner = asking({"type": "integer", "minimum": 1}, saver=None)  # type: ignore[arg-type]
+    parent = StateGraph(State)
+    parent.add_node("child", inner)
+    parent.add_edge(START, "child")
+    graph = parent.compile(checkpointer=saver)
+    (shown,) = graph.invoke({}, cfg())["__interrupt__"]
+    assert shown.schema == {"type": "integer", "minimum": 1}
+    history = list(graph.get_state_history(cfg()))
+    with pytest.raises(InvalidAnswerError, match="must be >= 1, got 0"):
+        graph.invoke(Command(resume=0), cfg())
+    assert list(graph.get_state_history(cfg())) == history
+    assert graph.invoke(Command(resume=3), cfg())["got"] == 3
