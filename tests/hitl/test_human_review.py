@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 import typing_extensions
 from langchain_core.messages import ToolMessage
-from langchain_core.tools import BaseTool, tool
+from langchain_core.tools import BaseTool, InjectedToolCallId, tool
 
 from threadline import END, START, Command, StateGraph, interrupt
 from threadline.checkpoint import SqliteSaver
@@ -232,3 +232,29 @@ def test_what_cannot_be_reviewed_is_refused_at_once() -> None:
         human_review(42)
     with pytest.raises(ValueError, match="must name some of"):
         human_review(Payments().refund, allowed=("approve",))  # type: ignore[arg-type]
+
+
+async def test_a_sync_tool_in_an_async_node_is_refused_before_it_asks(saver) -> None:
+    payments = Payments()
+    reviewed = human_review(payments.refund)
+
+    async def node(state: State) -> dict[str, Any]:
+        return {"result": reviewed(order="A1", amount=1)}
+
+    g = StateGraph(State)
+    g.add_node("node", node)
+    g.add_edge(START, "node")
+    graph = g.compile(checkpointer=saver)
+    with pytest.raises(RuntimeError, match="'refund' is sync but was called in an async node"):
+        await graph.ainvoke({}, cfg())
+    assert graph.get_state(cfg()).interrupts == () and payments.refunds == []
+
+
+def test_a_langchain_tool_with_injected_arguments_is_refused() -> None:
+    @tool
+    def stamp(text: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> str:
+        """Stamp a text with the call's id."""
+        return f"{text} {tool_call_id}"
+
+    with pytest.raises(TypeError, match=r"injected arguments \(tool_call_id\) are not supported"):
+        human_review(stamp)

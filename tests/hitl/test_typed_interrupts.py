@@ -267,3 +267,24 @@ def test_an_interrupt_inside_a_subgraph_is_checked_by_the_parent(saver) -> None:
         graph.invoke(Command(resume=0), cfg())
     assert list(graph.get_state_history(cfg())) == history
     assert graph.invoke(Command(resume=3), cfg())["got"] == 3
+
+
+class Booking(pydantic.BaseModel):
+    start: int
+    end: int
+
+    @pydantic.model_validator(mode="after")
+    def ordered(self) -> Booking:
+        if self.end <= self.start:
+            raise ValueError("end must be after start")
+        return self
+
+
+def test_a_python_only_check_runs_in_the_node(saver) -> None:
+    """A model validator has no JSON Schema form: the answer passes the resume check and is
+    refused when the node rebuilds the model, as an InvalidAnswerError too."""
+    graph = asking(Booking, saver)
+    graph.invoke({}, cfg())
+    with pytest.raises(InvalidAnswerError, match="end must be after start") as caught:
+        graph.invoke(Command(resume={"start": 5, "end": 1}), cfg())
+    assert caught.value.problems[0][0] == ""

@@ -55,16 +55,15 @@ class _Reviewed:
         return decision.message or f"User rejected the tool call for `{self.name}`."
 
     def __call__(self, args: dict[str, Any]) -> Any:
-        decision, run_args = self.decide(args)
-        if decision.type in ("respond", "reject"):
-            return self.skipped(decision)
-        future = _run_once(self.name, self.body, run_args)
-        if isinstance(future, asyncio.Future) and not future.done():
+        if _on_event_loop():  # the result could only be awaited, and this call cannot
             raise RuntimeError(
                 f"the reviewed tool {self.name!r} is sync but was called in an async node; "
                 "review an async function there (or call the tool's ainvoke)"
             )
-        return future.result()
+        decision, run_args = self.decide(args)
+        if decision.type in ("respond", "reject"):
+            return self.skipped(decision)
+        return _run_once(self.name, self.body, run_args).result()
 
     async def acall(self, args: dict[str, Any]) -> Any:
         decision, run_args = self.decide(args)
@@ -98,6 +97,14 @@ def human_review(
         f"human_review() wraps a function or a langchain-core tool, got {tool!r}; wrap a "
         "callable object's method (human_review(obj.method)) instead"
     )
+
+
+def _on_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _is_langchain_tool(tool: Any) -> bool:
@@ -161,6 +168,12 @@ def _review_langchain_tool(
     from threadline.models.tools import tool_spec
 
     schema = tool_spec(tool)["function"]["parameters"]
+    injected = sorted(set(_input_fields(tool)) - set(schema.get("properties", {})))
+    if injected:
+        raise TypeError(
+            f"human_review({tool.name}): tools with injected arguments ({', '.join(injected)}) "
+            "are not supported yet; review a tool whose arguments all come from the model"
+        )
     schema.setdefault("additionalProperties", False)
 
     def body(**kwargs: Any) -> Any:
@@ -186,6 +199,13 @@ def _review_langchain_tool(
         coroutine=arun,
         return_direct=tool.return_direct,
     )
+
+
+def _input_fields(tool: Any) -> list[str]:
+    """Every argument the tool takes, those it is given by the runtime included."""
+    schema = tool.get_input_schema()
+    raw = schema if isinstance(schema, dict) else schema.model_json_schema()
+    return list(raw.get("properties", {}))
 
 
 def _run_once(name: str, body: Callable[..., Any], args: dict[str, Any]) -> Any:
