@@ -269,6 +269,7 @@ def test_an_interrupt_inside_a_subgraph_is_checked_by_the_parent(saver) -> None:
     assert graph.invoke(Command(resume=3), cfg())["got"] == 3
 
 
+@serde.register
 class Booking(pydantic.BaseModel):
     start: int
     end: int
@@ -288,3 +289,7 @@ def test_a_python_only_check_runs_in_the_node(saver) -> None:
     with pytest.raises(InvalidAnswerError, match="end must be after start") as caught:
         graph.invoke(Command(resume={"start": 5, "end": 1}), cfg())
     assert caught.value.problems[0][0] == ""
+    assert "answer the interrupt again" in str(caught.value)
+    assert len(graph.get_state(cfg()).interrupts) == 1
+    out = graph.invoke(Command(resume={"start": 1, "end": 5}), cfg())
+    assert out["got"] == Booking(start=1, end=5)

@@ -18,7 +18,7 @@ from typing import Any
 
 from threadline.errors import InvalidSchemaError
 from threadline.hitl.answers import checked_answer
-from threadline.hitl.validation import Problem, check_supported, raise_problems
+from threadline.hitl.validation import answer_error, check_supported
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -35,14 +35,15 @@ class AnswerSchema:
         answer = checked_answer(self.json_schema, question, answer, interrupt_id)
         if self.build is None:
             return answer
+        from pydantic import ValidationError  # build is pydantic's
+
         try:
             return self.build(answer)
-        except Exception as exc:  # pydantic's own validators (field_validator and the like)
-            found = _pydantic_problems(exc)
-            if not found:
-                raise
-            raise_problems(interrupt_id, found)
-            raise  # unreachable: raise_problems raised
+        except ValidationError as exc:  # a check JSON Schema cannot express (a validator)
+            found = [
+                (".".join(map(str, e["loc"])), e["msg"]) for e in exc.errors(include_url=False)
+            ]
+            raise answer_error(interrupt_id, found, in_node=True) from None
 
 
 def answer_schema(schema: Any) -> AnswerSchema:
@@ -61,7 +62,7 @@ def answer_schema(schema: Any) -> AnswerSchema:
 @functools.lru_cache(maxsize=256)
 def _class_schema(cls: type) -> AnswerSchema:
     pydantic = _pydantic(cls)
-    if isinstance(cls, type) and issubclass(cls, pydantic.BaseModel):
+    if issubclass(cls, pydantic.BaseModel):
         json_schema = cls.model_json_schema()
         build: Callable[[Any], Any] = cls.model_validate
     elif dataclasses.is_dataclass(cls) or _is_typeddict(cls):
@@ -127,13 +128,3 @@ def _rebuilt_typeddict(tp: Any) -> Any:
     rebuilt = te.TypedDict(tp.__name__, fields)  # type: ignore[operator]
     rebuilt.__doc__ = tp.__doc__
     return rebuilt
-
-
-def _pydantic_problems(exc: Exception) -> list[Problem]:
-    errors = getattr(exc, "errors", None)
-    if not callable(errors) or type(exc).__name__ != "ValidationError":
-        return []
-    return [
-        (".".join(str(part) for part in error["loc"]), error["msg"])
-        for error in errors(include_url=False)
-    ]

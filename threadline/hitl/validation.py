@@ -253,12 +253,24 @@ def _describe(value: Any) -> str:
 
 def raise_problems(interrupt_id: str, found: list[Problem], what: str = "answer") -> None:
     """Raise ``InvalidAnswerError`` listing ``found``, if there is anything in it."""
-    if not found:
-        return
+    if found:
+        raise answer_error(interrupt_id, found, what)
+
+
+def answer_error(
+    interrupt_id: str, found: list[Problem], what: str = "answer", *, in_node: bool = False
+) -> Exception:
+    """The ``InvalidAnswerError`` naming every problem with an answer: refused at resume
+    (nothing ran), or by the node that asked (the node failed)."""
     listed = "; ".join(f"{path}: {message}" if path else message for path, message in found)
-    raise InvalidAnswerError(
-        f"the {what} to interrupt {interrupt_id} is invalid: {listed}. Nothing was resumed; "
-        "the interrupt is still pending, answer it again",
+    outcome = (
+        "The node that asked refused it and failed"
+        if in_node
+        else "Nothing was resumed; the interrupt is still pending"
+    )
+    return InvalidAnswerError(
+        f"the {what} to interrupt {interrupt_id} is invalid: {listed}. {outcome}; answer the "
+        "interrupt again with Command(resume=...)",
         interrupt_id=interrupt_id,
         problems=tuple(found),
     )
