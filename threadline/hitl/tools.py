@@ -11,6 +11,7 @@ last two runs the tool.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import inspect
 import sys
@@ -38,14 +39,7 @@ class _Reviewed:
 
     def decide(self, args: dict[str, Any]) -> tuple[Decision, dict[str, Any]]:
         """Ask for review of a call with ``args``; the decision and the arguments to run with."""
-        request = ActionRequest(
-            self.name,
-            args,
-            self.template.description,
-            self.template.allowed,
-            self.template.args_schema,
-        )
-        decision = request_review([request])[0]
+        (decision,) = request_review([dataclasses.replace(self.template, args=args)])
         return decision, decision.args if decision.type == "edit" else args
 
     def skipped(self, decision: Decision) -> Any:
