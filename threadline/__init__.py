@@ -6,6 +6,7 @@ stop for a human (``interrupt``), survive a crash, and be replayed or forked fro
 
 from threadline._lazy import lazy_attributes
 from threadline.constants import END, START
+from threadline.func import entrypoint, task
 from threadline.graph.compiled import CompiledStateGraph
 from threadline.graph.state_graph import StateGraph
 from threadline.runtime.context import get_config, get_store, get_stream_writer, interrupt
@@ -46,12 +47,14 @@ __all__ = [
     "StateGraph",
     "StateSnapshot",
     "add_messages",
+    "entrypoint",
     "get_config",
     "get_message_writer",
     "get_runtime",
     "get_store",
     "get_stream_writer",
     "interrupt",
+    "task",
 ]
 
 

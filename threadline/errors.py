@@ -192,3 +192,42 @@ __all__ = [
     "ThreadNotFoundError",
     "ThreadlineError",
 ]
+
+
+class NonDeterminismError(ThreadlineError):
+    """A re-run of a node or entrypoint called its ``@task``s differently than the run whose
+    results were saved (another task at the same position): its code or inputs changed.
+
+    Returning the saved result would hand one task's result to another; nothing is returned.
+    """
+
+
+class NodeTimeoutError(ThreadlineError):
+    """A task or entrypoint attempt ran longer than its ``timeout``.
+
+    As in LangGraph it is not a ``TimeoutError`` (an ``OSError``), so the default
+    ``RetryPolicy`` retries it. ``node`` names the task, ``timeout`` the limit in seconds and
+    ``elapsed`` how long the attempt had run.
+    """
+
+    def __init__(
+        self,
+        node: str,
+        elapsed: float,
+        *,
+        kind: str = "run",
+        run_timeout: float | None = None,
+        idle_timeout: float | None = None,
+    ):
+        self.node = node
+        self.elapsed = elapsed
+        self.kind = kind
+        self.run_timeout = run_timeout
+        self.idle_timeout = idle_timeout
+        self.timeout = run_timeout if kind == "run" else idle_timeout
+        super().__init__(
+            f"task {node!r} exceeded its timeout of {self.timeout:.3f}s (elapsed: {elapsed:.3f}s)"
+        )
+
+
+__all__ += ["NodeTimeoutError", "NonDeterminismError"]

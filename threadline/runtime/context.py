@@ -37,6 +37,7 @@ class TaskContext:
         "first_attempt_time",
         "subgraph_calls",
         "task",
+        "task_calls",
     )
 
     def __init__(self, task: Task, env: StepEnv) -> None:
@@ -44,6 +45,7 @@ class TaskContext:
         self.env = env
         self.calls = 0
         self.subgraph_calls = 0
+        self.task_calls = 0  # ``@task`` calls made so far: the next call's index
 
     task_id = property(lambda self: self.task.id)
     name = property(lambda self: self.task.name)
@@ -74,17 +76,24 @@ class TaskContext:
         return runtime
 
     def restart(self) -> None:
-        """A retry runs the node from its top: count interrupts and subgraph calls anew."""
+        """A retry runs the node from its top: count interrupts, subgraph and task calls anew."""
         self.calls = 0
         self.subgraph_calls = 0
         self.attempt = getattr(self, "attempt", 1) + 1
         self._runtime = None
+        self.task_calls = 0
 
     def next_subgraph_ns(self) -> str:
         """Each graph a task invokes gets its own namespace, the same on every re-run."""
         index = self.subgraph_calls
         self.subgraph_calls += 1
         return self.ns if index == 0 else f"{self.ns}#{index}"
+
+    def next_task_call(self) -> int:
+        """The index of a new ``@task`` call: the n-th call of a run finds the n-th saved result."""
+        index = self.task_calls
+        self.task_calls += 1
+        return index
 
 
 class SpareAnswer:

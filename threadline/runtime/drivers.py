@@ -103,6 +103,8 @@ def drive_sync(loop: RunLoop, input: Any) -> Iterator[Emit | Done]:
             if isinstance(effect, Emit):
                 yield effect
             elif isinstance(effect, Execute):
+                if saves.pending is not None and effect.env.calls is not None:
+                    effect.env.calls.after(saves.pending)  # task results go after it
                 value = yield from _execute_sync(effect, loop.out, events, runner)
             elif isinstance(effect, Save):
                 saves.put(effect.record, effect.fork)
@@ -231,6 +233,8 @@ async def drive_async(loop: RunLoop, input: Any) -> AsyncIterator[Emit | Done]:
                 yield effect
                 continue
             if isinstance(effect, Execute):
+                if pending is not None and effect.env.calls is not None:
+                    effect.env.calls.after(pending)  # task results go after it
                 if events is None and not _streams_each_task(loop.out, effect.tasks):
                     value = await _run_quietly(effect)  # nothing streams while tasks run
                     for outcome in value:

@@ -40,6 +40,7 @@ from threadline.errors import (
 )
 from threadline.graph.spec import GraphSpec
 from threadline.runtime.answers import match_answers, pending_interrupts
+from threadline.runtime.calls import StepCalls
 from threadline.runtime.chunks import Chunks, Emit
 from threadline.runtime.context import SpareAnswer
 from threadline.runtime.hints import storage_hints
@@ -309,6 +310,9 @@ class RunLoop:
         spare = writes.get((SPARE_ANSWER_TASK, "resume"))
         env = self._step_env(cp.values, cp.id)
         env.spare = SpareAnswer(spare.value) if spare is not None else self.s.parent_spare
+        if env.calls is None:
+            env.calls = StepCalls(env.saver, self.s.thread_id, self.s.ns, self.s.durability)
+        env.calls.at(cp.id, writes)
         return Execute(runnable, env)
 
     def _step_env(self, values: dict[str, Any], checkpoint_id: str) -> StepEnv:
@@ -320,6 +324,9 @@ class RunLoop:
 
     def _keep(self, outcomes: list[Outcome]) -> bool:
         """Keep every task's outcome as a write; True when the step cannot complete."""
+        calls = self._env.calls if self._env is not None else None
+        if calls is not None and calls.held:  # ``@task`` results held until the exit
+            self._add_writes(calls.take_held())
         complete = True
         for o in outcomes:
             t = o.task

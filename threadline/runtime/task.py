@@ -21,6 +21,7 @@ from threadline.constants import END, START
 from threadline.errors import GraphInterrupt, InvalidUpdateError, ParentCommand
 from threadline.graph.spec import Branch, GraphSpec, NodeCache, NodeSpec
 from threadline.runtime.cached import aremember, entry_key, remember
+from threadline.runtime.calls import StepCalls, asettle_calls, settle_calls
 from threadline.runtime.context import SpareAnswer, TaskContext, enter_task, leave_task
 from threadline.runtime.writes import Update, apply_writes, normalize_output
 from threadline.types import Command, Interrupt, RetryPolicy, Send
@@ -98,6 +99,7 @@ class StepEnv:
     parents: Mapping[str, str] = field(default_factory=dict)
     context: Any = None  # ``invoke(..., context=...)``
     cache: BaseCache[Any] | None = None  # ``compile(cache=...)``
+    calls: StepCalls | None = None  # the ``@task`` calls of the step's tasks
 
     @classmethod
     def of_run(cls, spec: GraphSpec, saver: Any, store: Any, s: RunSettings) -> StepEnv:
@@ -153,6 +155,7 @@ def _run_sync(task: Task, env: StepEnv) -> Outcome:
     except Exception as exc:
         return Outcome(task, error=exc)
     finally:
+        settle_calls(ctx)
         leave_task(token)
 
 
@@ -189,6 +192,7 @@ async def _run_async(task: Task, env: StepEnv) -> Outcome:
     except Exception as exc:
         return Outcome(task, error=exc)
     finally:
+        await asettle_calls(ctx)
         leave_task(token)
 
 
@@ -251,7 +255,7 @@ def _call_with_retry(node: NodeSpec, fn: Callable[..., Any], arg: Any, ctx: Task
         try:
             return _call(node, fn, arg, ctx)
         except Exception as exc:
-            delay = _retry_delay(node.retry, attempt, exc)
+            delay = retry_delay(node.retry, attempt, exc)
             if delay is None:
                 raise
             time.sleep(delay)
@@ -271,7 +275,7 @@ async def _call_with_retry_async(
         except ParentCommand as pc:
             return pc.command
         except Exception as exc:
-            delay = _retry_delay(node.retry, attempt, exc)
+            delay = retry_delay(node.retry, attempt, exc)
             if delay is None:
                 raise
             await asyncio.sleep(delay)
@@ -286,7 +290,7 @@ def _call(node: NodeSpec, fn: Callable[..., Any], arg: Any, ctx: TaskContext) ->
         return pc.command
 
 
-def _retry_delay(policy: RetryPolicy | None, attempt: int, exc: Exception) -> float | None:
+def retry_delay(policy: RetryPolicy | None, attempt: int, exc: Exception) -> float | None:
     """Seconds to wait before the next attempt, or ``None`` to give up."""
     if policy is None or attempt >= policy.max_attempts or not policy.should_retry(exc):
         return None

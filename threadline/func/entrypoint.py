@@ -1,0 +1,138 @@
+"""``@entrypoint``: a function that takes one input becomes a durable, resumable workflow."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import Any
+
+from threadline.errors import GraphValidationError
+from threadline.func.call import within
+from threadline.func.final import PREVIOUS, final, state_update
+from threadline.func.graph import FunctionalGraph, entrypoint_spec
+from threadline.func.options import retry_policies, seconds
+from threadline.graph.spec import CallStyle, NodeSpec, is_async_callable
+from threadline.runtime.context import current_task
+from threadline.types import RetryPolicy
+
+INJECTED = ("config", "previous", "runtime", "store", "writer")
+
+
+class entrypoint:
+    """Turn a function of one input into a workflow: ``invoke``, ``stream``, ``get_state``...
+
+    The function may also declare ``previous`` (what the last run on this thread returned, or
+    saved with ``entrypoint.final``), ``config``, ``store``, ``writer`` and ``runtime``; they
+    are passed when declared. ``@task`` calls inside it run concurrently and their results are
+    saved, so after ``interrupt()`` and ``Command(resume=...)``, a failure or a crash, the
+    function runs again from its top and finished tasks return their saved results.
+    """
+
+    def __init__(
+        self,
+        checkpointer: Any = None,
+        store: Any = None,
+        cache: Any = None,
+        context_schema: type | None = None,
+        cache_policy: Any = None,
+        retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
+        timeout: float | timedelta | None = None,
+    ) -> None:
+        if cache is not None or cache_policy is not None:
+            raise GraphValidationError(
+                "entrypoint(cache=..., cache_policy=...) is not supported yet; "
+                "remove it (results of @task calls are saved by the checkpointer)"
+            )
+        policies = retry_policies(retry_policy)
+        if len(policies) > 1:
+            raise GraphValidationError(
+                "entrypoint(retry_policy=...) takes one RetryPolicy; combine the exceptions "
+                "to retry into its retry_on"
+            )
+        self.checkpointer = checkpointer
+        self.store = store
+        self.context_schema = context_schema
+        self.retry_policy = policies[0] if policies else None
+        self.timeout = seconds(timeout)
+
+    final = final
+
+    def __call__(self, func: Callable[..., Any]) -> FunctionalGraph:
+        if inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func):
+            raise NotImplementedError("Generators are not supported in the Functional API.")
+        inject = _injected(func)
+        is_async = is_async_callable(func)
+        if self.timeout is not None and not is_async:
+            raise ValueError(
+                f"entrypoint {func.__name__!r} is sync: a timeout needs an async function "
+                "(a sync function cannot be stopped in-process); put it on its @task calls"
+            )
+        body = _body(func, inject, is_async, self.timeout)
+        name = func.__name__
+        node = (
+            NodeSpec(name, None, body, CallStyle(), self.retry_policy)
+            if is_async
+            else NodeSpec(name, body, None, CallStyle(), self.retry_policy)
+        )
+        return FunctionalGraph(
+            entrypoint_spec(node, self.context_schema),
+            checkpointer=self.checkpointer,
+            store=self.store,
+            interrupt_before=frozenset(),
+            interrupt_after=frozenset(),
+            name="LangGraph",
+        )
+
+
+def _injected(func: Callable[..., Any]) -> tuple[str, ...]:
+    """The parameters after the input that the run passes in; others must have defaults."""
+    params = list(inspect.signature(func).parameters.values())
+    if not params:
+        raise ValueError("Entrypoint function must have at least one parameter")
+    names = []
+    for p in params[1:]:
+        if p.name in INJECTED:
+            names.append(p.name)
+        elif p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            raise GraphValidationError(
+                f"entrypoint {func.__name__!r}: parameter {p.name!r} has no value to take; "
+                f"it takes one input, and may declare {', '.join(INJECTED)}"
+            )
+    return tuple(names)
+
+
+def _body(
+    func: Callable[..., Any], inject: tuple[str, ...], is_async: bool, timeout: float | None
+) -> Callable[[Any], Any]:
+    """The graph node: the function called with its input and what it declared, its return
+    value split into what the caller gets and what the next run sees as ``previous``."""
+    if not is_async:
+
+        def node(arg: Any) -> dict[str, Any]:
+            return state_update(func(arg, **_kwargs(inject)))
+
+        return node
+
+    async def anode(arg: Any) -> dict[str, Any]:
+        if timeout is None:
+            return state_update(await func(arg, **_kwargs(inject)))
+        return state_update(await within(func(arg, **_kwargs(inject)), timeout, func.__name__))
+
+    return anode
+
+
+def _kwargs(inject: tuple[str, ...]) -> dict[str, Any]:
+    if not inject:
+        return {}
+    ctx = current_task()
+    assert ctx is not None  # the function runs as a node
+    previous = ctx.env.values.get(PREVIOUS)
+    given = {
+        "config": lambda: ctx.config,
+        "previous": lambda: previous,
+        "store": lambda: ctx.store,
+        "writer": lambda: ctx.writer,
+        "runtime": lambda: ctx.runtime.override(previous=previous),
+    }
+    return {name: given[name]() for name in inject}

@@ -1,0 +1,73 @@
+"""How a ``@task`` runs: its name, retry policies and per-attempt timeout, checked once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from threadline.graph.spec import CallStyle, NodeSpec, is_async_callable
+from threadline.runtime.task import retry_delay as node_retry_delay
+from threadline.types import RetryPolicy
+
+
+@dataclass(frozen=True, slots=True)
+class TaskOptions:
+    """A task function and how each call of it runs."""
+
+    name: str
+    fn: Callable[..., Any]
+    is_async: bool
+    node: NodeSpec  # the task as the engine describes a runnable (its calls' ``task.node``)
+    retry: tuple[RetryPolicy, ...] = ()
+    timeout: float | None = None
+
+
+def task_options(
+    fn: Callable[..., Any],
+    name: str | None,
+    retry_policy: RetryPolicy | Sequence[RetryPolicy] | None,
+    timeout: float | timedelta | None,
+) -> TaskOptions:
+    if not callable(fn):
+        raise TypeError(f"@task decorates a function, got {fn!r}")
+    label = name or getattr(fn, "__name__", None) or type(fn).__name__
+    is_async = is_async_callable(fn)
+    node = (
+        NodeSpec(label, None, fn, CallStyle())
+        if is_async
+        else NodeSpec(label, fn, None, CallStyle())
+    )
+    return TaskOptions(label, fn, is_async, node, retry_policies(retry_policy), seconds(timeout))
+
+
+def retry_policies(policy: RetryPolicy | Sequence[RetryPolicy] | None) -> tuple[RetryPolicy, ...]:
+    """One policy or several (the first whose ``retry_on`` matches an error decides)."""
+    if policy is None:
+        return ()
+    policies = (policy,) if isinstance(policy, RetryPolicy) else tuple(policy)
+    for p in policies:
+        if not isinstance(p, RetryPolicy):
+            raise TypeError(f"retry_policy must be a RetryPolicy or a list of them, got {p!r}")
+    return policies
+
+
+def seconds(timeout: float | timedelta | None) -> float | None:
+    """A timeout as positive seconds (a number or a ``timedelta``)."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, timedelta):
+        timeout = timeout.total_seconds()
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise TypeError(f"timeout must be seconds (a number) or a timedelta, got {timeout!r}")
+    if timeout <= 0:
+        raise ValueError(f"timeout must be positive, got {timeout}")
+    return float(timeout)
+
+
+def retry_delay(policies: tuple[RetryPolicy, ...], attempt: int, exc: Exception) -> float | None:
+    """Seconds before the next attempt, or ``None`` to give up: the first policy that retries
+    ``exc`` decides, with its own ``max_attempts`` and backoff."""
+    policy = next((p for p in policies if p.should_retry(exc)), None)
+    return node_retry_delay(policy, attempt, exc)
