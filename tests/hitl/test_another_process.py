@@ -9,11 +9,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-# human_review runs an approved tool as a @task call (threadline.func), so it runs once.
-pytest.importorskip("threadline.func")
-
 APP = Path(__file__).with_name("refund_app.py")
 ROOT = Path(__file__).resolve().parents[2]  # this checkout's threadline, not an installed one
 

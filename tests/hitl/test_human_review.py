@@ -15,9 +15,6 @@ from threadline.checkpoint import SqliteSaver
 from threadline.errors import InvalidAnswerError
 from threadline.hitl import human_review
 
-# human_review runs an approved tool as a @task call (threadline.func), so it runs once.
-pytest.importorskip("threadline.func")
-
 
 class State(typing_extensions.TypedDict, total=False):
     order: str
