@@ -241,3 +241,31 @@ class NodeTimeoutError(ThreadlineError):
 
 
 __all__ += ["NodeTimeoutError", "NonDeterminismError"]
+
+
+class InvalidAnswerError(InvalidResumeError):
+    """A resume answer does not match what its interrupt asked for (its ``schema``, or the
+    decisions a review allows). Raised by ``Command(resume=...)`` before anything runs, so the
+    interrupt stays pending; or by the node that asked, when a check only Python can make (a
+    pydantic validator) refuses it.
+
+    ``interrupt_id`` names the interrupt, ``problems`` lists ``(field path, what is wrong)``
+    pairs (the path is ``""`` for the answer as a whole) and ``field`` is the first path.
+    """
+
+    def __init__(
+        self, message: str, *, interrupt_id: str, problems: tuple[tuple[str, str], ...] = ()
+    ):
+        super().__init__(message)
+        self.interrupt_id = interrupt_id
+        self.problems = problems
+        self.field = problems[0][0] if problems else ""
+
+
+class InvalidSchemaError(ThreadlineError, ValueError):
+    """A schema given to ``interrupt(schema=...)`` or a review is not one threadline can check:
+    not a pydantic model, dataclass, TypedDict or JSON Schema dict, or a JSON Schema that uses
+    a keyword outside the supported subset."""
+
+
+__all__ += ["InvalidAnswerError", "InvalidSchemaError"]

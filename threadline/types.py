@@ -33,10 +33,20 @@ class Overwrite:
 @serde.register(name="threadline.Interrupt")
 @dataclass(frozen=True, slots=True)
 class Interrupt:
-    """A question a node asked with ``interrupt(value)``; answer it with ``Command(resume=...)``."""
+    """A question a node asked with ``interrupt(value)``; answer it with ``Command(resume=...)``.
+
+    ``schema`` is the JSON Schema the answer must match, when the node gave one
+    (``interrupt(value, schema=...)``): a UI can render a form from it. It takes no part in
+    equality, and the repr leaves it out when there is none, as LangGraph prints interrupts.
+    """
 
     value: Any
     id: str
+    schema: dict[str, Any] | None = field(default=None, compare=False)
+
+    def __repr__(self) -> str:
+        shown = f"Interrupt(value={self.value!r}, id={self.id!r}"
+        return shown + (")" if self.schema is None else f", schema={self.schema!r})")
 
 
 N = TypeVar("N")

@@ -26,10 +26,20 @@ def match_answers(resume: Any, pending: list[tuple[TaskWrite, Interrupt]]) -> di
     """A map ``{interrupt_id: value}``, or a bare value when exactly one interrupt waits."""
     ids = [i.id for _, i in pending]
     if isinstance(resume, dict) and resume and all(k in ids for k in resume):
-        return dict(resume)
+        return _checked(dict(resume), pending)
     if len(pending) == 1:
-        return {ids[0]: resume}
+        return _checked({ids[0]: resume}, pending)
     raise InvalidResumeError(
         f"{len(pending)} interrupts are waiting; resume with a dict mapping interrupt id to value "
         f"(ids: {', '.join(ids)}). Nothing was resumed."
     )
+
+
+def _checked(answers: dict[str, Any], pending: list[tuple[TaskWrite, Interrupt]]) -> dict[str, Any]:
+    """Answers to interrupts asked with a schema are checked before any is saved: an invalid
+    one raises ``InvalidAnswerError`` and the thread stays as it was."""
+    if all(i.schema is None for _, i in pending):
+        return answers
+    from threadline.hitl.answers import checked_answers
+
+    return checked_answers(answers, (i for _, i in pending))

@@ -5,6 +5,7 @@ It lives in a context variable holding a small object, never in the user's confi
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import threading
 from collections.abc import Callable
@@ -133,14 +134,20 @@ def interrupt_id(ns: str, index: int) -> str:
     return hashlib.blake2b(f"{ns}#{index}".encode(), digest_size=16).hexdigest()
 
 
-def interrupt(value: Any) -> Any:
+def interrupt(value: Any, *, schema: Any = None) -> Any:
     """Ask for a value from outside the graph.
 
     The first time, this stops the run and saves it; ``invoke(Command(resume=answer), config)``
     runs the node again from its top, and this call then returns ``answer``. The n-th call in a
     node receives the n-th answer.
+
+    ``schema`` (a pydantic model, dataclass, TypedDict or JSON Schema dict) is what the answer
+    must look like: it is shown with the interrupt as JSON Schema, an answer that does not
+    match is refused at resume with nothing run, and this call returns a model or dataclass
+    instance (a dict for the others). See ``docs/human-in-the-loop.md``.
     """
     ctx = _require_task("interrupt()")
+    expected = None if schema is None else _answer_schema(schema)
     if ctx.saver is None:
         raise CheckpointerRequiredError(
             f"interrupt() in node {ctx.name!r} needs a checkpointer to be resumed; "
@@ -150,13 +157,21 @@ def interrupt(value: Any) -> Any:
     ctx.calls += 1
     iid = interrupt_id(ctx.ns, index)
     if iid in ctx.answers:
-        return ctx.answers[iid]
+        answer = ctx.answers[iid]
+        return answer if expected is None else expected.answer(value, answer, iid)
     if ctx.spare is not None:
         taken, answer = ctx.spare.take()
         if taken:
             ctx.answers[iid] = answer  # a retry of the node asks again: same answer
-            return answer
-    raise GraphInterrupt((Interrupt(value=value, id=iid),))
+            return answer if expected is None else expected.answer(value, answer, iid)
+    shown = None if expected is None else copy.deepcopy(expected.json_schema)
+    raise GraphInterrupt((Interrupt(value=value, id=iid, schema=shown),))
+
+
+def _answer_schema(schema: Any) -> Any:
+    from threadline.hitl.schemas import answer_schema  # only interrupts with a schema need it
+
+    return answer_schema(schema)
 
 
 def get_store() -> Any:
