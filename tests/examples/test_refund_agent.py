@@ -17,10 +17,6 @@ DEMO = ROOT / "examples" / "refund_agent.py"
 ASKED = 'assistant asks for refund({"order": "A-1042", "amount": 30, "reason": "damaged parcel"})'
 VALID = "history valid: every tool call has exactly one result"
 
-pytestmark = pytest.mark.skipif(
-    not (ROOT / "threadline" / "hitl").is_dir(), reason="needs threadline.hitl"
-)
-
 
 def run(db: Path, *args: str, code: int = 0) -> str:
     env = {**os.environ, "THREADLINE_DEMO_DB": str(db), "PYTHONPATH": str(ROOT)}
