@@ -72,3 +72,34 @@ def test_turns_that_reuse_a_call_id_keep_their_own_results(tmp_path: Path) -> No
         "person said no",
     ]
     assert validate_history(done["messages"]) == []
+
+
+def test_a_human_review_tool_in_the_react_agent_runs_once_after_accept(tmp_path: Path) -> None:
+    from threadline.hitl import human_review
+
+    RAN.clear()
+    model = ScriptedChatModel(
+        [
+            {
+                "content": "",
+                "tool_calls": calls(("refund", {"order": "A1"}), ("confirm", {"question": "?"})),
+            },
+            "done",
+        ]
+    )
+    with SqliteSaver(tmp_path / "hr.db") as saver:
+        agent = create_react_agent(
+            model, [human_review(refund), confirm], checkpointer=saver, version="v1"
+        )
+        first = agent.invoke({"messages": [("user", "go")]}, CONFIG)
+        review, question = first["__interrupt__"]  # both calls of the turn stopped
+        assert review.value["action_requests"][0]["args"] == {"order": "A1"}
+        done = agent.invoke(
+            Command(resume={review.id: {"decisions": [{"type": "accept"}]}, question.id: "ok"}),
+            CONFIG,
+        )
+    assert RAN == ["A1"]
+    assert [m.content for m in done["messages"] if m.type == "tool"] == [
+        "refunded A1",
+        "person said ok",
+    ]
