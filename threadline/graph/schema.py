@@ -6,6 +6,7 @@ are their union, and each schema reads only its own keys out of the graph's valu
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import inspect
 import typing
@@ -230,9 +231,23 @@ def _check_reducer(cls: type, key: str, reducer: Reducer) -> None:
         )
 
 
+_CONCRETE: dict[Any, type] = {
+    collections.abc.Sequence: list,
+    collections.abc.MutableSequence: list,
+    collections.abc.Set: set,
+    collections.abc.MutableSet: set,
+    collections.abc.Mapping: dict,
+    collections.abc.MutableMapping: dict,
+}
+
+
 def _zero_factory(value_type: Any) -> Callable[[], Any] | None:
-    """``list`` for ``list[str]`` and so on: a type that can be built with no arguments."""
+    """``list`` for ``list[str]`` and so on: a type that can be built with no arguments.
+
+    An abstract collection gets its plain kind, as in LangGraph: ``Sequence[BaseMessage]``
+    (common in its docs) starts as ``[]``, so the reducer sees the first update too."""
     origin = typing.get_origin(value_type) or value_type
+    origin = _CONCRETE.get(origin, origin)
     if not isinstance(origin, type):
         return None
     try:
