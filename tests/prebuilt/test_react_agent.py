@@ -205,3 +205,20 @@ def test_unsupported_and_wrong_arguments_are_refused_clearly() -> None:
 
     with pytest.raises(ValueError, match="Missing required key"):
         create_react_agent(model, [], state_schema=Other)
+
+
+def test_a_state_schema_with_a_sequence_of_messages_takes_message_likes() -> None:
+    from collections.abc import Sequence
+
+    from threadline.messages import BaseMessage
+
+    class State(TypedDict):  # as LangGraph's docs write it
+        messages: Annotated[Sequence[BaseMessage], add_messages]
+        topic: str
+
+    model = ScriptedChatModel(["hi"])
+    agent = create_react_agent(model, [get_weather], state_schema=State)
+    orphan = AIMessage(content="", tool_calls=[{"name": "get_weather", "args": {}, "id": "o"}])
+    result = agent.invoke({"messages": [{"role": "user", "content": "x"}, orphan], "topic": "t"})
+    assert [m.type for m in result["messages"]] == ["human", "ai", "tool", "ai"]
+    assert result["topic"] == "t"
