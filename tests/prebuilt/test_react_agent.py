@@ -3,6 +3,7 @@ history repaired before every model call."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
@@ -16,6 +17,7 @@ from threadline.errors import NotSupportedError
 from threadline.messages import (
     USES_LANGCHAIN,
     AIMessage,
+    BaseMessage,
     HumanMessage,
     SystemMessage,
     add_messages,
@@ -208,10 +210,6 @@ def test_unsupported_and_wrong_arguments_are_refused_clearly() -> None:
 
 
 def test_a_state_schema_with_a_sequence_of_messages_takes_message_likes() -> None:
-    from collections.abc import Sequence
-
-    from threadline.messages import BaseMessage
-
     class State(TypedDict):  # as LangGraph's docs write it
         messages: Annotated[Sequence[BaseMessage], add_messages]
         topic: str
