@@ -62,7 +62,7 @@ def test_respond_answers_without_refunding(db: Path) -> None:
 def test_reject_answers_with_the_reason_without_refunding(db: Path) -> None:
     out = run(db, "resume", "reject", "Outside the return window.")
     assert (
-        "tool refund [error]: The user rejected the tool call 'refund' (not executed): "
+        "tool refund [error]: User rejected the tool call for `refund` with reason: "
         "Outside the return window." in out
     )
     assert "Refunded" not in out and VALID in out

@@ -59,5 +59,5 @@ def test_a_rejected_call_reaches_the_model_as_its_tool_result(
     assert sent[3] == {
         "role": "tool",
         "tool_call_id": "call_1",
-        "content": "The user rejected the tool call 'refund' (not executed): policy",
+        "content": "User rejected the tool call for `refund` with reason: policy",
     }

@@ -92,7 +92,7 @@ def test_one_interrupt_asks_about_every_reviewed_call_of_the_turn(tmp_path: Path
     assert REFUNDS == [{"order": "A1", "amount": 30.0}]
     results = [m for m in done["messages"] if m.type == "tool"]
     assert [m.content for m in results] == [
-        "The user rejected the tool call 'refund' (not executed): too small",
+        "User rejected the tool call for `refund` with reason: too small",
         "refunded 30.00 on A1",
         "A1: delivered damaged",
     ]
@@ -131,7 +131,10 @@ def test_reject_answers_the_call_with_a_rejection_and_the_model_goes_on(tmp_path
     assert REFUNDS == []
     rejection = tool_results(done)["refund"]
     assert rejection.status == "error"
-    assert rejection.content == "The user rejected the tool call 'refund' (not executed)."
+    assert rejection.content == (
+        f"User rejected the tool call for `refund` with id {rejection.tool_call_id}. The tool "
+        "was not executed. Do not retry this tool call unless the user explicitly requests it."
+    )
     assert done["messages"][-1].content == "All done."
 
 

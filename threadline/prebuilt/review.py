@@ -9,7 +9,6 @@ answer then run in the tools node; the others never run.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -92,11 +91,19 @@ def apply_decisions(
 
 
 def _answer(call: dict[str, Any], decision: Any, asked_in: str | None) -> ToolMessage:
+    """A responded or rejected call's result, in LangChain v1's words."""
     if decision.type == "respond":
         content, status = decision.message or "", "success"
+    elif decision.message:
+        content = (
+            f"User rejected the tool call for `{call['name']}` with reason: {decision.message}"
+        )
+        status = "error"
     else:
-        why = f": {decision.message}" if decision.message else "."
-        content = f"The user rejected the tool call {call['name']!r} (not executed){why}"
+        content = (
+            f"User rejected the tool call for `{call['name']}` with id {call['id']}. The tool was "
+            "not executed. Do not retry this tool call unless the user explicitly requests it."
+        )
         status = "error"
     return ToolMessage(
         content,
@@ -108,8 +115,7 @@ def _answer(call: dict[str, Any], decision: Any, asked_in: str | None) -> ToolMe
 
 
 def _description(call: dict[str, Any]) -> str:
-    args = json.dumps(call["args"], ensure_ascii=False, sort_keys=True, default=str)
-    return f"Tool execution requires approval\n\nTool: {call['name']}\nArgs: {args}"
+    return f"Tool execution requires approval\n\nTool: {call['name']}\nArgs: {call['args']}"
 
 
 def _last_ai(messages: Sequence[BaseMessage]) -> AIMessage:
