@@ -220,3 +220,13 @@ def test_a_state_schema_with_a_sequence_of_messages_takes_message_likes() -> Non
     result = agent.invoke({"messages": [{"role": "user", "content": "x"}, orphan], "topic": "t"})
     assert [m.type for m in result["messages"]] == ["human", "ai", "tool", "ai"]
     assert result["topic"] == "t"
+
+
+def test_stream_mode_messages_streams_the_models_tokens_from_the_agent_node() -> None:
+    model = ScriptedChatModel([wants(("get_weather", {"city": "sf"})), "It is sunny today."])
+    agent = create_react_agent(model, [get_weather])
+    parts = list(agent.stream({"messages": [("user", "hi")]}, stream_mode="messages"))
+    text = "".join(c.content for c, meta in parts if meta["langgraph_node"] == "agent")
+    assert text == "It is sunny today."
+    tools = [c for c, meta in parts if meta["langgraph_node"] == "tools"]
+    assert [m.content for m in tools] == ["It's always sunny in sf"]
