@@ -230,3 +230,13 @@ def test_stream_mode_messages_streams_the_models_tokens_from_the_agent_node() ->
     assert text == "It is sunny today."
     tools = [c for c, meta in parts if meta["langgraph_node"] == "tools"]
     assert [m.content for m in tools] == ["It's always sunny in sf"]
+
+
+def test_langgraphs_module_paths_hold_the_same_names() -> None:
+    from threadline.prebuilt import ToolNode
+    from threadline.prebuilt import create_react_agent as top
+    from threadline.prebuilt.chat_agent_executor import AgentState, create_react_agent
+    from threadline.prebuilt.tool_node import ToolNode as ToolNodeThere
+
+    assert create_react_agent is top and ToolNodeThere is ToolNode
+    assert "messages" in AgentState.__annotations__
