@@ -156,3 +156,27 @@ def test_review_must_name_known_tools_and_decisions() -> None:
         create_agent(model, [refund], review={"refund": ["approve"]})
     with pytest.raises(GraphValidationError, match="list of decisions"):
         create_agent(model, [refund], review={"refund": "accept"})
+
+
+def test_a_later_turn_reusing_a_call_id_is_reviewed_and_run_on_its_own(tmp_path: Path) -> None:
+    same = [{"name": "refund", "args": {"order": "A1", "amount": 30}, "id": "call_0"}]
+    ask = {"content": "", "tool_calls": same}
+    model = ScriptedChatModel([ask, "No refund.", ask, "Refunded."])
+    with SqliteSaver(tmp_path / "a.db") as saver:
+        agent = agent_on(tmp_path / "a.db", model, saver)
+        agent.invoke({"messages": [("user", "refund")]}, CONFIG)
+        agent.invoke(Command(resume={"decisions": [{"type": "reject"}]}), CONFIG)
+        agent.invoke({"messages": [("user", "please, really")]}, CONFIG)
+        done = agent.invoke(Command(resume={"decisions": [{"type": "accept"}]}), CONFIG)
+    assert REFUNDS == [{"order": "A1", "amount": 30.0}]
+    assert [m.type for m in done["messages"]] == [
+        "human",
+        "ai",
+        "tool",
+        "ai",
+        "human",
+        "ai",
+        "tool",
+        "ai",
+    ]
+    assert validate_history(done["messages"]) == []

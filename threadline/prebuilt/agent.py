@@ -210,10 +210,10 @@ class _AgentBuilder:
         return self._to_tools(state, last.tool_calls)
 
     def _after_review(self, state: Any) -> str | list[Send]:
-        messages = state_value(state, "messages")
-        answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
-        last = next(m for m in reversed(messages) if isinstance(m, AIMessage))
-        pending = [c for c in last.tool_calls if c["id"] not in answered]
+        messages = list(state_value(state, "messages"))
+        at = max(i for i, m in enumerate(messages) if isinstance(m, AIMessage))
+        answered = {m.tool_call_id for m in messages[at + 1 :] if isinstance(m, ToolMessage)}
+        pending = [c for c in messages[at].tool_calls if c["id"] not in answered]
         return self._to_tools(state, pending) if pending else self.model_node
 
     def _to_tools(self, state: Any, calls: Sequence[dict[str, Any]]) -> str | list[Send]:
@@ -241,13 +241,14 @@ class _AgentBuilder:
         return self.model_node
 
     # ------------------------------------------------------------------ nodes
-    def _structured_response(self, state: Any) -> dict[str, Any]:
+    def _structured_response(self, state: Any, runtime: Any) -> dict[str, Any]:
         messages = list(state_value(state, "messages"))
         schema = self.response_format
         if isinstance(schema, tuple):
             system, schema = schema
             messages = [SystemMessage(content=system), *messages]
-        model = getattr(self.model, "bound", self.model)  # a langchain-core binding's model
+        model = self.model(state, runtime) if is_dynamic(self.model) else self.model
+        model = getattr(model, "bound", model)  # a langchain-core binding's model
         return {"structured_response": model.with_structured_output(schema).invoke(messages)}
 
 

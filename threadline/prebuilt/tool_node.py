@@ -107,7 +107,7 @@ class ToolNode:
     def __call__(self, input: Any) -> Any:
         return self.invoke(input)
 
-    def invoke(self, input: Any, config: dict[str, Any] | None = None) -> Any:
+    def invoke(self, input: Any) -> Any:
         """Run the input's tool calls (concurrently when there are several)."""
         calls, kind, state = self._parse(input)
         ctx = current_task()
@@ -119,7 +119,7 @@ class ToolNode:
             messages = _in_threads([(self.execute, (c, state, None)) for c in calls])
         return self._output(messages, kind)
 
-    async def ainvoke(self, input: Any, config: dict[str, Any] | None = None) -> Any:
+    async def ainvoke(self, input: Any) -> Any:
         calls, kind, state = self._parse(input)
         ctx = current_task()
         store = ctx.store if ctx is not None else None
