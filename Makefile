@@ -57,3 +57,11 @@ compat-record:
 	    'pydantic>=2.5,<3' 'psycopg[binary,pool]>=3.2,<4' && \
 	  touch .venv-lg/.installed; }
 	.venv-lg/bin/python tests/compat/record.py --python .venv-lg/bin/python $(COMPAT_ARGS)
+
+# The refund agent (examples/refund_agent.py): a refund waits for a person, who approves it from
+# another process. `make agent-demo DECISION="reject 'Outside the return window.'"` decides otherwise.
+.PHONY: agent-demo
+DECISION ?= approve
+agent-demo: $(STAMP)
+	$(BIN)/python examples/refund_agent.py start
+	$(BIN)/python examples/refund_agent.py resume $(DECISION)
