@@ -10,13 +10,21 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
+from services import require_postgres, require_redis
 from typing_extensions import TypedDict
 
 from threadline import Command, interrupt
-from threadline.checkpoint import BaseSaver, CheckpointRecord, CheckpointTuple, TaskWrite
+from threadline.checkpoint import (
+    AsyncSqliteSaver,
+    BaseSaver,
+    CheckpointRecord,
+    CheckpointTuple,
+    TaskWrite,
+)
 from threadline.errors import ConfigError, UnsupportedCheckpointWriteError
 from threadline.graph import END, START, StateGraph
 
@@ -307,3 +315,68 @@ async def test_bad_list_options_are_refused_before_anything_is_read(saver: BaseS
         saver.list(config("t1"), before=42)
     with pytest.raises(ConfigError, match="get"):
         saver.get("t1")  # type: ignore[arg-type]
+
+
+# -- LangGraph's async savers, on connections of the program's own event loop ---------------------
+
+
+async def run_async_program(saver: BaseSaver) -> None:
+    """What a LangGraph program does with an async checkpointer after a run."""
+    thread = config("t1")
+    await graph(saver).ainvoke({"n": 1}, thread)
+
+    newest = await saver.aget_tuple(thread)
+    history = [t async for t in saver.alist(thread)]
+
+    assert newest is not None and newest == history[0]
+    assert [t.metadata["step"] for t in history] == [2, 1, 0, -1]
+    assert [t.config for t in [t async for t in saver.alist(thread, limit=2)]] == [
+        t.config for t in history[:2]
+    ]
+    assert [t.config for t in [t async for t in saver.alist(None)]] == [t.config for t in history]
+    found = await saver.aget(thread)
+    assert found is not None and found["channel_values"] == {"n": 2, "items": ["counted", "n=2"]}
+    with pytest.raises(UnsupportedCheckpointWriteError):
+        await saver.aput(thread, newest.checkpoint, newest.metadata, {})
+    await saver.adelete_thread("t1")
+    assert await saver.aget_tuple(thread) is None
+
+
+async def test_async_sqlite_saver(tmp_path: Path) -> None:
+    async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "lg.db")) as saver:
+        await saver.setup()
+        await run_async_program(saver)
+
+
+async def test_async_postgres_saver_on_an_async_connection() -> None:
+    import psycopg
+    from test_postgres_saver import drop_schemas, new_schema
+
+    from threadline.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    url, schema = require_postgres(), new_schema()
+    try:
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            saver = AsyncPostgresSaver(conn, schema=schema)
+            await saver.setup()
+            await run_async_program(saver)
+            with pytest.raises(ConfigError, match="async interface"):
+                saver.get_tuple(config("t1"))  # sync, on the connection's own loop
+    finally:
+        drop_schemas(schema)
+
+
+async def test_async_redis_saver_on_an_async_client() -> None:
+    import redis.asyncio as aredis
+    from test_redis_saver import SESSION_PREFIX, unlink_prefix
+
+    from threadline.checkpoint.redis.aio import AsyncRedisSaver
+
+    prefix = f"{SESSION_PREFIX}:langgraph-api"
+    client = aredis.Redis.from_url(require_redis())
+    try:
+        async with AsyncRedisSaver(redis_client=client, prefix=prefix) as saver:
+            await run_async_program(saver)
+    finally:
+        await client.aclose()
+        unlink_prefix(prefix)
