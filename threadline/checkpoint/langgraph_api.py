@@ -190,7 +190,7 @@ class _Query:
 
     def keeps(self, record: CheckpointRecord) -> bool:
         """For a config naming one checkpoint: whether ``before`` and ``filter`` let it through."""
-        from threadline.checkpoint.base import metadata_matches
+        from threadline.checkpoint.base import metadata_matches  # base imports this module
 
         cp_id = record.checkpoint.id
         return (self.before is None or cp_id < self.before) and metadata_matches(
@@ -207,7 +207,9 @@ def _before_id(before: Any, method: str) -> str | None:
     return _checkpoint_id(_configurable(before, f"{method}(before=...)"))
 
 
-def _newest_first(per_thread: Iterable[list[CheckpointRecord]], limit: int | None) -> list[Any]:
+def _newest_first(
+    per_thread: Iterable[list[CheckpointRecord]], limit: int | None
+) -> list[CheckpointRecord]:
     """Checkpoints of several threads merged by id (creation time), newest first."""
     merged = heapq.merge(*per_thread, key=lambda r: r.checkpoint.id, reverse=True)
     return list(itertools.islice(merged, limit))
