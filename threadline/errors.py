@@ -52,6 +52,13 @@ class ConcurrentUpdateError(ThreadlineError):
     """Another run saved a checkpoint on this thread first; nothing was written."""
 
 
+class UnsupportedCheckpointWriteError(ThreadlineError, NotImplementedError):
+    """LangGraph's low-level ``put``/``put_writes`` was called on a threadline saver.
+
+    A ``NotImplementedError`` too, as LangGraph's base saver raises for a method it lacks.
+    """
+
+
 class InvalidMessageError(ThreadlineError, ValueError):
     """``add_messages`` got a message it cannot merge (e.g. removing an id that is not there).
 
