@@ -17,11 +17,14 @@ from threadline.errors import NotSupportedError
 from threadline.messages import (
     USES_LANGCHAIN,
     AIMessage,
+    AnyMessage,
     BaseMessage,
     HumanMessage,
+    RemoveMessage,
     SystemMessage,
     add_messages,
 )
+from threadline.messages.reducer import REMOVE_ALL_MESSAGES
 from threadline.models import ScriptedChatModel
 from threadline.prebuilt import InjectedState, create_react_agent, validate_history
 
@@ -193,8 +196,8 @@ def test_an_invalid_history_given_as_input_is_repaired_before_the_model_sees_it(
 
 def test_unsupported_and_wrong_arguments_are_refused_clearly() -> None:
     model = ScriptedChatModel([])
-    with pytest.raises(NotSupportedError, match="pre_model_hook"):
-        create_react_agent(model, [], pre_model_hook=lambda state: state)
+    with pytest.raises(NotSupportedError, match="post_model_hook"):
+        create_react_agent(model, [], post_model_hook=lambda state: state)
     with pytest.raises(NotSupportedError, match="init_chat_model"):
         create_react_agent("openai:gpt-4o", [])
     with pytest.raises(TypeError, match="unexpected keyword arguments: \\['tool_choice'\\]"):
@@ -240,3 +243,46 @@ def test_langgraphs_module_paths_hold_the_same_names() -> None:
 
     assert create_react_agent is top and ToolNodeThere is ToolNode
     assert "messages" in AgentState.__annotations__
+
+
+def test_a_pre_model_hook_chooses_what_the_model_is_sent() -> None:
+    def last_two(state: dict) -> dict:
+        return {"llm_input_messages": state["messages"][-2:]}
+
+    model = ScriptedChatModel([wants(("get_weather", {"city": "sf"})), "Sunny."])
+    agent = create_react_agent(model, [get_weather], pre_model_hook=last_two, prompt="Hi.")
+    result = agent.invoke({"messages": [("user", "a"), ("ai", "b"), ("user", "weather?")]})
+    assert [m.content for m in model.calls[0].messages] == ["Hi.", "b", "weather?"]
+    assert [m.type for m in model.calls[1].messages] == ["system", "ai", "tool"]
+    assert len(result["messages"]) == 6 and "llm_input_messages" not in result
+
+
+def test_a_hook_that_cuts_a_call_from_its_result_is_repaired_before_the_model() -> None:
+    def last_three(state: dict) -> dict:
+        return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *state["messages"][-3:]]}
+
+    model = ScriptedChatModel([wants(("get_weather", {"city": "sf"})), "Sunny.", "Again."])
+    agent = create_react_agent(
+        model, [get_weather], pre_model_hook=last_three, checkpointer=InMemorySaver()
+    )
+    agent.invoke({"messages": [("user", "a"), ("ai", "b"), ("user", "weather?")]}, CONFIG)
+    result = agent.invoke({"messages": [("user", "and now?")]}, CONFIG)
+    # the hook kept [tool result, "Sunny.", "and now?"]: a result whose call is gone
+    assert [m.type for m in model.calls[2].messages] == ["ai", "human"]
+    assert [m.content for m in result["messages"]] == ["Sunny.", "and now?", "Again."]
+    assert validate_history(result["messages"]) == []
+
+
+def test_a_pre_model_hook_with_a_pydantic_state() -> None:
+    class State(BaseModel):
+        messages: Annotated[list[AnyMessage], add_messages]
+        topic: str = ""
+
+    def last_one(state: State) -> dict:
+        return {"llm_input_messages": state.messages[-1:]}
+
+    model = ScriptedChatModel(["ok"])
+    agent = create_react_agent(model, [], state_schema=State, pre_model_hook=last_one)
+    result = agent.invoke({"messages": [("user", "a"), ("user", "b")], "topic": "t"})
+    assert [m.content for m in model.calls[0].messages] == ["b"]
+    assert [m.content for m in result["messages"]] == ["a", "b", "ok"]

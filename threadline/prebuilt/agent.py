@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import typing
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 from threadline.constants import END
 from threadline.errors import NotSupportedError
@@ -67,15 +67,18 @@ def create_react_agent(
 
     Nodes: ``"agent"`` (the model) and ``"tools"`` (a ``ToolNode``); with ``response_format``,
     ``"generate_structured_response"`` asks the model once more for an answer in that schema,
-    stored as ``structured_response``. ``version="v2"`` sends each tool call to ``"tools"`` on
-    its own; ``"v1"`` runs all calls of a turn in one ``"tools"`` task.
+    stored as ``structured_response``; with ``pre_model_hook``, that node runs before each model
+    call (its ``llm_input_messages``, if it returns them, are what the model is sent).
+    ``version="v2"`` sends each tool call to ``"tools"`` on its own; ``"v1"`` runs all calls of
+    a turn in one ``"tools"`` task.
     """
-    _refuse(unexpected, pre_model_hook=pre_model_hook, post_model_hook=post_model_hook)
+    _refuse(unexpected, post_model_hook=post_model_hook)
     if version not in ("v1", "v2"):
         raise ValueError(f"Invalid version {version}. Supported versions are 'v1' and 'v2'.")
-    return _AgentBuilder(
+    builder = _AgentBuilder(
         model, tools, prompt, response_format, state_schema, "agent", version, name, {}
-    ).compile(
+    )
+    return builder.with_pre_model_hook(pre_model_hook).compile(
         context_schema,
         checkpointer=checkpointer,
         store=store,
@@ -169,11 +172,25 @@ class _AgentBuilder:
         self.step = ModelStep(chosen, prompt_function(prompt), name)
         self.return_direct = {t.name for t in self.runnable if t.return_direct}
         self.injects_state = any(t.injections.state for t in self.runnable)
+        self.pre_model_hook: Any = None
+        self.entry = model_node  # where each turn starts: the hook, else the model
+
+    def with_pre_model_hook(self, hook: Any) -> _AgentBuilder:
+        if hook is not None:
+            self.pre_model_hook = hook
+            self.entry = "pre_model_hook"
+        return self
 
     def compile(self, context_schema: type | None, **options: Any) -> CompiledStateGraph:
         graph = StateGraph(self.state_schema, context_schema)
-        graph.add_node(self.model_node, self.step)
-        graph.set_entry_point(self.model_node)
+        if self.pre_model_hook is None:
+            graph.add_node(self.model_node, self.step)
+        else:
+            reads = model_input_schema(self.state_schema)
+            graph.add_node(self.model_node, self.step, input_schema=reads)
+            graph.add_node("pre_model_hook", self.pre_model_hook)
+            graph.add_edge("pre_model_hook", self.model_node)
+        graph.set_entry_point(self.entry)
         after_model: list[str] = [END]
         if self.response_format is not None:
             graph.add_node("generate_structured_response", self._structured_response)
@@ -183,15 +200,13 @@ class _AgentBuilder:
             graph.add_node("tools", ToolNode(self.runnable))
             after_model.append("tools")
             if self.return_direct:
-                graph.add_conditional_edges("tools", self._after_tools, [self.model_node, END])
+                graph.add_conditional_edges("tools", self._after_tools, [self.entry, END])
             else:
-                graph.add_edge("tools", self.model_node)
+                graph.add_edge("tools", self.entry)
             if self.rules:
                 schemas = {t.name: t.args_schema() for t in self.runnable if t.name in self.rules}
                 graph.add_node("review", make_review_node(self.rules, schemas))
-                graph.add_conditional_edges(
-                    "review", self._after_review, [self.model_node, "tools"]
-                )
+                graph.add_conditional_edges("review", self._after_review, [self.entry, "tools"])
                 after_model.append("review")
             graph.add_conditional_edges(self.model_node, self._after_model, after_model)
         elif self.response_format is not None:
@@ -214,7 +229,7 @@ class _AgentBuilder:
         at = max(i for i, m in enumerate(messages) if isinstance(m, AIMessage))
         answered = {m.tool_call_id for m in messages[at + 1 :] if isinstance(m, ToolMessage)}
         pending = [c for c in messages[at].tool_calls if c["id"] not in answered]
-        return self._to_tools(state, pending) if pending else self.model_node
+        return self._to_tools(state, pending) if pending else self.entry
 
     def _to_tools(self, state: Any, calls: Sequence[dict[str, Any]]) -> str | list[Send]:
         if self.version == "v1":
@@ -238,7 +253,7 @@ class _AgentBuilder:
                 break
             if message.name in self.return_direct:
                 return END
-        return self.model_node
+        return self.entry
 
     # ------------------------------------------------------------------ nodes
     def _structured_response(self, state: Any, runtime: Any) -> dict[str, Any]:
@@ -250,6 +265,26 @@ class _AgentBuilder:
         model = self.model(state, runtime) if is_dynamic(self.model) else self.model
         model = getattr(model, "bound", model)  # a langchain-core binding's model
         return {"structured_response": model.with_structured_output(schema).invoke(messages)}
+
+
+def model_input_schema(state_schema: type) -> type:
+    """What the model node reads when a pre-model hook runs: the state plus the hook's
+    ``llm_input_messages`` (the messages to send, leaving the state's as they are)."""
+    if hasattr(state_schema, "model_fields"):  # a pydantic state
+        from pydantic import create_model
+
+        return create_model(  # type: ignore[no-any-return]
+            "CallModelInputSchema",
+            llm_input_messages=(list[AnyMessage] | None, None),
+            __base__=state_schema,
+        )
+    return TypedDict(  # type: ignore[operator]
+        "CallModelInputSchema",
+        {
+            **typing.get_type_hints(state_schema, include_extras=True),
+            "llm_input_messages": NotRequired[list[AnyMessage]],
+        },
+    )
 
 
 def _state_schema(schema: type | None, response_format: Any) -> type:

@@ -62,12 +62,16 @@ class ModelStep:
     messages_key: str = "messages"
 
     def __call__(self, state: Any, runtime: Any) -> dict[str, Any]:
-        messages = list(state_value(state, self.messages_key) or [])
+        given = state_value(state, "llm_input_messages")  # from a pre-model hook
+        messages = list(given or state_value(state, self.messages_key) or [])
         repair: list[Any] = []
         if validate_history(messages):
             repaired = repair_history(messages)
-            repair = history_update(messages, repaired)
-            state = _with_messages(state, self.messages_key, repaired)
+            if not given:  # the state's own history: store the repair
+                repair = history_update(messages, repaired)
+            messages = repaired
+        if given or repair:  # the prompt sees what the model is sent
+            state = _with_messages(state, self.messages_key, messages)
         model = self.model(state, runtime) if is_dynamic(self.model) else self.model
         if inspect.isawaitable(model):
             raise NotSupportedError("an async model-choosing function is not supported")
