@@ -22,6 +22,7 @@ from threadline.messages import (
     HumanMessage,
     RemoveMessage,
     SystemMessage,
+    ToolMessage,
     add_messages,
 )
 from threadline.messages.reducer import REMOVE_ALL_MESSAGES
@@ -196,8 +197,6 @@ def test_an_invalid_history_given_as_input_is_repaired_before_the_model_sees_it(
 
 def test_unsupported_and_wrong_arguments_are_refused_clearly() -> None:
     model = ScriptedChatModel([])
-    with pytest.raises(NotSupportedError, match="post_model_hook"):
-        create_react_agent(model, [], post_model_hook=lambda state: state)
     with pytest.raises(NotSupportedError, match="init_chat_model"):
         create_react_agent("openai:gpt-4o", [])
     with pytest.raises(TypeError, match="unexpected keyword arguments: \\['tool_choice'\\]"):
@@ -286,3 +285,33 @@ def test_a_pre_model_hook_with_a_pydantic_state() -> None:
     result = agent.invoke({"messages": [("user", "a"), ("user", "b")], "topic": "t"})
     assert [m.content for m in model.calls[0].messages] == ["b"]
     assert [m.content for m in result["messages"]] == ["a", "b", "ok"]
+
+
+def test_a_post_model_hook_answers_a_call_itself_and_the_others_run() -> None:
+    def guardrail(state: dict) -> dict:
+        last = state["messages"][-1]
+        blocked = [c for c in last.tool_calls if c["args"].get("city") == "moscow"]
+        return {
+            "messages": [
+                ToolMessage("Blocked.", tool_call_id=c["id"], name=c["name"]) for c in blocked
+            ]
+        }
+
+    model = ScriptedChatModel(
+        [wants(("get_weather", {"city": "sf"}), ("get_weather", {"city": "moscow"})), "ok"]
+    )
+    agent = create_react_agent(model, [get_weather], post_model_hook=guardrail)
+    updates = list(agent.stream({"messages": [("user", "weather?")]}))
+    assert [next(iter(u)) for u in updates] == [
+        "agent",
+        "post_model_hook",
+        "tools",
+        "agent",
+        "post_model_hook",
+    ]
+    sent = model.calls[1].messages
+    assert sorted(m.content for m in sent if m.type == "tool") == [
+        "Blocked.",
+        "It's always sunny in sf",
+    ]
+    assert validate_history(sent) == []

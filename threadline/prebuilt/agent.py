@@ -68,17 +68,19 @@ def create_react_agent(
     Nodes: ``"agent"`` (the model) and ``"tools"`` (a ``ToolNode``); with ``response_format``,
     ``"generate_structured_response"`` asks the model once more for an answer in that schema,
     stored as ``structured_response``; with ``pre_model_hook``, that node runs before each model
-    call (its ``llm_input_messages``, if it returns them, are what the model is sent).
+    call (its ``llm_input_messages``, if it returns them, are what the model is sent); with
+    ``post_model_hook``, after each (calls it leaves unanswered run; answers it adds go back to
+    the model).
     ``version="v2"`` sends each tool call to ``"tools"`` on its own; ``"v1"`` runs all calls of
     a turn in one ``"tools"`` task.
     """
-    _refuse(unexpected, post_model_hook=post_model_hook)
+    _refuse(unexpected)
     if version not in ("v1", "v2"):
         raise ValueError(f"Invalid version {version}. Supported versions are 'v1' and 'v2'.")
     builder = _AgentBuilder(
         model, tools, prompt, response_format, state_schema, "agent", version, name, {}
     )
-    return builder.with_pre_model_hook(pre_model_hook).compile(
+    return builder.with_hooks(pre_model_hook, post_model_hook).compile(
         context_schema,
         checkpointer=checkpointer,
         store=store,
@@ -173,16 +175,48 @@ class _AgentBuilder:
         self.return_direct = {t.name for t in self.runnable if t.return_direct}
         self.injects_state = any(t.injections.state for t in self.runnable)
         self.pre_model_hook: Any = None
+        self.post_model_hook: Any = None
         self.entry = model_node  # where each turn starts: the hook, else the model
 
-    def with_pre_model_hook(self, hook: Any) -> _AgentBuilder:
-        if hook is not None:
-            self.pre_model_hook = hook
+    def with_hooks(self, pre: Any, post: Any) -> _AgentBuilder:
+        """LangGraph's ``pre_model_hook`` and ``post_model_hook`` nodes."""
+        if pre is not None:
+            self.pre_model_hook = pre
             self.entry = "pre_model_hook"
+        self.post_model_hook = post
         return self
 
     def compile(self, context_schema: type | None, **options: Any) -> CompiledStateGraph:
         graph = StateGraph(self.state_schema, context_schema)
+        self._add_model(graph)
+        if self.response_format is not None:
+            graph.add_node("generate_structured_response", self._structured_response)
+            graph.add_edge("generate_structured_response", END)
+        if self.runnable:
+            graph.add_node("tools", ToolNode(self.runnable))
+            if self.return_direct:
+                graph.add_conditional_edges("tools", self._after_tools, [self.entry, END])
+            else:
+                graph.add_edge("tools", self.entry)
+        checked = [self.entry, self.finish, *(["tools"] if self.runnable else [])]
+        if self.post_model_hook is not None:
+            graph.add_node("post_model_hook", self.post_model_hook)
+            graph.add_edge(self.model_node, "post_model_hook")
+            graph.add_conditional_edges("post_model_hook", self._after_check, checked)
+        elif self.runnable:
+            review = ["review"] if self.rules else []
+            graph.add_conditional_edges(
+                self.model_node, self._after_model, [self.finish, "tools", *review]
+            )
+        else:
+            graph.add_edge(self.model_node, self.finish)
+        if self.rules:
+            schemas = {t.name: t.args_schema() for t in self.runnable if t.name in self.rules}
+            graph.add_node("review", make_review_node(self.rules, schemas))
+            graph.add_conditional_edges("review", self._after_check, checked)
+        return graph.compile(**options)
+
+    def _add_model(self, graph: StateGraph) -> None:
         if self.pre_model_hook is None:
             graph.add_node(self.model_node, self.step)
         else:
@@ -191,45 +225,37 @@ class _AgentBuilder:
             graph.add_node("pre_model_hook", self.pre_model_hook)
             graph.add_edge("pre_model_hook", self.model_node)
         graph.set_entry_point(self.entry)
-        after_model: list[str] = [END]
-        if self.response_format is not None:
-            graph.add_node("generate_structured_response", self._structured_response)
-            graph.add_edge("generate_structured_response", END)
-            after_model = ["generate_structured_response"]
-        if self.runnable:
-            graph.add_node("tools", ToolNode(self.runnable))
-            after_model.append("tools")
-            if self.return_direct:
-                graph.add_conditional_edges("tools", self._after_tools, [self.entry, END])
-            else:
-                graph.add_edge("tools", self.entry)
-            if self.rules:
-                schemas = {t.name: t.args_schema() for t in self.runnable if t.name in self.rules}
-                graph.add_node("review", make_review_node(self.rules, schemas))
-                graph.add_conditional_edges("review", self._after_review, [self.entry, "tools"])
-                after_model.append("review")
-            graph.add_conditional_edges(self.model_node, self._after_model, after_model)
-        elif self.response_format is not None:
-            graph.add_edge(self.model_node, "generate_structured_response")
-        else:
-            graph.add_edge(self.model_node, END)
-        return graph.compile(**options)
 
     # ------------------------------------------------------------------ routes
+    @property
+    def finish(self) -> str:
+        """Where a turn without tool calls goes."""
+        return "generate_structured_response" if self.response_format is not None else END
+
     def _after_model(self, state: Any) -> str | list[Send]:
         last = state_value(state, "messages")[-1]
         if not isinstance(last, AIMessage) or not last.tool_calls:
-            return "generate_structured_response" if self.response_format is not None else END
+            return self.finish
         if self.rules and needs_review(last, self.rules):
             return "review"
         return self._to_tools(state, last.tool_calls)
 
-    def _after_review(self, state: Any) -> str | list[Send]:
+    def _after_check(self, state: Any) -> str | list[Send]:
+        """After a post-model hook or the review: the calls of the last assistant message that
+        nothing answered yet run; if answers were added, the model sees them; else the turn
+        ends."""
         messages = list(state_value(state, "messages"))
-        at = max(i for i, m in enumerate(messages) if isinstance(m, AIMessage))
+        asked = [i for i, m in enumerate(messages) if isinstance(m, AIMessage)]
+        if not asked:
+            return self.finish
+        at = asked[-1]
         answered = {m.tool_call_id for m in messages[at + 1 :] if isinstance(m, ToolMessage)}
         pending = [c for c in messages[at].tool_calls if c["id"] not in answered]
-        return self._to_tools(state, pending) if pending else self.entry
+        if pending and self.runnable:
+            return self._to_tools(state, pending)
+        if isinstance(messages[-1], ToolMessage):
+            return self.entry
+        return self.finish
 
     def _to_tools(self, state: Any, calls: Sequence[dict[str, Any]]) -> str | list[Send]:
         if self.version == "v1":
