@@ -233,3 +233,48 @@ def test_tools_condition_routes_on_the_last_messages_tool_calls() -> None:
     assert tools_condition([AIMessage(content="", tool_calls=[call("add", {})])]) == "tools"
     with pytest.raises(ValueError, match="No messages found"):
         tools_condition({"messages": []})
+
+
+def test_a_tool_runtime_parameter_gets_state_context_config_writer_and_call_id() -> None:
+    from dataclasses import dataclass
+
+    from threadline.models import ScriptedChatModel
+    from threadline.prebuilt import ToolRuntime, create_react_agent
+
+    @dataclass
+    class Ctx:
+        user: str
+
+    def whoami(greeting: str, runtime: ToolRuntime[Ctx, dict]) -> str:
+        """Say who is asking."""
+        runtime.stream_writer({"progress": "looking up"})
+        runtime.store.put(("seen",), runtime.context.user, {"n": len(runtime.state["messages"])})
+        thread = runtime.config["configurable"]["thread_id"]
+        return f"{greeting} {runtime.context.user} ({runtime.tool_call_id}, {thread})"
+
+    model = ScriptedChatModel(
+        [
+            {"content": "", "tool_calls": [{"name": "whoami", "args": {"greeting": "hi"}}]},
+            "done",
+        ]
+    )
+    store = InMemoryStore()
+    agent = create_react_agent(
+        model, [whoami], context_schema=Ctx, checkpointer=InMemorySaver(), store=store
+    )
+    config = {"configurable": {"thread_id": "t9"}}
+    parts = list(
+        agent.stream(
+            {"messages": [("user", "who?")]},
+            config,
+            context={"user": "ada"},
+            stream_mode=["custom", "values"],
+        )
+    )
+    assert ("custom", {"progress": "looking up"}) in parts
+    result = parts[-1][1]
+    call_id = result["messages"][1].tool_calls[0]["id"]
+    assert result["messages"][2].content == f"hi ada ({call_id}, t9)"
+    assert store.get(("seen",), "ada").value == {"n": 2}
+    offered = model.calls[0].kwargs["tools"][0]["function"]["parameters"]["properties"]
+    assert list(offered) == ["greeting"]

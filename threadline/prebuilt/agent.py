@@ -173,7 +173,7 @@ class _AgentBuilder:
         chosen = model if is_dynamic(model) else bound_model(model, offered)
         self.step = ModelStep(chosen, prompt_function(prompt), name)
         self.return_direct = {t.name for t in self.runnable if t.return_direct}
-        self.injects_state = any(t.injections.state for t in self.runnable)
+        self.injects_state = any(t.injections.state or t.injections.runtime for t in self.runnable)
         self.pre_model_hook: Any = None
         self.post_model_hook: Any = None
         self.entry = model_node  # where each turn starts: the hook, else the model

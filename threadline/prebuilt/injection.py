@@ -1,10 +1,12 @@
-"""``InjectedState`` and ``InjectedStore``: tool parameters the graph fills in, hidden from the
-model.
+"""``InjectedState``, ``InjectedStore`` and ``ToolRuntime``: tool parameters the graph fills in,
+hidden from the model.
 
 ``Annotated[dict, InjectedState]`` receives the graph state, ``Annotated[str,
-InjectedState("key")]`` one of its keys, and ``Annotated[BaseStore, InjectedStore()]`` the
-graph's store. With langchain-core installed both derive from its ``InjectedToolArg``, so a
-langchain-core ``@tool`` leaves them out of the schema it shows the model, as in LangGraph.
+InjectedState("key")]`` one of its keys, ``Annotated[BaseStore, InjectedStore()]`` the graph's
+store, and a parameter annotated ``ToolRuntime`` all of these with the run's context, config,
+stream writer and the call's id. With langchain-core installed they derive from its injected
+argument classes, so a langchain-core ``@tool`` leaves them out of the schema it shows the
+model, as in LangGraph.
 """
 
 from __future__ import annotations
@@ -13,16 +15,24 @@ import inspect
 import typing
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from threadline.messages import USES_LANGCHAIN
 
 if USES_LANGCHAIN:
     from langchain_core.tools import InjectedToolArg as _InjectedBase
+    from langchain_core.tools.base import _DirectlyInjectedToolArg as _RuntimeBase
 else:
 
     class _InjectedBase:  # type: ignore[no-redef]
         """A tool parameter the caller fills in, not the model."""
+
+    class _RuntimeBase:  # type: ignore[no-redef]
+        """A tool parameter the caller fills in, recognised by its type alone."""
+
+
+ContextT = TypeVar("ContextT")
+StateT = TypeVar("StateT")
 
 
 class InjectedState(_InjectedBase):
@@ -36,6 +46,26 @@ class InjectedStore(_InjectedBase):
     """Marks a tool parameter that receives the store the graph was compiled with."""
 
 
+@dataclass
+class ToolRuntime(_RuntimeBase, Generic[ContextT, StateT]):
+    """What a tool parameter annotated ``ToolRuntime`` receives: the graph state, the run's
+    context (``invoke(..., context=...)``), config and stream writer, the call's id and the
+    store."""
+
+    state: StateT
+    context: ContextT
+    config: dict[str, Any]
+    stream_writer: Callable[[Any], None]
+    tool_call_id: str | None
+    store: Any
+
+    def __class_getitem__(cls, params: Any) -> Any:
+        """``ToolRuntime[Context]`` alone is allowed, as in LangGraph (the state type then
+        defaults to ``Any``)."""
+        given = params if isinstance(params, tuple) else (params,)
+        return super().__class_getitem__(given + (Any,) * (2 - len(given)))  # type: ignore[misc]
+
+
 @dataclass(frozen=True, slots=True)
 class Injections:
     """What a tool's parameters receive from the graph: ``state`` maps a parameter to the state
@@ -43,16 +73,20 @@ class Injections:
 
     state: dict[str, str | None] = field(default_factory=dict)
     store: str | None = None
+    runtime: str | None = None  # the parameter taking the ToolRuntime
 
     @property
     def names(self) -> frozenset[str]:
-        return frozenset(self.state) | ({self.store} if self.store else frozenset())
+        return frozenset(self.state) | {n for n in (self.store, self.runtime) if n}
 
-    def values(self, tool: str, state: Any, store: Any) -> dict[str, Any]:
-        """The injected parameters' values for one call of ``tool``."""
+    def values(self, call: dict[str, Any], state: Any, store: Any) -> dict[str, Any]:
+        """The injected parameters' values for one tool call."""
+        tool = call["name"]
         values: dict[str, Any] = {}
         for name, key in self.state.items():
             values[name] = state if key is None else _state_value(tool, state, key)
+        if self.runtime:
+            values[self.runtime] = _tool_runtime(call, state, store)
         if self.store:
             if store is None:
                 raise ValueError(
@@ -82,20 +116,56 @@ def type_hints(fn: Any, *, include_extras: bool = False) -> dict[str, Any]:
         target = getattr(target, "__call__", target)  # noqa: B004 - a callable object
     try:
         return typing.get_type_hints(target, include_extras=include_extras)
-    except Exception:  # unresolvable hints say nothing
-        return {}
+    except Exception:  # one unresolvable hint (a class local to a function): the others
+        return {
+            name: _resolved(target, param.annotation)
+            for name, param in inspect.signature(target).parameters.items()
+            if param.annotation is not param.empty
+        }
+
+
+def _resolved(fn: Any, hint: Any) -> Any:
+    """A string annotation evaluated in the function's module, or the string if it cannot be."""
+    if not isinstance(hint, str):
+        return hint
+    try:
+        return eval(hint, dict(getattr(fn, "__globals__", {})))  # as get_type_hints does
+    except Exception:
+        return hint
 
 
 def _injections(hints: Iterable[tuple[str, Any]]) -> Injections:
     state: dict[str, str | None] = {}
     store: str | None = None
+    runtime: str | None = None
     for name, hint in hints:
+        if _is_tool_runtime(hint):
+            runtime = name
         for marker in typing.get_args(hint)[1:] if _is_annotated(hint) else ():
             if marker is InjectedState or isinstance(marker, InjectedState):
                 state[name] = None if isinstance(marker, type) else marker.field
             elif marker is InjectedStore or isinstance(marker, InjectedStore):
                 store = name
-    return Injections(state, store)
+    return Injections(state, store, runtime)
+
+
+def _tool_runtime(call: dict[str, Any], state: Any, store: Any) -> ToolRuntime[Any, Any]:
+    from threadline.runtime.context import current_task
+
+    ctx = current_task()
+    if ctx is None:  # a ToolNode invoked outside a graph
+        return ToolRuntime(state, None, {}, _discard, call["id"], store)
+    return ToolRuntime(state, ctx.runtime.context, ctx.config, ctx.writer, call["id"], store)
+
+
+def _discard(_: Any) -> None:
+    return None
+
+
+def _is_tool_runtime(hint: Any) -> bool:
+    if isinstance(hint, str):  # unresolvable, e.g. ToolRuntime[LocalContext]
+        return hint.split("[", 1)[0].strip().rsplit(".", 1)[-1] == "ToolRuntime"
+    return hint is ToolRuntime or typing.get_origin(hint) is ToolRuntime
 
 
 def _is_annotated(hint: Any) -> bool:

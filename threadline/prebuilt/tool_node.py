@@ -26,6 +26,7 @@ from threadline.constants import END
 from threadline.errors import GraphInterrupt, NotSupportedError, ToolInvocationError
 from threadline.func import task
 from threadline.messages import AIMessage, ToolMessage
+from threadline.prebuilt.injection import InjectedState, InjectedStore, ToolRuntime
 from threadline.prebuilt.tools import AnyTool, as_tool
 from threadline.runtime.context import current_task
 from threadline.types import Command
@@ -45,6 +46,15 @@ _BLOCK_TYPES = (
     "document",
     "file",
 )
+
+# LangGraph's ``langgraph.prebuilt.tool_node`` holds these names too.
+__all__ = [
+    "InjectedState",
+    "InjectedStore",
+    "ToolNode",
+    "ToolRuntime",
+    "tools_condition",
+]
 
 ErrorHandling = bool | str | Callable[..., str] | type[Exception] | tuple[type[Exception], ...]
 InputKind = Literal["list", "dict", "tool_calls"]
@@ -151,7 +161,7 @@ class ToolNode:
         tool = self._tools.get(call["name"])
         if tool is None:
             return self._unknown(call)
-        injected = tool.injections.values(call["name"], state, store)
+        injected = tool.injections.values(call, state, store)
         try:
             output = tool.run(call, injected)
         except Exception as exc:
@@ -162,7 +172,7 @@ class ToolNode:
         tool = self._tools.get(call["name"])
         if tool is None:
             return self._unknown(call)
-        injected = tool.injections.values(call["name"], state, store)
+        injected = tool.injections.values(call, state, store)
         try:
             output = await tool.arun(call, injected)
         except Exception as exc:

@@ -154,7 +154,8 @@ def _args_model(fn: Any, signature: inspect.Signature, injected: frozenset[str])
         if name in injected or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             continue
         default = ... if param.default is param.empty else param.default
-        fields[name] = (hints.get(name, Any), default)
+        hint = hints.get(name, Any)
+        fields[name] = (Any if isinstance(hint, str) else hint, default)  # str: unresolvable
     return create_model(fn.__name__, **fields)
 
 
