@@ -16,16 +16,33 @@ class GraphValidationError(ThreadlineError):
     """The graph definition is wrong; raised by the builder or by ``compile()``."""
 
 
+class AsyncNodeInSyncRunError(GraphValidationError, TypeError):
+    """A sync run (``invoke``/``stream``) of a graph with a node that has only an async function.
+
+    A ``TypeError`` too, as LangGraph raises one there.
+    """
+
+
 class InvalidUpdateError(ThreadlineError):
     """A node or ``update_state`` produced an update the state cannot take."""
 
 
-class GraphRecursionError(ThreadlineError):
-    """A run reached its recursion limit (the number of supersteps it may take)."""
+class GraphRecursionError(ThreadlineError, RecursionError):
+    """A run reached its recursion limit (the number of supersteps it may take).
+
+    A ``RecursionError`` too, as LangGraph's is.
+    """
 
 
 class ConfigError(ThreadlineError):
     """The run config is missing something the operation needs (e.g. a thread id)."""
+
+
+class ThreadIdRequiredError(ConfigError, ValueError):
+    """A graph with a checkpointer was run without ``configurable.thread_id``.
+
+    A ``ValueError`` too, as LangGraph raises one there.
+    """
 
 
 class CheckpointerRequiredError(ConfigError):
@@ -46,6 +63,13 @@ class NothingToResumeError(ThreadlineError):
 
 class InvalidResumeError(ThreadlineError):
     """A resume value does not match the pending interrupts."""
+
+
+class AmbiguousResumeError(InvalidResumeError, RuntimeError):
+    """A bare resume value was given while several interrupts wait: which one does it answer?
+
+    A ``RuntimeError`` too, as LangGraph raises one there.
+    """
 
 
 class ConcurrentUpdateError(ThreadlineError):
@@ -142,6 +166,8 @@ class ScriptExhaustedError(ModelError):
 
 
 __all__ = [
+    "AmbiguousResumeError",
+    "AsyncNodeInSyncRunError",
     "CheckpointNotFoundError",
     "CheckpointerRequiredError",
     "ConcurrentUpdateError",
@@ -164,6 +190,7 @@ __all__ = [
     "ScriptExhaustedError",
     "SerializationError",
     "StoreUnavailableError",
+    "ThreadIdRequiredError",
     "ThreadNotFoundError",
     "ThreadlineError",
 ]

@@ -11,10 +11,12 @@ from threadline.cache.base import BaseCache
 from threadline.checkpoint.base import BaseSaver, CheckpointRecord
 from threadline.constants import INTERRUPT_KEY
 from threadline.errors import (
+    AsyncNodeInSyncRunError,
     CheckpointerRequiredError,
     CheckpointNotFoundError,
     ConfigError,
     GraphValidationError,
+    ThreadIdRequiredError,
 )
 from threadline.graph.schema import StateSchema
 from threadline.graph.spec import CallStyle, GraphSpec, NodeSpec
@@ -144,7 +146,7 @@ class CompiledStateGraph:
     ) -> Iterator[Emit | Done]:
         async_only = self.spec.has_async_only_node()
         if async_only is not None:
-            raise GraphValidationError(
+            raise AsyncNodeInSyncRunError(
                 f"{async_only!r} is async; run this graph with ainvoke() or astream()"
             )
         loop = self._loop(config, modes, options)
@@ -455,7 +457,7 @@ def _thread_id(configurable: Mapping[str, Any], saver: Any) -> str | None:
         return None
     thread_id = configurable.get("thread_id")
     if thread_id is None or thread_id == "":
-        raise ConfigError(
+        raise ThreadIdRequiredError(
             "this graph has a checkpointer, so it needs a thread id: pass "
             "config={'configurable': {'thread_id': '...'}}"
         )

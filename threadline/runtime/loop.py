@@ -276,9 +276,9 @@ class RunLoop:
                 if steps_run >= self.s.recursion_limit:
                     yield from self._flush()
                     raise GraphRecursionError(
-                        f"recursion limit of {self.s.recursion_limit} supersteps reached on "
-                        f"thread {self.s.thread_id!r} (next: {self._next_names()}); raise "
-                        "config['recursion_limit'] or check the loop's exit condition"
+                        f"Recursion limit of {self.s.recursion_limit} reached without hitting a "
+                        f"stop condition (thread {self.s.thread_id!r}, next: {self._next_names()})"
+                        ". Raise config['recursion_limit'] or check the loop's exit condition."
                     )
                 if not self.writes and _hits(self.s.interrupt_before, runnable):
                     return (yield from self._breakpoint(runnable))
