@@ -19,6 +19,7 @@ from threadline.errors import (
     GraphRecursionError,
     GraphValidationError,
     InvalidResumeError,
+    InvalidUpdateError,
     ThreadIdRequiredError,
 )
 
@@ -98,3 +99,97 @@ def test_the_recursion_limit_says_what_langgraph_says_and_is_a_recursion_error()
     assert message.startswith("Recursion limit of 3 reached without hitting a stop condition")
     assert "'t'" in message and "tick" in message  # names the thread and the next node
     assert graph.get_state(cfg()).next == ("tick",)
+
+
+# ------------------------------------------------------------------ Command(update=..., goto=...)
+class Review(TypedDict, total=False):
+    draft: str
+    reviewer: str
+    log: Annotated[list[str], operator.add]
+
+
+def review_graph(saver, runs: list[str] | None = None):
+    def review(state: Review) -> dict:
+        if runs is not None:
+            runs.append(state["reviewer"])
+        verdict = interrupt({"draft": state["draft"]})
+        return {"reviewer": "done", "log": [f"{state['reviewer']}: {verdict}"]}
+
+    builder = StateGraph(Review)
+    builder.add_node("review", review)
+    builder.add_node("publish", lambda s: {"log": ["published"]})
+    builder.add_edge(START, "review")
+    builder.add_edge("review", END)
+    return builder.compile(checkpointer=saver)
+
+
+def test_resume_with_an_update_applies_it_before_the_node_runs_again(saver):
+    graph = review_graph(saver)
+    graph.invoke({"draft": "v1", "reviewer": "ann", "log": []}, cfg())
+
+    out = graph.invoke(Command(resume="ok", update={"reviewer": "bob", "log": ["u"]}), cfg())
+
+    # the node saw the update; its own write of the same key wins, as in LangGraph
+    assert out == {"draft": "v1", "reviewer": "done", "log": ["u", "bob: ok"]}
+    assert graph.get_state(cfg()).next == ()
+
+
+def test_an_update_alone_reruns_the_waiting_node_and_is_kept_until_it_is_answered(saver):
+    runs: list[str] = []
+    graph = review_graph(saver, runs)
+    graph.invoke({"draft": "v1", "reviewer": "ann", "log": []}, cfg())
+    history = len(list(graph.get_state_history(cfg())))
+
+    out = graph.invoke(Command(update={"reviewer": "zed"}), cfg())
+
+    assert out["reviewer"] == "zed" and len(out["__interrupt__"]) == 1
+    state = graph.get_state(cfg())
+    assert state.values["reviewer"] == "zed" and state.next == ("review",)
+    assert len(list(graph.get_state_history(cfg()))) == history  # no checkpoint of its own
+    assert graph.invoke(Command(resume="y"), cfg())["log"] == ["zed: y"]
+    assert runs == ["ann", "zed", "zed"]
+
+
+def test_resume_with_goto_adds_the_target_to_the_step():
+    graph = review_graph(InMemorySaver())
+    graph.invoke({"draft": "v1", "reviewer": "ann", "log": []}, cfg())
+    out = graph.invoke(Command(resume="ok", goto="publish"), cfg())
+    assert out["log"] == ["ann: ok", "published"]
+    with pytest.raises(InvalidUpdateError, match=r"goto='nowhere'\) names no node"):
+        graph.invoke(Command(goto="nowhere"), cfg())
+
+
+def test_a_command_with_nothing_in_it_or_for_a_parent_is_refused():
+    graph = review_graph(InMemorySaver())
+    graph.invoke({"draft": "v1", "reviewer": "ann", "log": []}, cfg())
+    with pytest.raises(InvalidResumeError, match="no resume value, update or goto"):
+        graph.invoke(Command(), cfg())
+    with pytest.raises(InvalidUpdateError, match="no parent graph"):
+        graph.invoke(Command(graph=Command.PARENT, update={"draft": "x"}), cfg())
+
+
+# ------------------------------------------------------------------ get_state after a failed step
+def test_get_state_shows_what_the_finished_siblings_of_a_failed_task_wrote(saver):
+    def steady(state: Log) -> dict:
+        return {"log": ["steady"]}
+
+    def flaky(state: Log) -> dict:
+        raise ConnectionError("service unavailable")
+
+    builder = StateGraph(Log)
+    builder.add_node("steady", steady)
+    builder.add_node("flaky", flaky)
+    builder.add_edge(START, "steady")
+    builder.add_edge(START, "flaky")
+    graph = builder.compile(checkpointer=saver)
+    with pytest.raises(ConnectionError):
+        graph.invoke({"log": []}, cfg())
+
+    state = graph.get_state(cfg())
+    assert state.values == {"log": ["steady"]}  # live: the sibling's write is shown
+    assert state.next == ("flaky",)
+    errors = {t.name: t.error for t in state.tasks}
+    assert errors == {"flaky": "ConnectionError: service unavailable", "steady": None}
+    # addressed by id, the checkpoint shows the values its step started from
+    assert graph.get_state(state.config).values == {"log": []}
+    assert next(iter(graph.get_state_history(cfg()))).values == {"log": []}

@@ -348,7 +348,8 @@ class CompiledStateGraph:
         self, config: Mapping[str, Any], record: CheckpointRecord | None, checkpoint_id: str | None
     ) -> StateSnapshot:
         record = self._existing(record, config, checkpoint_id)
-        return snapshot_of(self.spec, record) if record else empty_snapshot(dict(config))
+        live = checkpoint_id is None  # the newest state, with what a stopped step's tasks wrote
+        return snapshot_of(self.spec, record, live) if record else empty_snapshot(dict(config))
 
     def _with_subgraphs(
         self, snap: StateSnapshot, load: Callable[[str], CheckpointRecord | None]
@@ -369,7 +370,8 @@ class CompiledStateGraph:
                 else None
             )
             if record is not None:
-                task = task._replace(state=sub._with_subgraphs(snapshot_of(sub.spec, record), load))
+                sub_snap = snapshot_of(sub.spec, record, live=True)
+                task = task._replace(state=sub._with_subgraphs(sub_snap, load))
             tasks.append(task)
         return snap._replace(tasks=tuple(tasks))
 

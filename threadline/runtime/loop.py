@@ -18,12 +18,7 @@ from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from threadline.checkpoint.base import (
-    Checkpoint,
-    CheckpointRecord,
-    PlannedTask,
-    TaskWrite,
-)
+from threadline.checkpoint.base import Checkpoint, CheckpointRecord, PlannedTask, TaskWrite
 from threadline.checkpoint.ids import new_checkpoint_id
 from threadline.clock import now_iso
 from threadline.constants import INTERRUPT_KEY, START
@@ -32,13 +27,13 @@ from threadline.errors import (
     CheckpointNotFoundError,
     GraphInterrupt,
     GraphRecursionError,
-    InvalidResumeError,
     InvalidUpdateError,
     NothingToResumeError,
     ParentCommand,
     ThreadlineError,
 )
 from threadline.graph.spec import GraphSpec
+from threadline.runtime import command_input
 from threadline.runtime.answers import match_answers, pending_interrupts
 from threadline.runtime.chunks import Chunks, Emit
 from threadline.runtime.context import SpareAnswer
@@ -167,9 +162,9 @@ class RunLoop:
             values, step = schema.initial_values(), -1
             versions = dict.fromkeys(values, cp_id)
         else:
-            base = record.checkpoint
+            base = command_input.as_resumed(self.spec, record)  # a kept Command update too
             values, versions, step = dict(base.values), dict(base.versions), base.step + 1
-            self.saved = base
+            self.saved = record.checkpoint
             self.fork_next = self.s.checkpoint_id is not None
         result = start_result(self._step_env(values, cp_id), updates)
         cp = self._checkpoint(values, versions, (PlannedTask(START),), {}, (), step, cp_id)
@@ -202,12 +197,9 @@ class RunLoop:
     def _resume(
         self, command: Command, record: CheckpointRecord | None
     ) -> Generator[Effect, Any, None]:
-        """``Command(resume=...)``: record the answers, then re-run the interrupted tasks."""
-        if command.update is not None or command.goto or command.graph is not None:
-            raise InvalidUpdateError(
-                "invoke() takes Command(resume=...) only; to change state use "
-                "update_state(config, values, as_node=...) and then invoke(None, config)"
-            )
+        """A Command: its update and goto join the step the thread resumes with (kept with its
+        checkpoint, see ``command_input``); its answers go to the interrupted tasks."""
+        command_input.check(command)
         if self.saver is None:
             raise CheckpointerRequiredError("Command(resume=...) needs a graph with a checkpointer")
         if record is None:
@@ -215,24 +207,22 @@ class RunLoop:
                 f"thread {self.s.thread_id!r} has no checkpoint, so there is nothing to resume; "
                 "check the thread id (nothing was run)"
             )
-        if command.resume is None:
-            raise InvalidResumeError("Command(resume=None): give the value to resume with")
-        self._adopt(record)
+        self._adopt(record, command)
         pending = self._pending_interrupts()
-        if not pending:
-            if not self._next_names():
-                raise NothingToResumeError(
-                    f"thread {self.s.thread_id!r} is not waiting at an interrupt and its run "
-                    "has finished; pass a new input to run again"
-                )
+        if command.resume is None:
+            pass  # an update or goto alone: the planned tasks run on the updated state
+        elif pending:
+            self._record_answers(match_answers(command.resume, pending), pending)
+        elif self._next_names():
             # Nothing waits (state was updated, or a static breakpoint stopped the run): the
             # value goes to the first interrupt() the next step calls.
             spare = TaskWrite(SPARE_ANSWER_TASK, SPARE_ANSWER_TASK, "resume", command.resume)
             self._add_write(spare)
-            yield from self._emit_values()
-            return
-        answers = match_answers(command.resume, pending)
-        self._record_answers(answers, pending)
+        else:
+            raise NothingToResumeError(
+                f"thread {self.s.thread_id!r} is not waiting at an interrupt and its run "
+                "has finished; pass a new input to run again"
+            )
         yield from self._emit_values()
 
     def _starts_anew(self, record: CheckpointRecord) -> bool:
@@ -483,11 +473,13 @@ class RunLoop:
         marker = TaskWrite(BREAKPOINT_TASK, BREAKPOINT_TASK, "breakpoint", ())
         self.writes.setdefault((BREAKPOINT_TASK, "breakpoint"), marker)
 
-    def _adopt(self, record: CheckpointRecord) -> None:
-        self.current = record.checkpoint
+    def _adopt(self, record: CheckpointRecord, command: Command | None = None) -> None:
         self.meta = dict(record.metadata)
         self.writes = {(w.task_id, w.kind): w for w in record.pending_writes}
         self.unsaved_writes = []
+        if command is not None and (kept := command_input.write(self.spec, command, self.writes)):
+            self._add_write(kept)
+        self.current = command_input.applied(self.spec, record.checkpoint, self.writes)
         self.saved = record.checkpoint
         self.dirty = False
 
