@@ -14,6 +14,7 @@ from threadline.runtime.tokens import get_message_writer
 from threadline.types import (
     CachePolicy,
     Command,
+    GraphOutput,
     Interrupt,
     Overwrite,
     RetryPolicy,
@@ -36,6 +37,7 @@ __all__ = [
     "CachePolicy",
     "Command",
     "CompiledStateGraph",
+    "GraphOutput",
     "Interrupt",
     "MessagesState",
     "Overwrite",

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import operator
+from dataclasses import dataclass
 from typing import Annotated, TypedDict
 
 import pytest
 
-from threadline import END, START, Command, Send, StateGraph, interrupt
+from threadline import END, START, Command, GraphOutput, Send, StateGraph, interrupt
 from threadline.checkpoint import InMemorySaver
 from threadline.errors import (
     AmbiguousResumeError,
@@ -193,3 +194,127 @@ def test_get_state_shows_what_the_finished_siblings_of_a_failed_task_wrote(saver
     # addressed by id, the checkpoint shows the values its step started from
     assert graph.get_state(state.config).values == {"log": []}
     assert next(iter(graph.get_state_history(cfg()))).values == {"log": []}
+
+
+# ------------------------------------------------------------------ version="v2"
+def asking_graph(schema=Review):
+    def ask(state) -> dict:
+        return {"reviewer": interrupt("who?")}
+
+    builder = StateGraph(schema)
+    builder.add_node("ask", ask)
+    builder.add_edge(START, "ask")
+    builder.add_edge("ask", END)
+    return builder.compile(checkpointer=InMemorySaver())
+
+
+def test_invoke_v2_returns_the_output_and_the_interrupts_apart():
+    graph = asking_graph()
+    output = graph.invoke({"draft": "v1"}, cfg(), version="v2")
+    assert isinstance(output, GraphOutput)
+    assert output.value == {"draft": "v1", "log": []}
+    assert [i.value for i in output.interrupts] == ["who?"]
+
+    done = asyncio.run(graph.ainvoke(Command(resume="ann"), cfg(), version="v2"))
+    assert done == GraphOutput({"draft": "v1", "reviewer": "ann", "log": []}, ())
+    with pytest.warns(DeprecationWarning):
+        assert done["reviewer"] == "ann" and "__interrupt__" not in done
+
+    parts = graph.invoke({"draft": "v2"}, cfg("u"), stream_mode="updates", version="v2")
+    assert parts[-1]["type"] == "updates" and "__interrupt__" in parts[-1]["data"]
+    with pytest.raises(ConfigError, match="version must be one of"):
+        graph.invoke({"draft": "v1"}, cfg(), version="v3")
+
+
+@dataclass
+class DraftState:
+    draft: str = ""
+    reviewer: str = ""
+
+
+def test_v2_outputs_of_a_dataclass_state_are_instances_of_it():
+    graph = asking_graph(DraftState)
+    output = graph.invoke({"draft": "v1"}, cfg(), version="v2")
+    assert output.value == DraftState(draft="v1", reviewer="")
+    parts = list(graph.stream(Command(resume="bob"), cfg(), stream_mode="values", version="v2"))
+    assert parts[-1] == {
+        "type": "values",
+        "ns": (),
+        "data": DraftState(draft="v1", reviewer="bob"),
+        "interrupts": (),
+    }
+    assert graph.invoke({"draft": "v2"}, cfg("v1"))["draft"] == "v2"  # v1 stays a dict
+
+
+# ------------------------------------------------------------------ Runnable methods
+class Num(TypedDict):
+    n: int
+
+
+def doubler(**compile_kw):
+    return single("double", lambda s: {"n": s["n"] * 2}, schema=Num, **compile_kw)
+
+
+def test_batch_runs_every_input_and_keeps_their_order():
+    graph = doubler()
+    assert graph.batch([{"n": 1}, {"n": 2}, {"n": 3}]) == [{"n": 2}, {"n": 4}, {"n": 6}]
+    assert graph.batch([]) == []
+    assert asyncio.run(graph.abatch([{"n": 5}, {"n": 6}])) == [{"n": 10}, {"n": 12}]
+
+
+def test_batch_with_a_config_each_and_errors_returned():
+    graph = doubler(checkpointer=InMemorySaver())
+    out = graph.batch([{"n": 1}, {"n": None}], [cfg("a"), cfg("b")], return_exceptions=True)
+    assert out[0] == {"n": 2} and isinstance(out[1], TypeError)
+    assert graph.get_state(cfg("a")).values == {"n": 2}
+    with pytest.raises(ValueError, match="2 inputs but 1 configs"):
+        graph.batch([{"n": 1}, {"n": 2}], [cfg("a")])
+    with pytest.raises(ValueError, match="max_concurrency"):
+        graph.batch([{"n": 1}], {"max_concurrency": 0})
+
+
+def test_with_config_binds_config_under_each_calls_own():
+    graph = doubler(checkpointer=InMemorySaver())
+    bound = graph.with_config({"configurable": {"thread_id": "bound"}}, recursion_limit=5)
+    assert bound.invoke({"n": 21}) == {"n": 42}
+    assert bound.get_state({}).values == {"n": 42}
+    assert bound.invoke({"n": 1}, cfg("own")) == {"n": 2}  # the call's thread wins
+    assert graph.get_state(cfg("own")).values == {"n": 2}
+    assert graph.config is None and bound.name == graph.name
+
+    builder = StateGraph(Num)
+    builder.add_sequence([("one", lambda s: {"n": 1}), ("two", lambda s: {"n": 2})])
+    builder.add_edge(START, "one")
+    limited = builder.compile().with_config(recursion_limit=1)
+    with pytest.raises(GraphRecursionError, match="Recursion limit of 1 reached"):
+        limited.invoke({"n": 0})
+    assert limited.invoke({"n": 0}, {"recursion_limit": 2}) == {"n": 2}
+
+
+def test_input_and_output_jsonschema_follow_the_io_schemas():
+    class In(TypedDict):
+        question: str
+
+    class Out(TypedDict):
+        answer: str
+
+    class Everything(In, Out):
+        notes: list[str]
+
+    builder = StateGraph(Everything, input_schema=In, output_schema=Out)
+    builder.add_node("answer", lambda s: {"answer": s["question"].upper()})
+    builder.add_edge(START, "answer")
+    graph = builder.compile(name="qa")
+    assert graph.get_input_jsonschema() == {
+        "properties": {"question": {"title": "Question", "type": "string"}},
+        "required": ["question"],
+        "title": "In",
+        "type": "object",
+    }
+    assert graph.get_output_jsonschema()["properties"] == {
+        "answer": {"title": "Answer", "type": "string"}
+    }
+    assert doubler().get_input_jsonschema()["properties"] == {
+        "n": {"title": "N", "type": "integer"}
+    }
+    assert asking_graph(DraftState).get_output_jsonschema()["title"] == "LangGraph_output"

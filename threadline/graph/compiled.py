@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from threadline.cache.base import BaseCache
 from threadline.checkpoint.base import BaseSaver, CheckpointRecord
-from threadline.constants import INTERRUPT_KEY
 from threadline.errors import (
     AsyncNodeInSyncRunError,
     CheckpointerRequiredError,
@@ -18,8 +16,10 @@ from threadline.errors import (
     GraphValidationError,
     ThreadIdRequiredError,
 )
+from threadline.graph.runnable import RunnableMethods
 from threadline.graph.schema import StateSchema
 from threadline.graph.spec import CallStyle, GraphSpec, NodeSpec
+from threadline.graph.stream_shape import stream_shape, take_version
 from threadline.graph.subgraph import nested_run, saved_ns
 from threadline.runtime.context import current_task
 from threadline.runtime.drivers import Done, drive_async, drive_sync
@@ -29,9 +29,6 @@ from threadline.runtime.runtime import coerce_context
 from threadline.runtime.snapshot import empty_snapshot, snapshot_of, updated_record
 from threadline.types import RetryPolicy, StateSnapshot
 
-STREAM_MODES = ("values", "updates", "checkpoints", "tasks", "debug", "messages", "custom")
-STREAM_VERSIONS = ("v1", "v2")
-
 # LangGraph prints debug output for debug=True; we offer the same events as a stream mode.
 _DEBUG_TRUE = "debug=True is not supported; use stream_mode='debug' to receive debug events"
 DURABILITY = ("sync", "async", "exit")
@@ -39,7 +36,7 @@ DEFAULT_RECURSION_LIMIT = 10_000
 _RESERVED_CONFIGURABLE = {"thread_id", "checkpoint_id", "checkpoint_ns"}
 
 
-class CompiledStateGraph:
+class CompiledStateGraph(RunnableMethods):
     """A validated graph, ready to run. Cheap to share between threads and tasks."""
 
     def __init__(
@@ -53,6 +50,7 @@ class CompiledStateGraph:
         name: str,
         cache: BaseCache[Any] | None = None,
         context_schema: Any = None,
+        builder: Any = None,
     ):
         if checkpointer is not None and not isinstance(checkpointer, BaseSaver | bool):
             raise GraphValidationError(
@@ -72,6 +70,8 @@ class CompiledStateGraph:
         self.interrupt_before = interrupt_before
         self.interrupt_after = interrupt_after
         self.name = name
+        self.builder = builder  # the StateGraph compiled, as in LangGraph
+        self.config: dict[str, Any] | None = None  # bound by with_config()
 
     # ------------------------------------------------------------------ running
     def invoke(
@@ -85,13 +85,15 @@ class CompiledStateGraph:
         """Run until the graph finishes or stops at an interrupt; return the state values.
 
         With another ``stream_mode`` (or a list of modes), return the list of chunks ``stream``
-        yields, as LangGraph does.
+        yields, as LangGraph does. ``version="v2"`` returns a ``GraphOutput(value, interrupts)``
+        (or the list of v2 stream parts).
         """
         if stream_mode != "values":
             return list(self.stream(input, config, stream_mode=stream_mode, **options))
+        v2 = take_version(options) == "v2"
         for item in self._drive(input, config, frozenset(), options):
             if isinstance(item, Done):
-                return item.output
+                return self._graph_output(item.output) if v2 else item.output
         raise AssertionError("run ended without output")  # pragma: no cover
 
     async def ainvoke(
@@ -105,9 +107,10 @@ class CompiledStateGraph:
         if stream_mode != "values":
             stream = self.astream(input, config, stream_mode=stream_mode, **options)
             return [chunk async for chunk in stream]
+        v2 = take_version(options) == "v2"
         async for item in self._adrive(input, config, frozenset(), options):
             if isinstance(item, Done):
-                return item.output
+                return self._graph_output(item.output) if v2 else item.output
         raise AssertionError("run ended without output")  # pragma: no cover
 
     def stream(
@@ -123,7 +126,7 @@ class CompiledStateGraph:
         ``version="v2"`` yields ``{"type": mode, "ns": namespace, "data": chunk}`` dicts instead
         (``values`` ones also carry ``"interrupts"``), as LangGraph does.
         """
-        modes, shape = _stream_shape(stream_mode, options)
+        modes, shape = stream_shape(stream_mode, options, self._as_output_type)
         for item in self._drive(input, config, modes, options):
             if isinstance(item, Emit):
                 yield shape(item)
@@ -136,7 +139,7 @@ class CompiledStateGraph:
         stream_mode: str | Sequence[str] | None = "updates",
         **options: Any,
     ) -> AsyncIterator[Any]:
-        modes, shape = _stream_shape(stream_mode, options)
+        modes, shape = stream_shape(stream_mode, options, self._as_output_type)
         async for item in self._adrive(input, config, modes, options):
             if isinstance(item, Emit):
                 yield shape(item)
@@ -180,7 +183,7 @@ class CompiledStateGraph:
             raise TypeError(f"unexpected keyword argument {sorted(unknown)[0]!r}")
         if options.get("debug"):
             raise ConfigError(_DEBUG_TRUE)
-        config = dict(config or {})
+        config = dict(self._bound(config) or {})
         parent = current_task()
         nested = parent is not None
         inner = nested_run(self.checkpointer, parent) if parent is not None else None
@@ -338,7 +341,7 @@ class CompiledStateGraph:
             raise CheckpointerRequiredError(
                 "this graph has no checkpointer; compile(checkpointer=...) to keep threads"
             )
-        configurable = _configurable(config)
+        configurable = _configurable(self._bound(config))
         thread_id = _thread_id(configurable, saver)
         assert thread_id is not None
         ns = configurable.get("checkpoint_ns") or ""
@@ -431,25 +434,6 @@ class CompiledStateGraph:
         return DrawableGraph.of(self.spec)
 
 
-def _stream_shape(
-    stream_mode: str | Sequence[str] | None, options: dict[str, Any]
-) -> tuple[frozenset[str], Callable[[Emit], Any]]:
-    """The modes asked for, and how each chunk is shaped for the caller."""
-    stream_mode = "updates" if stream_mode is None else stream_mode
-    single = isinstance(stream_mode, str)
-    modes = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode)
-    for mode in modes:
-        if mode not in STREAM_MODES:
-            raise ConfigError(f"stream_mode {mode!r} is not one of {STREAM_MODES}")
-    version = options.pop("version", "v1")
-    if version not in STREAM_VERSIONS:
-        raise ConfigError(f"version must be one of {STREAM_VERSIONS}, got {version!r}")
-    if version == "v2":
-        return frozenset(modes), _part
-    subgraphs = bool(options.get("subgraphs"))
-    return frozenset(modes), functools.partial(_chunk, single=single, subgraphs=subgraphs)
-
-
 def _configurable(config: Mapping[str, Any] | None) -> dict[str, Any]:
     return dict((config or {}).get("configurable") or {})
 
@@ -495,27 +479,6 @@ def _config_of(record: CheckpointRecord) -> dict[str, Any]:
     from threadline.runtime.snapshot import checkpoint_config
 
     return checkpoint_config(record.thread_id, record.checkpoint_ns, record.checkpoint.id)
-
-
-def _chunk(item: Emit, single: bool, subgraphs: bool) -> Any:
-    """A stream chunk as LangGraph shapes it: the namespace first when subgraphs are streamed."""
-    if not subgraphs:
-        return item.payload if single else (item.mode, item.payload)
-    ns = _namespace(item)
-    return (ns, item.payload) if single else (ns, item.mode, item.payload)
-
-
-def _part(item: Emit) -> dict[str, Any]:
-    """A ``version="v2"`` stream part; a ``values`` part holds its interrupts apart."""
-    if item.mode != "values":
-        return {"type": item.mode, "ns": _namespace(item), "data": item.payload}
-    data = dict(item.payload)
-    interrupts = tuple(data.pop(INTERRUPT_KEY, ()))
-    return {"type": "values", "ns": _namespace(item), "data": data, "interrupts": interrupts}
-
-
-def _namespace(item: Emit) -> tuple[str, ...]:
-    return tuple(item.ns.split("|")) if item.ns else ()
 
 
 def _forwarded(

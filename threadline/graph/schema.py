@@ -160,11 +160,11 @@ def is_typeddict(cls: Any) -> bool:
 def is_schema_class(cls: Any) -> bool:
     """A class ``read_schema`` accepts: a TypedDict, a dataclass or a pydantic model."""
     return isinstance(cls, type) and (
-        is_typeddict(cls) or dataclasses.is_dataclass(cls) or _is_pydantic(cls)
+        is_typeddict(cls) or dataclasses.is_dataclass(cls) or is_pydantic_model(cls)
     )
 
 
-def _is_pydantic(cls: type) -> bool:
+def is_pydantic_model(cls: type) -> bool:
     return hasattr(cls, "model_fields") and hasattr(cls, "model_validate")
 
 
@@ -177,7 +177,7 @@ def _schema_kind(cls: Any) -> SchemaKind:
         return "typeddict"
     if dataclasses.is_dataclass(cls):
         return "dataclass"
-    if _is_pydantic(cls):
+    if is_pydantic_model(cls):
         return "pydantic"
     raise GraphValidationError(
         f"state schema {cls.__name__} must be a TypedDict, a dataclass or a pydantic model"
