@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, TypedDict
 
 import pytest
@@ -23,6 +23,7 @@ from threadline.errors import (
     InvalidUpdateError,
     ThreadIdRequiredError,
 )
+from threadline.managed import IsLastStep, RemainingSteps
 
 
 class Log(TypedDict):
@@ -318,3 +319,68 @@ def test_input_and_output_jsonschema_follow_the_io_schemas():
         "n": {"title": "N", "type": "integer"}
     }
     assert asking_graph(DraftState).get_output_jsonschema()["title"] == "LangGraph_output"
+
+
+# ------------------------------------------------------------------ managed values
+class Steps(TypedDict):
+    log: Annotated[list[str], operator.add]
+    remaining_steps: RemainingSteps
+    is_last_step: IsLastStep
+
+
+def counting(saver=None, ask_in: str = ""):
+    def make(name: str):
+        def node(state: Steps) -> dict:
+            if name == ask_in:
+                interrupt("go on?")
+            return {"log": [f"{name}:{state['remaining_steps']}:{state['is_last_step']}"]}
+
+        return node
+
+    builder = StateGraph(Steps)
+    builder.add_sequence([(n, make(n)) for n in "abc"])
+    builder.add_edge(START, "a")
+    return builder.compile(checkpointer=saver)
+
+
+def test_remaining_steps_counts_down_to_the_recursion_limit_as_in_langgraph():
+    graph = counting()
+    out = graph.invoke({"log": []}, {"recursion_limit": 10})
+    assert out == {"log": ["a:9:False", "b:8:False", "c:7:False"]}  # never in the output
+    # the input and START steps count: with a limit of 4, "c" is the last step
+    assert graph.invoke({"log": []}, {"recursion_limit": 4})["log"][-1] == "c:1:True"
+    with pytest.raises(GraphRecursionError):
+        graph.invoke({"log": []}, {"recursion_limit": 2})
+
+
+def test_a_resumed_run_counts_from_the_checkpoint_it_starts_at():
+    graph = counting(InMemorySaver(), ask_in="b")
+    graph.invoke({"log": []}, cfg(recursion_limit=10))
+    assert graph.get_state(cfg()).values == {"log": ["a:9:False"]}  # not saved, not shown
+    out = graph.invoke(Command(resume=True), cfg(recursion_limit=5))
+    assert out["log"] == ["a:9:False", "b:6:False", "c:5:False"]
+
+
+def test_a_managed_key_is_computed_not_written():
+    def echo(state: Steps) -> dict:
+        return {**state, "log": ["echo"]}  # hands back what it got, remaining_steps too
+
+    graph = single("echo", echo, schema=Steps)
+    assert graph.invoke({"log": [], "remaining_steps": 99}) == {"log": ["echo"]}
+    from threadline.managed.is_last_step import RemainingSteps as FromLangGraphPath
+
+    assert FromLangGraphPath is RemainingSteps
+
+
+@dataclass
+class DataSteps:
+    log: Annotated[list[str], operator.add] = field(default_factory=list)
+    remaining_steps: RemainingSteps = 0
+
+
+def test_a_dataclass_state_gets_managed_values_too():
+    def node(state: DataSteps) -> dict:
+        return {"log": [f"left {state.remaining_steps}"]}
+
+    graph = single("node", node, schema=DataSteps)
+    assert graph.invoke(DataSteps(), {"recursion_limit": 5}) == {"log": ["left 4"]}

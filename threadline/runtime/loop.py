@@ -33,6 +33,7 @@ from threadline.errors import (
     ThreadlineError,
 )
 from threadline.graph.spec import GraphSpec
+from threadline.managed import with_managed
 from threadline.runtime import command_input
 from threadline.runtime.answers import match_answers, pending_interrupts
 from threadline.runtime.chunks import Chunks, Emit
@@ -142,6 +143,8 @@ class RunLoop:
             raise CheckpointNotFoundError(
                 f"thread {self.s.thread_id!r} has no checkpoint {self.s.checkpoint_id!r}"
             )
+        # The last step this run may take, as LangGraph counts it (``RemainingSteps`` reads it)
+        self.stop = (record.checkpoint.step if record else -2) + 2 + self.s.recursion_limit
         if isinstance(input, Command):
             yield from self._resume(input, record)
         elif self.s.nested and record is not None and not self._starts_anew(record):
@@ -297,7 +300,8 @@ class RunLoop:
                 if resume is not None or parent_answers:
                     task.answers = {**parent_answers, **(resume.value if resume else {})}
         spare = writes.get((SPARE_ANSWER_TASK, "resume"))
-        env = self._step_env(cp.values, cp.id)
+        managed = self.spec.schema.managed  # RemainingSteps & co, computed for each step
+        env = self._step_env(with_managed(cp.values, managed, cp.step + 1, self.stop), cp.id)
         env.spare = SpareAnswer(spare.value) if spare is not None else self.s.parent_spare
         return Execute(runnable, env)
 

@@ -32,6 +32,8 @@ def updates_of(schema: StateSchema, node: str, update: Any) -> Update:
     if update is None:
         return ()
     pairs = _pairs(schema, node, update)
+    if schema.managed:  # computed each step: a node returning the state it got writes them back
+        pairs = tuple(p for p in pairs if p[0] not in schema.managed)
     channels = schema.channels
     unknown = [key for key, _ in pairs if key not in channels]
     if unknown:
