@@ -384,3 +384,67 @@ def test_a_dataclass_state_gets_managed_values_too():
 
     graph = single("node", node, schema=DataSteps)
     assert graph.invoke(DataSteps(), {"recursion_limit": 5}) == {"log": ["left 4"]}
+
+
+# ------------------------------------------------------------------ chunks of an invoked run
+class Question(TypedDict):
+    question: str
+
+
+class Findings(TypedDict):
+    findings: str
+
+
+class Research(Question, Findings):
+    notes: str
+
+
+def research_graph():
+    def gather(state: Question) -> dict:
+        return {"notes": f"notes on {state['question']}"}
+
+    def conclude(state: Research) -> dict:
+        return {"findings": state["notes"].upper()}
+
+    builder = StateGraph(Research, input_schema=Question, output_schema=Findings)
+    builder.add_sequence([("gather", gather), ("conclude", conclude)])
+    builder.add_edge(START, "gather")
+    return builder.compile()
+
+
+def test_an_invoked_run_shows_only_its_output_keys_in_its_chunks():
+    graph = research_graph()
+    assert graph.invoke({"question": "owls"}, stream_mode="updates") == [
+        {"gather": None},  # wrote only a private key
+        {"conclude": {"findings": "NOTES ON OWLS"}},
+    ]
+    assert graph.invoke({"question": "owls"}, stream_mode=["values"]) == [
+        ("values", {"findings": "NOTES ON OWLS"})  # no chunk for steps that wrote none of them
+    ]
+    # stream() shows every key, as LangGraph's does
+    assert next(graph.stream({"question": "owls"})) == {"gather": {"notes": "notes on owls"}}
+
+
+def test_a_subgraph_streamed_through_its_parent_shows_its_output_keys():
+    class Parent(TypedDict):
+        question: str
+        findings: str
+
+    builder = StateGraph(Parent)
+    builder.add_node("research", research_graph())
+    builder.add_edge(START, "research")
+    parent = builder.compile()
+    chunks = [
+        (tuple(p.split(":")[0] for p in ns), mode, data)
+        for ns, mode, data in parent.stream(
+            {"question": "bats"}, subgraphs=True, stream_mode=["updates", "values"]
+        )
+    ]
+    assert chunks == [
+        ((), "values", {"question": "bats"}),
+        (("research",), "updates", {"gather": None}),
+        (("research",), "updates", {"conclude": {"findings": "NOTES ON BATS"}}),
+        (("research",), "values", {"findings": "NOTES ON BATS"}),
+        ((), "updates", {"research": {"findings": "NOTES ON BATS"}}),
+        ((), "values", {"question": "bats", "findings": "NOTES ON BATS"}),
+    ]

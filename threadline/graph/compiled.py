@@ -19,7 +19,7 @@ from threadline.errors import (
 from threadline.graph.runnable import RunnableMethods
 from threadline.graph.schema import StateSchema
 from threadline.graph.spec import CallStyle, GraphSpec, NodeSpec
-from threadline.graph.stream_shape import stream_shape, take_version
+from threadline.graph.stream_shape import aforwarded, forwarded, stream_shape, take_version
 from threadline.graph.subgraph import nested_run, saved_ns
 from threadline.runtime.context import current_task
 from threadline.runtime.drivers import Done, drive_async, drive_sync
@@ -89,9 +89,11 @@ class CompiledStateGraph(RunnableMethods):
         (or the list of v2 stream parts).
         """
         if stream_mode != "values":
-            return list(self.stream(input, config, stream_mode=stream_mode, **options))
+            modes, shape = stream_shape(stream_mode, options, self._as_output_type)
+            items = self._drive(input, config, modes, options, invoked=True)
+            return [shape(item) for item in items if isinstance(item, Emit)]
         v2 = take_version(options) == "v2"
-        for item in self._drive(input, config, frozenset(), options):
+        for item in self._drive(input, config, frozenset(), options, invoked=True):
             if isinstance(item, Done):
                 return self._graph_output(item.output) if v2 else item.output
         raise AssertionError("run ended without output")  # pragma: no cover
@@ -105,10 +107,11 @@ class CompiledStateGraph(RunnableMethods):
         **options: Any,
     ) -> Any:
         if stream_mode != "values":
-            stream = self.astream(input, config, stream_mode=stream_mode, **options)
-            return [chunk async for chunk in stream]
+            modes, shape = stream_shape(stream_mode, options, self._as_output_type)
+            items = self._adrive(input, config, modes, options, invoked=True)
+            return [shape(item) async for item in items if isinstance(item, Emit)]
         v2 = take_version(options) == "v2"
-        async for item in self._adrive(input, config, frozenset(), options):
+        async for item in self._adrive(input, config, frozenset(), options, invoked=True):
             if isinstance(item, Done):
                 return self._graph_output(item.output) if v2 else item.output
         raise AssertionError("run ended without output")  # pragma: no cover
@@ -145,29 +148,45 @@ class CompiledStateGraph(RunnableMethods):
                 yield shape(item)
 
     def _drive(
-        self, input: Any, config: Mapping[str, Any] | None, modes: frozenset[str], options: dict
+        self,
+        input: Any,
+        config: Mapping[str, Any] | None,
+        modes: frozenset[str],
+        options: dict,
+        invoked: bool = False,
     ) -> Iterator[Emit | Done]:
         async_only = self.spec.has_async_only_node()
         if async_only is not None:
             raise AsyncNodeInSyncRunError(
                 f"{async_only!r} is async; run this graph with ainvoke() or astream()"
             )
-        loop = self._loop(config, modes, options)
+        loop = self._loop(config, modes, options, invoked)
         if loop.s.nested and loop.s.sink is not None:
-            return _forwarded(drive_sync(loop, input), loop.s.sink, loop.s.ns)
+            return forwarded(drive_sync(loop, input), loop.s.sink, loop.s.ns)
         return drive_sync(loop, input)
 
     def _adrive(
-        self, input: Any, config: Mapping[str, Any] | None, modes: frozenset[str], options: dict
+        self,
+        input: Any,
+        config: Mapping[str, Any] | None,
+        modes: frozenset[str],
+        options: dict,
+        invoked: bool = False,
     ) -> AsyncIterator[Emit | Done]:
-        loop = self._loop(config, modes, options)
+        loop = self._loop(config, modes, options, invoked)
         if loop.s.nested and loop.s.sink is not None:
-            return _aforwarded(drive_async(loop, input), loop.s.sink, loop.s.ns)
+            return aforwarded(drive_async(loop, input), loop.s.sink, loop.s.ns)
         return drive_async(loop, input)
 
     def _loop(
-        self, config: Mapping[str, Any] | None, modes: frozenset[str], options: dict[str, Any]
+        self,
+        config: Mapping[str, Any] | None,
+        modes: frozenset[str],
+        options: dict[str, Any],
+        invoked: bool = False,
     ) -> RunLoop:
+        """The loop of one run; ``invoked``: started by ``invoke`` (its chunks, which a
+        subgraph's parent may stream, show the output schema's keys only, as in LangGraph)."""
         from threadline.graph.state_graph import _breakpoints
 
         unknown = set(options) - {
@@ -236,6 +255,7 @@ class CompiledStateGraph(RunnableMethods):
         context = coerce_context(self.context_schema, options.get("context"))
         settings.context = context if context or not nested else parent.env.context
         settings.cache = self.cache
+        settings.invoked = invoked
         return RunLoop(self.spec, saver, store, settings)
 
     def _own_saver(self) -> BaseSaver | None:
@@ -479,24 +499,3 @@ def _config_of(record: CheckpointRecord) -> dict[str, Any]:
     from threadline.runtime.snapshot import checkpoint_config
 
     return checkpoint_config(record.thread_id, record.checkpoint_ns, record.checkpoint.id)
-
-
-def _forwarded(
-    items: Iterator[Emit | Done], sink: Callable[[Emit], None], ns: str
-) -> Iterator[Emit | Done]:
-    """A subgraph run's chunks go to the streaming caller, tagged with the subgraph's namespace."""
-    for item in items:
-        if isinstance(item, Emit):
-            sink(Emit(item.mode, item.payload, ns))
-        else:
-            yield item
-
-
-async def _aforwarded(
-    items: AsyncIterator[Emit | Done], sink: Callable[[Emit], None], ns: str
-) -> AsyncIterator[Emit | Done]:
-    async for item in items:
-        if isinstance(item, Emit):
-            sink(Emit(item.mode, item.payload, ns))
-        else:
-            yield item

@@ -1,15 +1,17 @@
 """How a run's chunks reach the caller: LangGraph's v1 shapes (a payload, ``(mode, payload)``,
-with the namespace first under ``subgraphs=True``) or its v2 parts (``{"type", "ns", "data"}``)."""
+with the namespace first under ``subgraphs=True``) or its v2 parts (``{"type", "ns", "data"}``);
+and a subgraph run's chunks handed to the caller streaming its parent."""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
 from threadline.constants import INTERRUPT_KEY
 from threadline.errors import ConfigError
 from threadline.runtime.chunks import Emit
+from threadline.runtime.drivers import Done
 
 STREAM_MODES = ("values", "updates", "checkpoints", "tasks", "debug", "messages", "custom")
 STREAM_VERSIONS = ("v1", "v2")
@@ -61,3 +63,24 @@ def _part(item: Emit, as_output: Callable[[Any], Any]) -> dict[str, Any]:
 
 def _namespace(item: Emit) -> tuple[str, ...]:
     return tuple(item.ns.split("|")) if item.ns else ()
+
+
+def forwarded(
+    items: Iterator[Emit | Done], sink: Callable[[Emit], None], ns: str
+) -> Iterator[Emit | Done]:
+    """A subgraph run's chunks go to the streaming caller, tagged with the subgraph's namespace."""
+    for item in items:
+        if isinstance(item, Emit):
+            sink(Emit(item.mode, item.payload, ns))
+        else:
+            yield item
+
+
+async def aforwarded(
+    items: AsyncIterator[Emit | Done], sink: Callable[[Emit], None], ns: str
+) -> AsyncIterator[Emit | Done]:
+    async for item in items:
+        if isinstance(item, Emit):
+            sink(Emit(item.mode, item.payload, ns))
+        else:
+            yield item

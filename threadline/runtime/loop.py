@@ -107,6 +107,7 @@ class RunSettings:
     sink: Callable[[Emit], None] | None = None
     context: Any = None  # invoke(..., context=...): what ``Runtime.context`` holds
     cache: Any = None  # compile(cache=...): where nodes with a CachePolicy keep results
+    invoked: bool = False  # started by invoke(): chunks show the output schema's keys only
 
 
 class RunLoop:
