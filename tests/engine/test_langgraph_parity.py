@@ -448,3 +448,43 @@ def test_a_subgraph_streamed_through_its_parent_shows_its_output_keys():
         ((), "updates", {"research": {"findings": "NOTES ON BATS"}}),
         ((), "values", {"question": "bats", "findings": "NOTES ON BATS"}),
     ]
+
+
+# ------------------------------------------------------------------ drawing
+def test_draw_mermaid_writes_what_langgraph_writes():
+    def noop(state: Num) -> dict:
+        return {}
+
+    builder = StateGraph(Num)
+    for name in ("fetch", "parse", "save", "Zed", "lonely", "my step"):
+        builder.add_node(name, noop)
+    builder.add_edge(START, "fetch")
+    builder.add_edge(START, "Zed")
+    route = {"ok": "parse", "skip": "save", "done": END, "my step": "my step"}
+    builder.add_conditional_edges("fetch", lambda s: "ok", route)
+    builder.add_edge("parse", "save")
+    builder.add_edge("Zed", "lonely")  # lonely has no edge out: it ends its branch
+    builder.add_edge("save", END)
+    builder.add_edge("my step", END)
+
+    assert builder.compile().get_graph().draw_mermaid() == (
+        "---\nconfig:\n  flowchart:\n    curve: linear\n---\ngraph TD;\n"
+        "\t__start__([<p>__start__</p>]):::first\n"
+        "\tfetch(fetch)\n\tparse(parse)\n\tsave(save)\n\tZed(Zed)\n\tlonely(lonely)\n"
+        "\tmy\\20step(my step)\n"
+        "\t__end__([<p>__end__</p>]):::last\n"
+        "\tZed --> lonely;\n"
+        "\t__start__ --> Zed;\n"
+        "\t__start__ --> fetch;\n"
+        "\tfetch -. &nbsp;done&nbsp; .-> __end__;\n"
+        "\tfetch -.-> my\\20step;\n"
+        "\tfetch -. &nbsp;ok&nbsp; .-> parse;\n"
+        "\tfetch -. &nbsp;skip&nbsp; .-> save;\n"
+        "\tparse --> save;\n"
+        "\tlonely --> __end__;\n"
+        "\tmy\\20step --> __end__;\n"
+        "\tsave --> __end__;\n"
+        "\tclassDef default fill:#f2f0ff,line-height:1.2\n"
+        "\tclassDef first fill-opacity:0\n"
+        "\tclassDef last fill:#bfb6fc\n"
+    )
