@@ -12,8 +12,11 @@ class ThreadlineError(Exception):
     """Base class of every error raised by threadline."""
 
 
-class GraphValidationError(ThreadlineError):
-    """The graph definition is wrong; raised by the builder or by ``compile()``."""
+class GraphValidationError(ThreadlineError, ValueError):
+    """The graph definition is wrong; raised by the builder or by ``compile()``.
+
+    A ``ValueError`` too, as LangGraph raises one for a graph it cannot build.
+    """
 
 
 class AsyncNodeInSyncRunError(GraphValidationError, TypeError):
@@ -34,19 +37,28 @@ class GraphRecursionError(ThreadlineError, RecursionError):
     """
 
 
-class ConfigError(ThreadlineError):
-    """The run config is missing something the operation needs (e.g. a thread id)."""
+class ConfigError(ThreadlineError, ValueError):
+    """The run config is missing something the operation needs (e.g. a thread id), or an
+    argument has a value it cannot take.
 
-
-class ThreadIdRequiredError(ConfigError, ValueError):
-    """A graph with a checkpointer was run without ``configurable.thread_id``.
-
-    A ``ValueError`` too, as LangGraph raises one there.
+    A ``ValueError`` too, as LangGraph raises one for a missing thread id or checkpointer, or a
+    bad ``recursion_limit``.
     """
+
+
+class ThreadIdRequiredError(ConfigError):
+    """A graph with a checkpointer was run without ``configurable.thread_id``."""
 
 
 class CheckpointerRequiredError(ConfigError):
     """An operation needs a checkpointer but the graph was compiled without one."""
+
+
+class ResumeWithoutCheckpointerError(CheckpointerRequiredError, RuntimeError):
+    """``Command(resume=...)`` given to a graph without a checkpointer.
+
+    A ``RuntimeError`` too, as LangGraph raises one there.
+    """
 
 
 class ThreadNotFoundError(ThreadlineError):
@@ -186,6 +198,7 @@ __all__ = [
     "ModelTimeoutError",
     "NothingToResumeError",
     "ParentCommand",
+    "ResumeWithoutCheckpointerError",
     "SaverUnavailableError",
     "ScriptExhaustedError",
     "SerializationError",

@@ -16,6 +16,7 @@ from threadline.checkpoint import InMemorySaver
 from threadline.errors import (
     AmbiguousResumeError,
     AsyncNodeInSyncRunError,
+    CheckpointerRequiredError,
     ConfigError,
     GraphRecursionError,
     GraphValidationError,
@@ -85,6 +86,27 @@ def test_a_checkpointer_without_a_thread_id_is_a_value_error():
     assert isinstance(caught.value, ThreadIdRequiredError | ConfigError)
     with pytest.raises(ValueError):
         graph.get_state({"configurable": {}})
+
+
+def test_build_and_config_errors_are_value_errors_as_in_langgraph():
+    builder = StateGraph(Log)
+    builder.add_node("a", lambda s: {"log": ["a"]})
+    with pytest.raises(ValueError, match="already in the graph"):
+        builder.add_node("a", lambda s: {})
+    builder.add_edge("a", "nowhere")
+    with pytest.raises(ValueError) as caught:
+        builder.compile()
+    assert isinstance(caught.value, GraphValidationError)
+
+    graph = single("a", lambda s: {"log": ["a"]})
+    with pytest.raises(ValueError, match="no checkpointer") as caught:
+        graph.get_state(cfg())
+    assert isinstance(caught.value, CheckpointerRequiredError)
+    with pytest.raises(ValueError, match="recursion_limit"):
+        graph.invoke({"log": []}, {"recursion_limit": 0})
+    with pytest.raises(RuntimeError, match="needs a graph with a checkpointer") as caught:
+        graph.invoke(Command(resume="yes"))
+    assert isinstance(caught.value, CheckpointerRequiredError)
 
 
 def test_the_recursion_limit_says_what_langgraph_says_and_is_a_recursion_error():

@@ -23,13 +23,13 @@ from threadline.checkpoint.ids import new_checkpoint_id
 from threadline.clock import now_iso
 from threadline.constants import INTERRUPT_KEY, START
 from threadline.errors import (
-    CheckpointerRequiredError,
     CheckpointNotFoundError,
     GraphInterrupt,
     GraphRecursionError,
     InvalidUpdateError,
     NothingToResumeError,
     ParentCommand,
+    ResumeWithoutCheckpointerError,
     ThreadlineError,
 )
 from threadline.graph.spec import GraphSpec
@@ -205,7 +205,7 @@ class RunLoop:
         checkpoint, see ``command_input``); its answers go to the interrupted tasks."""
         command_input.check(command)
         if self.saver is None:
-            raise CheckpointerRequiredError("Command(resume=...) needs a graph with a checkpointer")
+            raise ResumeWithoutCheckpointerError("a Command needs a graph with a checkpointer")
         if record is None:
             raise NothingToResumeError(
                 f"thread {self.s.thread_id!r} has no checkpoint, so there is nothing to resume; "
