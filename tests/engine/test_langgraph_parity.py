@@ -219,6 +219,26 @@ def test_get_state_shows_what_the_finished_siblings_of_a_failed_task_wrote(saver
     assert next(iter(graph.get_state_history(cfg()))).values == {"log": []}
 
 
+def test_a_run_stopped_at_an_interrupt_returns_what_the_finished_siblings_wrote():
+    def ask(state: Log) -> dict:
+        return {"log": [f"b {interrupt('q')}"]}
+
+    builder = StateGraph(Log)
+    builder.add_node("ask", ask)
+    builder.add_node("quick", lambda s: {"log": ["c"]})
+    builder.add_edge(START, "ask")
+    builder.add_edge(START, "quick")
+    graph = builder.compile(checkpointer=InMemorySaver())
+
+    out = graph.invoke({"log": ["i"]}, cfg())
+    assert out["log"] == ["i", "c"] and len(out["__interrupt__"]) == 1
+    # running the step again re-asks; "quick" does not run again but its write still shows
+    chunks = list(graph.stream(None, cfg(), stream_mode="values"))
+    assert chunks[0] == {"log": ["i"]} and "__interrupt__" in chunks[1]
+    assert chunks[-1] == {"log": ["i", "c"]}
+    assert graph.invoke(Command(resume="y"), cfg())["log"] == ["i", "b y", "c"]
+
+
 # ------------------------------------------------------------------ version="v2"
 def asking_graph(schema=Review):
     def ask(state) -> dict:

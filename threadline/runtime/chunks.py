@@ -27,7 +27,7 @@ from threadline.clock import now_iso
 from threadline.constants import INTERRUPT_KEY, START
 from threadline.graph.spec import GraphSpec
 from threadline.runtime.task import Outcome, Task
-from threadline.runtime.writes import Update, apply_writes
+from threadline.runtime.writes import Update, applied
 from threadline.types import Interrupt
 
 if TYPE_CHECKING:  # loop.py imports this module
@@ -256,17 +256,16 @@ class Chunks:
             out.append(Emit("values", {**self._state(self.state), INTERRUPT_KEY: interrupts}))
         return out
 
-    def interrupted(self, cp: Checkpoint, outcomes: list[Outcome]) -> list[Emit]:
-        """A step stopped at ``interrupt()``: the state its finished tasks would make.
+    def interrupted(self, values: Mapping[str, Any], done: list[tuple[str, Update]]) -> list[Emit]:
+        """A step stopped at ``interrupt()``: the state its finished tasks (``done``) make.
 
         Their writes are saved as pending writes, not applied; LangGraph still shows the state
         they would make, as one last chunk of the run.
         """
-        done = [(o.task.name, o.result.updates) for o in outcomes if o.result is not None]
-        if not self.values or self.nested or not any(u for _, u in done):
+        updates = [u for _, u in done]
+        if not self.values or not any(updates) or not self._shows_any(updates):
             return []
-        values, _ = apply_writes(self.spec.schema, cp.values, cp.versions, done, "")
-        return [Emit("values", values)]
+        return [Emit("values", self._state(applied(self.spec.schema, values, done)))]
 
     def breakpoint(self) -> list[Emit]:
         """A static breakpoint stopped the run (LangGraph says so only at the top level)."""

@@ -42,7 +42,7 @@ from threadline.runtime.hints import storage_hints
 from threadline.runtime.planning import local_task_id, plan_next, task_id, tasks_of
 from threadline.runtime.replay import carried_inputs, fork_of, may_continue_at
 from threadline.runtime.task import Outcome, StepEnv, Task, TaskResult, start_result
-from threadline.runtime.writes import apply_writes, updates_of
+from threadline.runtime.writes import applied, apply_writes, finished_updates, updates_of
 from threadline.types import Command, Interrupt
 
 BREAKPOINT_TASK = "__breakpoint__"
@@ -338,11 +338,13 @@ class RunLoop:
         if failed is not None:
             raise failed
         interrupts = tuple(i for _, i in self._pending_interrupts())
-        if self.out is not None:
-            yield from self.out.interrupted(self._cp(), outcomes)
         if self.s.nested:
             raise GraphInterrupt(interrupts)
-        return self._output(interrupts)
+        tasks = tasks_of(self.spec, self._cp(), self.s.ns, self._task_id)
+        done = finished_updates(tasks, self.writes)  # shown on top of the step's values
+        if self.out is not None:
+            yield from self.out.interrupted(self._cp().values, done)
+        return self._output(interrupts, done)
 
     def _advance(self, tasks: list[Task]) -> Generator[Effect, Any, None]:
         """Apply the step's results in task order and save the checkpoint that follows."""
@@ -499,8 +501,9 @@ class RunLoop:
     def _next_names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self._cp().next)
 
-    def _output(self, interrupts: tuple[Interrupt, ...] = ()) -> dict[str, Any]:
-        values = self.spec.output_values(self._cp().values)
+    def _output(self, interrupts: tuple[Interrupt, ...] = (), done: Any = ()) -> dict[str, Any]:
+        """What the run returns; ``done``: what a stopped step's finished tasks wrote."""
+        values = self.spec.output_values(applied(self.spec.schema, self._cp().values, done))
         if interrupts:
             values[INTERRUPT_KEY] = list(interrupts)
         return values

@@ -16,7 +16,7 @@ from threadline.runtime.hints import storage_hints
 from threadline.runtime.loop import STEP_TASK
 from threadline.runtime.planning import plan_next, task_id, tasks_of
 from threadline.runtime.task import StepEnv, start_result
-from threadline.runtime.writes import apply_writes, normalize_output
+from threadline.runtime.writes import apply_writes, finished_updates, normalize_output
 from threadline.types import Command, SnapshotTask, StateSnapshot
 
 
@@ -63,11 +63,8 @@ def snapshot_of(spec: GraphSpec, record: CheckpointRecord, live: bool = False) -
         else None
     )
     values = cp.values
-    if live and not step_error:
-        results = [(t.name, writes.get((t.id, "result"))) for t in tasks if t.name != START]
-        done = [(name, w.value.updates) for name, w in results if w is not None]
-        if done:
-            values, _ = apply_writes(spec.schema, values, cp.versions, done, cp.id)
+    if live and not step_error and (done := finished_updates(tasks, writes)):
+        values, _ = apply_writes(spec.schema, values, cp.versions, done, cp.id)
     return StateSnapshot(
         values=spec.state_values(values),
         next=tuple(t.name for t in tasks if t.result is None or t.name == START or step_error),
