@@ -17,8 +17,6 @@ from threadline.managed.is_last_step import (
     ManagedValue,
     RemainingSteps,
     RemainingStepsManager,
-    managed_value_of,
-    with_managed,
 )
 
 __all__ = [
@@ -27,6 +25,4 @@ __all__ = [
     "ManagedValue",
     "RemainingSteps",
     "RemainingStepsManager",
-    "managed_value_of",
-    "with_managed",
 ]

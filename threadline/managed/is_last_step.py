@@ -1,11 +1,11 @@
 """``RemainingSteps`` and ``IsLastStep``: how far a run is from its recursion limit.
 
 The module keeps LangGraph's name (``langgraph.managed.is_last_step``) so that imports of it
-carry over. A run that starts from a checkpoint of step ``s`` (``-2`` on a new thread) may take
-tasks up to step ``stop = s + 2 + recursion_limit``; a task of step ``t`` (it makes the
-checkpoint of step ``t``) sees ``stop - t`` remaining steps, and is the last when that is 1.
-That is LangGraph's arithmetic: the first node of a new run sees ``recursion_limit - 1`` (its
-input and START steps count), the first node of a resumed run ``recursion_limit + 1``.
+carry over. The values follow LangGraph's arithmetic: a run that starts from a checkpoint of
+step ``s`` (``-2`` on a new thread) counts down to ``stop = s + 2 + recursion_limit``; a task of
+step ``t`` (it makes the checkpoint of step ``t``) sees ``stop - t`` remaining steps, and is the
+last step when that is 1. So the first node of a run given input sees ``recursion_limit - 1``
+(the input and START steps count), the first node of a resumed run ``recursion_limit + 1``.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from threadline.errors import (
     ThreadlineError,
 )
 from threadline.graph.spec import GraphSpec
-from threadline.managed import with_managed
+from threadline.managed.is_last_step import with_managed
 from threadline.runtime import command_input
 from threadline.runtime.answers import match_answers, pending_interrupts
 from threadline.runtime.chunks import Chunks, Emit
