@@ -15,6 +15,7 @@ from threadline.runtime.tokens import get_message_writer
 from threadline.types import (
     CachePolicy,
     Command,
+    GraphOutput,
     Interrupt,
     Overwrite,
     RetryPolicy,
@@ -37,6 +38,7 @@ __all__ = [
     "CachePolicy",
     "Command",
     "CompiledStateGraph",
+    "GraphOutput",
     "Interrupt",
     "MessagesState",
     "Overwrite",

@@ -199,6 +199,7 @@ class StateGraph:
             name=name or "LangGraph",
             cache=cache,
             context_schema=self.context_schema,
+            builder=self,
         )
 
     def validate(self, interrupt: Sequence[str] | str | None = None) -> StateGraph:
