@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -135,9 +136,11 @@ class CompiledStateGraph:
         **options: Any,
     ) -> AsyncIterator[Any]:
         modes, shape = _stream_shape(stream_mode, options)
-        async for item in self._adrive(input, config, modes, options):
-            if isinstance(item, Emit):
-                yield shape(item)
+        # Closing this stream closes the run at once, so a client gone leaves the thread settled
+        async with contextlib.aclosing(self._adrive(input, config, modes, options)) as items:
+            async for item in items:
+                if isinstance(item, Emit):
+                    yield shape(item)
 
     def _drive(
         self, input: Any, config: Mapping[str, Any] | None, modes: frozenset[str], options: dict

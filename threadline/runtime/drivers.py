@@ -11,10 +11,10 @@ import asyncio
 import contextvars
 import queue
 import threading
-from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from threadline.runtime.chunks import Chunks
 from threadline.runtime.loop import Emit, Execute, Load, RunLoop, Save, SaveWrites
@@ -24,6 +24,7 @@ from threadline.runtime.tokens import AsyncRunner, MessageStream, Runner
 # Threads are made lazily and reused; the high cap keeps nested subgraphs that wait on their
 # own parallel tasks from starving the pool.
 _POOL = ThreadPoolExecutor(max_workers=256, thread_name_prefix="threadline")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,7 +200,12 @@ def _submit(fn: Any, *args: Any) -> Future[Any]:
 
 
 async def drive_async(loop: RunLoop, input: Any) -> AsyncIterator[Emit | Done]:
-    """Run ``loop`` on the event loop; async nodes run concurrently, sync ones in threads."""
+    """Run ``loop`` on the event loop; async nodes run concurrently, sync ones in threads.
+
+    A cancelled run (``task.cancel()``, ``asyncio.timeout``, a streaming client gone) stops at
+    a whole checkpoint: a save under way lands first, and the writes of the step's tasks that
+    finished are saved, so the next call goes on from there without running them again.
+    """
     saver, s = loop.saver, loop.s
     background = s.durability == "async"
     pending: asyncio.Future[Any] | None = None
@@ -214,8 +220,12 @@ async def drive_async(loop: RunLoop, input: Any) -> AsyncIterator[Emit | Done]:
             s.sink = put
         if "messages" in s.stream_modes:
             runner = MessageStream.for_run(loop, put).async_runner(loop, run_task_async)
+    # Saves are shielded from cancellation unless they run on the caller's loop without I/O.
+    settle = _awaited if saver is None or getattr(saver, "in_process", False) else _settled
     gen = loop.run(input)
     value: Any = None
+    step: _Step | None = None  # the step whose tasks are running
+    whole = True  # no saver call is under way: the loop's own state is consistent
     try:
         while True:
             try:
@@ -231,17 +241,21 @@ async def drive_async(loop: RunLoop, input: Any) -> AsyncIterator[Emit | Done]:
                 yield effect
                 continue
             if isinstance(effect, Execute):
+                step = _Step(effect)
                 if events is None and not _streams_each_task(loop.out, effect.tasks):
-                    value = await _run_quietly(effect)  # nothing streams while tasks run
+                    value = await step.run()  # nothing streams while tasks run
+                    step = None
                     for outcome in value:
                         for chunk in _done_chunks(loop.out, outcome):
                             yield chunk
                     continue
                 outcomes: list[Outcome] = []
-                async for item in _execute_streaming(effect, loop.out, events, runner, outcomes):
+                async for item in step.stream(loop.out, events, runner, outcomes):
                     yield item
+                step = None
                 value = outcomes
                 continue
+            whole = False
             if pending is not None:
                 await pending
                 pending = None
@@ -250,14 +264,54 @@ async def drive_async(loop: RunLoop, input: Any) -> AsyncIterator[Emit | Done]:
                 if background:
                     pending = asyncio.ensure_future(put)
                 else:
-                    await put
+                    await settle(put)
             elif isinstance(effect, SaveWrites):
-                await saver.aput_writes(s.thread_id, s.ns, effect.checkpoint_id, effect.writes)
+                await settle(
+                    saver.aput_writes(s.thread_id, s.ns, effect.checkpoint_id, effect.writes)
+                )
             elif isinstance(effect, Load):
                 value = await saver.aget_tuple(s.thread_id, s.ns, effect.checkpoint_id)
+            whole = True
+    except (asyncio.CancelledError, GeneratorExit):
+        if whole and saver is not None:
+            finished = step.stop() if step is not None else []
+            await _settled(_save_cancelled(loop, pending, finished))
+            pending = None
+        raise
     finally:
         if pending is not None:
             await pending
+
+
+async def _save_cancelled(
+    loop: RunLoop, pending: asyncio.Future[Any] | None, finished: list[Outcome]
+) -> None:
+    """Save what a cancelled run has not saved: its finished tasks' writes, and with
+    ``durability="exit"`` the checkpoint it stopped at."""
+    if pending is not None:
+        await pending
+    saver, s = loop.saver, loop.s
+    for effect in loop.cancelled(finished):
+        if isinstance(effect, Save):
+            await saver.aput(effect.record, fork=effect.fork)
+        elif isinstance(effect, SaveWrites):
+            await saver.aput_writes(s.thread_id, s.ns, effect.checkpoint_id, effect.writes)
+
+
+async def _awaited(aw: Awaitable[T]) -> T:
+    return await aw
+
+
+async def _settled(aw: Awaitable[T]) -> T:
+    """Await ``aw`` to its end even if the caller is cancelled meanwhile, then let the
+    cancellation go on: a checkpoint is saved whole or not at all, and is settled by the time
+    the cancelled call returns (a save in a worker thread would otherwise land later)."""
+    task = asyncio.ensure_future(aw)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait([task])
+        raise
 
 
 def _threadsafe_put(inbox: asyncio.Queue[Any]) -> Callable[[Emit], None]:
@@ -274,39 +328,56 @@ def _threadsafe_put(inbox: asyncio.Queue[Any]) -> Callable[[Emit], None]:
     return put
 
 
-async def _run_quietly(effect: Execute) -> list[Outcome]:
-    """Run the step's tasks; their outcomes in task order."""
-    tasks, env = effect.tasks, effect.env
-    if len(tasks) == 1:
-        return [await run_task_async(tasks[0], env)]
-    # run_task_async never raises: gather returns every task's outcome
-    return await asyncio.gather(*(run_task_async(t, env) for t in tasks))
+class _Step:
+    """The tasks of one step as they run, so a cancelled run can keep those that finished."""
 
+    def __init__(self, effect: Execute) -> None:
+        self.effect = effect
+        self.futures: list[asyncio.Future[Outcome]] = []
 
-async def _execute_streaming(
-    effect: Execute,
-    out: Chunks | None,
-    events: asyncio.Queue[Any] | None,
-    runner: AsyncRunner,
-    outcomes: list[Outcome],
-) -> AsyncIterator[Emit]:
-    """Run the step's tasks; fill ``outcomes`` in task order, yield chunks as they come."""
-    tasks, env = effect.tasks, effect.env
-    inbox: asyncio.Queue[Any] = events if events is not None else asyncio.Queue()
+    async def run(self) -> list[Outcome]:
+        """Run the step's tasks; their outcomes in task order."""
+        tasks, env = self.effect.tasks, self.effect.env
+        if len(tasks) == 1:
+            return [await run_task_async(tasks[0], env)]
+        # run_task_async never raises: gather returns every task's outcome
+        self.futures = [asyncio.ensure_future(run_task_async(t, env)) for t in tasks]
+        return await asyncio.gather(*self.futures)
 
-    async def run(task: Task) -> Outcome:
-        outcome = await runner(task, env)
-        inbox.put_nowait(_Finished(outcome))
-        return outcome
+    async def stream(
+        self,
+        out: Chunks | None,
+        events: asyncio.Queue[Any] | None,
+        runner: AsyncRunner,
+        outcomes: list[Outcome],
+    ) -> AsyncIterator[Emit]:
+        """Run the step's tasks; fill ``outcomes`` in task order, yield chunks as they come."""
+        tasks, env = self.effect.tasks, self.effect.env
+        inbox: asyncio.Queue[Any] = events if events is not None else asyncio.Queue()
 
-    batch = asyncio.gather(*(run(t) for t in tasks))
-    remaining = len(tasks)
-    while remaining:
-        item = await inbox.get()
-        if isinstance(item, _Finished):
-            remaining -= 1
-            for chunk in _done_chunks(out, item.outcome):
-                yield chunk
-        else:
-            yield item
-    outcomes.extend(await batch)
+        async def run(task: Task) -> Outcome:
+            outcome = await runner(task, env)
+            inbox.put_nowait(_Finished(outcome))
+            return outcome
+
+        self.futures = [asyncio.ensure_future(run(t)) for t in tasks]
+        remaining = len(tasks)
+        while remaining:
+            item = await inbox.get()
+            if isinstance(item, _Finished):
+                remaining -= 1
+                for chunk in _done_chunks(out, item.outcome):
+                    yield chunk
+            else:
+                yield item
+        outcomes.extend(await asyncio.gather(*self.futures))
+
+    def stop(self) -> list[Outcome]:
+        """Cancel the tasks still running; the outcomes of those that finished, in task order.
+
+        A sync node already running in a worker thread cannot be stopped: it ends in the
+        background and its result is dropped (it runs again when the thread is continued).
+        """
+        for future in self.futures:
+            future.cancel()
+        return [f.result() for f in self.futures if f.done() and not f.cancelled()]
