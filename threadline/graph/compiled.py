@@ -20,6 +20,7 @@ from threadline.errors import (
 from threadline.graph.schema import StateSchema
 from threadline.graph.spec import CallStyle, GraphSpec, NodeSpec
 from threadline.graph.subgraph import nested_run, saved_ns
+from threadline.maintenance import ReleasePolicy, areleased, release_policy, released
 from threadline.runtime.context import current_task
 from threadline.runtime.drivers import Done, drive_async, drive_sync
 from threadline.runtime.loop import Emit, RunLoop, RunSettings
@@ -52,6 +53,7 @@ class CompiledStateGraph:
         name: str,
         cache: BaseCache[Any] | None = None,
         context_schema: Any = None,
+        release_thread: ReleasePolicy | None = None,
     ):
         if checkpointer is not None and not isinstance(checkpointer, BaseSaver | bool):
             raise GraphValidationError(
@@ -71,6 +73,8 @@ class CompiledStateGraph:
         self.interrupt_before = interrupt_before
         self.interrupt_after = interrupt_after
         self.name = name
+        #: What becomes of a thread when a run finishes it (threadline/maintenance.py)
+        self.release_thread = release_policy(release_thread, checkpointer)
 
     # ------------------------------------------------------------------ running
     def invoke(
@@ -153,6 +157,8 @@ class CompiledStateGraph:
         loop = self._loop(config, modes, options)
         if loop.s.nested and loop.s.sink is not None:
             return _forwarded(drive_sync(loop, input), loop.s.sink, loop.s.ns)
+        if self.release_thread is not None and not loop.s.nested:
+            return released(drive_sync(loop, input), loop, self.release_thread)
         return drive_sync(loop, input)
 
     def _adrive(
@@ -161,6 +167,8 @@ class CompiledStateGraph:
         loop = self._loop(config, modes, options)
         if loop.s.nested and loop.s.sink is not None:
             return _aforwarded(drive_async(loop, input), loop.s.sink, loop.s.ns)
+        if self.release_thread is not None and not loop.s.nested:
+            return areleased(drive_async(loop, input), loop, self.release_thread)
         return drive_async(loop, input)
 
     def _loop(
@@ -419,6 +427,11 @@ class CompiledStateGraph:
         """Wrap this graph as a node of a parent graph (a subgraph)."""
         from threadline.graph.subgraph import subgraph_callables
 
+        if self.release_thread is not None:
+            raise GraphValidationError(
+                f"node {name!r} is a graph compiled with release_thread=; a subgraph's "
+                "checkpoints live on its parent's thread, so release threads on the parent"
+            )
         sync_fn, async_fn = subgraph_callables(self, parent)
         declared = tuple(destinations) if destinations is not None else None
         return NodeSpec(name, sync_fn, async_fn, CallStyle(), retry, declared, subgraph=self)

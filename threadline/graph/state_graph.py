@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from threadline.constants import END, RESERVED_NAMES, START
 from threadline.errors import ConfigError, GraphValidationError
@@ -166,6 +166,7 @@ class StateGraph:
         name: str | None = None,
         debug: bool = False,
         strict: bool = False,
+        release_thread: Literal["delete", "keep_last"] | None = None,
     ) -> CompiledStateGraph:
         """Validate the graph and freeze it into something that can run.
 
@@ -176,6 +177,9 @@ class StateGraph:
         ``checkpointer`` is a saver, or for a subgraph ``None`` (use its parent's, afresh for
         each parent task), ``True`` (keep its own state across its parent's runs) or ``False``
         (never save).
+
+        ``release_thread`` says what becomes of a thread when a run reaches END: ``"delete"``
+        removes it, ``"keep_last"`` keeps only its final checkpoint; ``None`` keeps it all.
         """
         from threadline.graph.compiled import CompiledStateGraph
 
@@ -199,6 +203,7 @@ class StateGraph:
             name=name or "LangGraph",
             cache=cache,
             context_schema=self.context_schema,
+            release_thread=release_thread,
         )
 
     def validate(self, interrupt: Sequence[str] | str | None = None) -> StateGraph:
