@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -23,7 +24,9 @@ from threadline.graph.subgraph import nested_run, saved_ns
 from threadline.maintenance import ReleasePolicy, areleased, release_policy, released
 from threadline.runtime.context import current_task
 from threadline.runtime.drivers import Done, drive_async, drive_sync
+from threadline.runtime.hints import storage_hints
 from threadline.runtime.loop import Emit, RunLoop, RunSettings
+from threadline.runtime.migrate import VERSION_KEY, Migrations
 from threadline.runtime.planning import task_ns
 from threadline.runtime.runtime import coerce_context
 from threadline.runtime.snapshot import empty_snapshot, snapshot_of, updated_record
@@ -54,6 +57,7 @@ class CompiledStateGraph:
         cache: BaseCache[Any] | None = None,
         context_schema: Any = None,
         release_thread: ReleasePolicy | None = None,
+        migrations: Migrations | None = None,
     ):
         if checkpointer is not None and not isinstance(checkpointer, BaseSaver | bool):
             raise GraphValidationError(
@@ -75,6 +79,8 @@ class CompiledStateGraph:
         self.name = name
         #: What becomes of a thread when a run finishes it (threadline/maintenance.py)
         self.release_thread = release_policy(release_thread, checkpointer)
+        #: The state version and its upcasters (threadline/runtime/migrate.py)
+        self.migrations = migrations
 
     # ------------------------------------------------------------------ running
     def invoke(
@@ -209,7 +215,7 @@ class CompiledStateGraph:
             ns=inner.ns if inner is not None else "",
             checkpoint_id=None if nested else configurable.get("checkpoint_id"),
             config=config,
-            metadata=_checkpoint_metadata(config, configurable),
+            metadata=self._metadata(config, configurable),
             stream_modes=modes,
             interrupt_before=(
                 _breakpoints(self.spec, before, "interrupt_before")
@@ -242,7 +248,22 @@ class CompiledStateGraph:
         context = coerce_context(self.context_schema, options.get("context"))
         settings.context = context if context or not nested else parent.env.context
         settings.cache = self.cache
+        if self.migrations is not None:
+            settings.upgrade = self.migrations.upgrade
         return RunLoop(self.spec, saver, store, settings)
+
+    def _metadata(self, config: Mapping[str, Any], configurable: Mapping[str, Any]) -> dict:
+        """What a checkpoint this graph saves keeps in metadata: with its state version."""
+        metadata = _checkpoint_metadata(config, configurable)
+        if self.migrations is not None:
+            metadata[VERSION_KEY] = self.migrations.version
+        return metadata
+
+    def _upgraded(self, record: CheckpointRecord | None) -> CheckpointRecord | None:
+        """A loaded record in this graph's state shape."""
+        if record is None or self.migrations is None:
+            return record
+        return self.migrations.upgrade(record)
 
     def _own_saver(self) -> BaseSaver | None:
         """The saver of a run of this graph on its own (not inside another graph's node)."""
@@ -289,7 +310,7 @@ class CompiledStateGraph:
         for record in saver.list(
             thread_id, ns, filter=filter, before=_before_id(before), limit=limit
         ):
-            yield snapshot_of(self.spec, record)
+            yield snapshot_of(self.spec, self._upgraded(record))
 
     async def aget_state_history(
         self,
@@ -303,7 +324,7 @@ class CompiledStateGraph:
         async for record in saver.alist(
             thread_id, ns, filter=filter, before=_before_id(before), limit=limit
         ):
-            yield snapshot_of(self.spec, record)
+            yield snapshot_of(self.spec, self._upgraded(record))
 
     def update_state(
         self, config: Mapping[str, Any], values: Any, as_node: str | None = None
@@ -313,14 +334,7 @@ class CompiledStateGraph:
         record = self._existing(
             saver.get_tuple(thread_id, ns, checkpoint_id), config, checkpoint_id
         )
-        new = updated_record(
-            self.spec,
-            record,
-            thread_id,
-            values,
-            as_node,
-            _checkpoint_metadata(dict(config), _configurable(config)),
-        )
+        new = self._update(record, thread_id, config, values, as_node)
         saver.put(new, fork=checkpoint_id is not None)
         return _config_of(new)
 
@@ -330,16 +344,25 @@ class CompiledStateGraph:
         saver, thread_id, ns, checkpoint_id = self._address(config)
         found = await saver.aget_tuple(thread_id, ns, checkpoint_id)
         record = self._existing(found, config, checkpoint_id)
-        new = updated_record(
-            self.spec,
-            record,
-            thread_id,
-            values,
-            as_node,
-            _checkpoint_metadata(dict(config), _configurable(config)),
-        )
+        new = self._update(record, thread_id, config, values, as_node)
         await saver.aput(new, fork=checkpoint_id is not None)
         return _config_of(new)
+
+    def _update(
+        self,
+        record: CheckpointRecord | None,
+        thread_id: str,
+        config: Mapping[str, Any],
+        values: Any,
+        as_node: str | None,
+    ) -> CheckpointRecord:
+        """The ``update`` checkpoint; values an upcaster changed are stored again in full."""
+        metadata = self._metadata(dict(config), _configurable(config))
+        upgraded = self._upgraded(record)
+        new = updated_record(self.spec, upgraded, thread_id, values, as_node, metadata)
+        if upgraded is record or record is None:
+            return new
+        return dataclasses.replace(new, hints=storage_hints(record.checkpoint, new.checkpoint))
 
     def _address(self, config: Mapping[str, Any]) -> tuple[BaseSaver, str, str, str | None]:
         saver = self._own_saver()
@@ -356,7 +379,7 @@ class CompiledStateGraph:
     def _snapshot(
         self, config: Mapping[str, Any], record: CheckpointRecord | None, checkpoint_id: str | None
     ) -> StateSnapshot:
-        record = self._existing(record, config, checkpoint_id)
+        record = self._upgraded(self._existing(record, config, checkpoint_id))
         return snapshot_of(self.spec, record) if record else empty_snapshot(dict(config))
 
     def _with_subgraphs(

@@ -21,6 +21,7 @@ from threadline.graph.spec import (
     with_options,
 )
 from threadline.graph.validate import Finding, find_problems, raise_findings, validate_graph
+from threadline.runtime.migrate import Migrations
 from threadline.types import CachePolicy, RetryPolicy
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ class StateGraph:
         *,
         input_schema: type | None = None,
         output_schema: type | None = None,
+        state_version: int | None = None,
         **deprecated: Any,
     ) -> None:
         input_schema, output_schema, context_schema = _renamed_schemas(
@@ -62,6 +64,27 @@ class StateGraph:
         self.edges: list[tuple[str, str]] = []
         self.joins: list[Join] = []
         self.branches: list[Branch] = []
+        #: The state's shape version, stored with each checkpoint (threadline/runtime/migrate.py)
+        if state_version is not None and (
+            not isinstance(state_version, int)
+            or isinstance(state_version, bool)
+            or state_version < 1
+        ):
+            raise GraphValidationError(f"state_version must be an int >= 1, got {state_version!r}")
+        self.state_version = state_version
+        self.upcasters: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+    def upcaster(self, from_version: int) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Register, as a decorator, the function that turns state values of ``from_version``
+        into values of the next version; it runs when an older checkpoint loads."""
+
+        def register(fn: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[..., Any]:
+            if from_version in self.upcasters:
+                raise GraphValidationError(f"an upcaster from version {from_version} exists")
+            self.upcasters[from_version] = fn
+            return fn
+
+        return register
 
     def add_node(
         self,
@@ -204,6 +227,7 @@ class StateGraph:
             cache=cache,
             context_schema=self.context_schema,
             release_thread=release_thread,
+            migrations=Migrations.of(self.state_version, self.upcasters),
         )
 
     def validate(self, interrupt: Sequence[str] | str | None = None) -> StateGraph:

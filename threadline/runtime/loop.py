@@ -43,6 +43,7 @@ from threadline.runtime.answers import match_answers, pending_interrupts
 from threadline.runtime.chunks import Chunks, Emit
 from threadline.runtime.context import SpareAnswer
 from threadline.runtime.hints import storage_hints
+from threadline.runtime.migrate import check_planned
 from threadline.runtime.planning import local_task_id, plan_next, task_id, tasks_of
 from threadline.runtime.replay import carried_inputs, fork_of, may_continue_at
 from threadline.runtime.task import Outcome, StepEnv, Task, TaskResult, start_result
@@ -197,6 +198,7 @@ class RunLoop:
         self.saved = record.checkpoint
         self.fork_next = True
         record = self._upgraded(record)
+        check_planned(self.spec, record)
         fork = fork_of(record, self._new_id(), self._now())
         yield from self._commit(fork, "fork", carried_inputs(record, fork))
         self._pass_breakpoint()
@@ -497,6 +499,7 @@ class RunLoop:
     def _adopt(self, record: CheckpointRecord) -> None:
         self.saved = record.checkpoint
         record = self._upgraded(record)
+        check_planned(self.spec, record)
         self.current = record.checkpoint
         self.meta = dict(record.metadata)
         self.writes = {(w.task_id, w.kind): w for w in record.pending_writes}
