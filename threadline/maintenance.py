@@ -7,6 +7,7 @@ Built on the saver protocol only (``list_threads``, ``get_tuple``, ``prune``,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -45,26 +46,28 @@ def release_policy(value: Any, checkpointer: Any) -> ReleasePolicy | None:
 def released(items: Iterator[Emit | Done], loop: RunLoop, policy: str) -> Iterator[Emit | Done]:
     """A run's items; when the run finishes the thread, it is released before ``Done`` goes out."""
     mark = new_checkpoint_id()  # checkpoints this run makes sort after it
-    for item in items:
-        if _finished_here(item, loop, mark):
-            if policy == "delete":
-                loop.saver.delete_thread(loop.s.thread_id)
-            else:
-                loop.saver.prune(loop.s.thread_id, keep_last=1)
-        yield item
+    with contextlib.closing(items):  # closing this closes the run at once
+        for item in items:
+            if _finished_here(item, loop, mark):
+                if policy == "delete":
+                    loop.saver.delete_thread(loop.s.thread_id)
+                else:
+                    loop.saver.prune(loop.s.thread_id, keep_last=1)
+            yield item
 
 
 async def areleased(
     items: AsyncIterator[Emit | Done], loop: RunLoop, policy: str
 ) -> AsyncIterator[Emit | Done]:
     mark = new_checkpoint_id()
-    async for item in items:
-        if _finished_here(item, loop, mark):
-            if policy == "delete":
-                await loop.saver.adelete_thread(loop.s.thread_id)
-            else:
-                await loop.saver.aprune(loop.s.thread_id, keep_last=1)
-        yield item
+    async with contextlib.aclosing(items):  # closing this closes the run at once
+        async for item in items:
+            if _finished_here(item, loop, mark):
+                if policy == "delete":
+                    await loop.saver.adelete_thread(loop.s.thread_id)
+                else:
+                    await loop.saver.aprune(loop.s.thread_id, keep_last=1)
+            yield item
 
 
 def _finished_here(item: Any, loop: RunLoop, mark: str) -> bool:

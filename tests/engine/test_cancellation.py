@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import operator
+import random
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
@@ -201,3 +204,91 @@ async def test_cancel_in_a_single_task_step(saver: BaseSaver) -> None:
     release.set()
     assert await graph.ainvoke(None, CONFIG) == {"log": ["a", "b"]}
     assert runs == ["a", "b", "b"]
+
+
+async def test_closing_the_stream_of_a_graph_that_releases_threads(saver: BaseSaver) -> None:
+    """A thread cut short is not finished: ``release_thread`` leaves it, resumable."""
+    flow = Workflow(saver, release_thread="delete")
+    stream = flow.graph.astream({"log": []}, CONFIG, stream_mode="updates")
+    async with contextlib.aclosing(stream):
+        async for chunk in stream:
+            if "quick_b" in chunk:
+                await flow.quick_ones_done()
+                break
+    await check_left_mid_step(flow)
+    assert saver.list_threads() == []  # released once the later call finished it
+
+
+def test_closing_a_sync_stream_mid_step(saver: BaseSaver) -> None:
+    """The sync driver does the same when a client stops reading ``stream()``."""
+    runs: list[str] = []
+    release = threading.Event()
+
+    def node(name: str) -> Any:
+        def run(state: State) -> State:
+            runs.append(name)
+            if name == "slow":
+                release.wait(10)
+            return {"log": [name]}
+
+        return run
+
+    g = StateGraph(State)
+    for name in ("first", "quick", "slow", "last"):
+        g.add_node(name, node(name))
+    g.add_edge(START, "first").add_edge("first", "quick").add_edge("first", "slow")
+    graph = g.add_edge(["quick", "slow"], "last").compile(checkpointer=saver)
+    with contextlib.closing(graph.stream({"log": []}, CONFIG)) as stream:
+        for chunk in stream:
+            if "quick" in chunk:
+                break
+    release.set()  # the slow node ends in the background; its result is dropped
+    state = graph.get_state(CONFIG)
+    assert (state.values, state.next) == ({"log": ["first"]}, ("slow",))
+    runs.clear()
+    assert sorted(graph.invoke(None, CONFIG)["log"]) == ["first", "last", "quick", "slow"]
+    assert runs == ["slow", "last"]
+
+
+async def test_cancelled_at_random_points_the_history_stays_whole(saver: BaseSaver) -> None:
+    """Cancel a run again and again at random moments (inside nodes, during saves), then go
+    on each time: the run ends with the right state over an unbroken chain of checkpoints."""
+    rng = random.Random(13)
+    names = [f"n{i}" for i in range(6)]
+
+    def node(name: str) -> Any:
+        async def run(state: State) -> State:
+            await asyncio.sleep(rng.random() / 500)
+            return {"log": [name]}
+
+        return run
+
+    g = StateGraph(State)
+    for name in names:
+        g.add_node(name, node(name))
+    g.add_edge(START, "n0")
+    for a, b in itertools.pairwise(names):
+        g.add_edge(a, b)
+    graph = g.compile(checkpointer=saver)
+    config = {"configurable": {"thread_id": "fuzz"}}
+    result, cancelled, first = None, 0, True
+    while result is None:
+        run = asyncio.create_task(graph.ainvoke({"log": []} if first else None, config))
+        first = False
+        await asyncio.sleep(rng.random() / 200)
+        if run.done():
+            result = run.result()
+            break
+        run.cancel()
+        try:
+            result = await run
+        except asyncio.CancelledError:
+            cancelled += 1
+        if (await graph.aget_state(config)).values == {}:
+            first = True  # cancelled before the input was saved: start again
+    assert cancelled >= 3
+    assert result == {"log": names}
+    history = [s async for s in graph.aget_state_history(config)]
+    assert [h.metadata["step"] for h in history] == list(range(len(names), -2, -1))
+    for newer, older in itertools.pairwise(history):
+        assert newer.parent_config == older.config

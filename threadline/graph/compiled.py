@@ -133,9 +133,10 @@ class CompiledStateGraph:
         (``values`` ones also carry ``"interrupts"``), as LangGraph does.
         """
         modes, shape = _stream_shape(stream_mode, options)
-        for item in self._drive(input, config, modes, options):
-            if isinstance(item, Emit):
-                yield shape(item)
+        with contextlib.closing(self._drive(input, config, modes, options)) as items:
+            for item in items:
+                if isinstance(item, Emit):
+                    yield shape(item)
 
     async def astream(
         self,

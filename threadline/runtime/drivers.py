@@ -92,6 +92,7 @@ def drive_sync(loop: RunLoop, input: Any) -> Iterator[Emit | Done]:
             runner = MessageStream.for_run(loop, events.put).runner(loop, run_task_sync)
     gen = loop.run(input)
     value: Any = None
+    finished: list[Outcome] = []  # the outcomes of the step running now, as they come
     try:
         while True:
             try:
@@ -104,7 +105,9 @@ def drive_sync(loop: RunLoop, input: Any) -> Iterator[Emit | Done]:
             if isinstance(effect, Emit):
                 yield effect
             elif isinstance(effect, Execute):
-                value = yield from _execute_sync(effect, loop.out, events, runner)
+                finished = []
+                value = yield from _execute_sync(effect, loop.out, events, runner, finished)
+                finished = []
             elif isinstance(effect, Save):
                 saves.put(effect.record, effect.fork)
             elif isinstance(effect, SaveWrites):
@@ -112,17 +115,35 @@ def drive_sync(loop: RunLoop, input: Any) -> Iterator[Emit | Done]:
                 saver.put_writes(s.thread_id, s.ns, effect.checkpoint_id, effect.writes)
             elif isinstance(effect, Load):
                 value = saver.get_tuple(s.thread_id, s.ns, effect.checkpoint_id)
+    except GeneratorExit:
+        # The stream was closed mid-run (it stops only at a yield, so no save is under way):
+        # keep what finished, as a cancelled async run does. Tasks still running in the pool
+        # cannot be stopped; their results are dropped.
+        if saver is not None:
+            for effect in loop.cancelled(finished):
+                if isinstance(effect, Save):
+                    saves.put(effect.record, effect.fork)
+                elif isinstance(effect, SaveWrites):
+                    saves.wait()
+                    saver.put_writes(s.thread_id, s.ns, effect.checkpoint_id, effect.writes)
+        raise
     finally:
         saves.wait()
 
 
 def _execute_sync(
-    effect: Execute, out: Chunks | None, events: queue.SimpleQueue[Any] | None, runner: Runner
+    effect: Execute,
+    out: Chunks | None,
+    events: queue.SimpleQueue[Any] | None,
+    runner: Runner,
+    finished: list[Outcome],
 ) -> Generator[Emit, None, list[Outcome]]:
+    """Run the step's tasks; ``finished`` gets each outcome before its chunks go out."""
     tasks, env = effect.tasks, effect.env
     if events is None and not _streams_each_task(out, tasks):
         # Nothing to stream while tasks run: this thread takes part, saving hand-offs.
         outcomes = [run_task_sync(tasks[0], env)] if len(tasks) == 1 else _Batch(tasks, env).run()
+        finished.extend(outcomes)
         if out is not None:
             for outcome in outcomes:
                 yield from out.task_done(outcome)
@@ -141,6 +162,7 @@ def _execute_sync(
         item = inbox.get()
         if isinstance(item, _Finished):
             remaining -= 1
+            finished.append(item.outcome)
             yield from _done_chunks(out, item.outcome)
         else:
             yield item
