@@ -250,7 +250,10 @@ def test_closing_a_sync_stream_mid_step(saver: BaseSaver) -> None:
     assert runs == ["slow", "last"]
 
 
-async def test_cancelled_at_random_points_the_history_stays_whole(saver: BaseSaver) -> None:
+@pytest.mark.parametrize("durability", ["sync", "async"])
+async def test_cancelled_at_random_points_the_history_stays_whole(
+    saver: BaseSaver, durability: str
+) -> None:
     """Cancel a run again and again at random moments (inside nodes, during saves), then go
     on each time: the run ends with the right state over an unbroken chain of checkpoints."""
     rng = random.Random(13)
@@ -273,7 +276,8 @@ async def test_cancelled_at_random_points_the_history_stays_whole(saver: BaseSav
     config = {"configurable": {"thread_id": "fuzz"}}
     result, cancelled, first = None, 0, True
     while result is None:
-        run = asyncio.create_task(graph.ainvoke({"log": []} if first else None, config))
+        start = {"log": []} if first else None
+        run = asyncio.create_task(graph.ainvoke(start, config, durability=durability))
         first = False
         await asyncio.sleep(rng.random() / 200)
         if run.done():

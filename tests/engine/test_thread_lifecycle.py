@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import operator
 import os
 import signal
@@ -376,12 +377,10 @@ def test_resume_unfinished_after_a_sigkill(tmp_path: Path) -> None:
     finally:
         child.wait()
     (tmp_path / "resumed").touch()
-    sys.path.insert(0, str(tmp_path))
-    try:
-        graph = __import__("app").build(str(db), str(tmp_path))
-    finally:
-        sys.path.remove(str(tmp_path))
-        sys.modules.pop("app", None)
+    spec = importlib.util.spec_from_file_location("killed_worker_app", app)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # the same graph definition, in this process
+    graph = module.build(str(db), str(tmp_path))
     with graph.checkpointer:
         assert [t.status for t in graph.checkpointer.list_threads()] == ["running"]
         [report] = resume_unfinished(graph)

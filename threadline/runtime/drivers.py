@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import queue
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
@@ -16,6 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from threadline.checkpoint.base import BaseSaver
 from threadline.runtime.chunks import Chunks
 from threadline.runtime.loop import Emit, Execute, Load, RunLoop, Save, SaveWrites
 from threadline.runtime.task import Outcome, StepEnv, Task, run_task_async, run_task_sync
@@ -242,8 +244,16 @@ async def drive_async(loop: RunLoop, input: Any) -> AsyncIterator[Emit | Done]:
             s.sink = put
         if "messages" in s.stream_modes:
             runner = MessageStream.for_run(loop, put).async_runner(loop, run_task_async)
-    # Saves are shielded from cancellation unless they run on the caller's loop without I/O.
-    settle = _awaited if saver is None or getattr(saver, "in_process", False) else _settled
+    # A cancelled save could land after the run has returned (in a worker thread, or on the
+    # server), racing the next call: saves are waited for. A saver whose async calls are its
+    # sync ones in a worker thread runs them where they can be, without a task per save.
+    in_worker = (
+        saver is not None
+        and not saver.in_process
+        and type(saver).aput is BaseSaver.aput
+        and type(saver).aput_writes is BaseSaver.aput_writes
+    )
+    settle = _settled if saver is not None and not saver.in_process else _awaited
     gen = loop.run(input)
     value: Any = None
     step: _Step | None = None  # the step whose tasks are running
@@ -254,7 +264,7 @@ async def drive_async(loop: RunLoop, input: Any) -> AsyncIterator[Emit | Done]:
                 effect = gen.send(value)
             except StopIteration as stop:
                 if pending is not None:
-                    await pending
+                    await _settled(pending)
                     pending = None
                 yield Done(stop.value)
                 return
@@ -279,18 +289,21 @@ async def drive_async(loop: RunLoop, input: Any) -> AsyncIterator[Emit | Done]:
                 continue
             whole = False
             if pending is not None:
-                await pending
+                await _settled(pending)
                 pending = None
             if isinstance(effect, Save):
-                put = saver.aput(effect.record, fork=effect.fork)
                 if background:
-                    pending = asyncio.ensure_future(put)
+                    pending = asyncio.ensure_future(saver.aput(effect.record, fork=effect.fork))
+                elif in_worker:
+                    await _in_worker(saver.put, effect.record, fork=effect.fork)
                 else:
-                    await settle(put)
+                    await settle(saver.aput(effect.record, fork=effect.fork))
             elif isinstance(effect, SaveWrites):
-                await settle(
-                    saver.aput_writes(s.thread_id, s.ns, effect.checkpoint_id, effect.writes)
-                )
+                args = (s.thread_id, s.ns, effect.checkpoint_id, effect.writes)
+                if in_worker:
+                    await _in_worker(saver.put_writes, *args)
+                else:
+                    await settle(saver.aput_writes(*args))
             elif isinstance(effect, Load):
                 value = await saver.aget_tuple(s.thread_id, s.ns, effect.checkpoint_id)
             whole = True
@@ -302,7 +315,7 @@ async def drive_async(loop: RunLoop, input: Any) -> AsyncIterator[Emit | Done]:
         raise
     finally:
         if pending is not None:
-            await pending
+            await _settled(pending)
 
 
 async def _save_cancelled(
@@ -311,7 +324,7 @@ async def _save_cancelled(
     """Save what a cancelled run has not saved: its finished tasks' writes, and with
     ``durability="exit"`` the checkpoint it stopped at."""
     if pending is not None:
-        await pending
+        await _settled(pending)
     saver, s = loop.saver, loop.s
     for effect in loop.cancelled(finished):
         if isinstance(effect, Save):
@@ -324,10 +337,21 @@ async def _awaited(aw: Awaitable[T]) -> T:
     return await aw
 
 
+async def _in_worker(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``fn`` in a worker thread, as ``BaseSaver``'s async methods run it; if the caller is
+    cancelled, a call not started yet never runs and one under way is waited for."""
+    done = _POOL.submit(contextvars.copy_context().run, functools.partial(fn, *args, **kwargs))
+    try:
+        return await asyncio.wrap_future(done)
+    except asyncio.CancelledError:
+        if not done.cancelled():
+            await asyncio.wait([asyncio.wrap_future(done)])
+        raise
+
+
 async def _settled(aw: Awaitable[T]) -> T:
     """Await ``aw`` to its end even if the caller is cancelled meanwhile, then let the
-    cancellation go on: a checkpoint is saved whole or not at all, and is settled by the time
-    the cancelled call returns (a save in a worker thread would otherwise land later)."""
+    cancellation go on: what a cancelled run saves is settled by the time it returns."""
     task = asyncio.ensure_future(aw)
     try:
         return await asyncio.shield(task)
