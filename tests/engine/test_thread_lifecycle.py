@@ -387,3 +387,17 @@ def test_resume_unfinished_after_a_sigkill(tmp_path: Path) -> None:
         assert (report.thread_id, report.outcome) == ("k", "finished")
         assert report.values == {"log": ["a", "b", "c"]}
     assert (tmp_path / "ran").read_text().split() == ["a", "b", "b", "c"]
+
+
+def test_a_thread_paused_by_interrupt_after_is_not_taken_for_a_crashed_run(
+    saver: BaseSaver,
+) -> None:
+    flow = Flow()
+    graph = flow.builder().compile(checkpointer=saver, interrupt_after=["a"])
+    assert graph.invoke({"log": []}, cfg("t")) == {"log": ["a"]}
+    assert [t.status for t in saver.list_threads()] == ["interrupted"]
+    paused = graph.get_state(cfg("t"))
+    assert (paused.next, paused.interrupts, paused.tasks[0].result) == (("b",), (), None)
+    assert resume_unfinished(graph) == []
+    assert graph.invoke(None, cfg("t")) == {"log": ["a", "b", "c"]}
+    assert flow.runs == ["t:a", "t:b", "t:c"]
