@@ -256,6 +256,8 @@ def test_versions_and_upcasters_are_checked_when_building() -> None:
         plain.compile()
     with pytest.raises(GraphValidationError, match="exists"):
         builder_v2().upcaster(from_version=1)(lambda v: v)
+    with pytest.raises(GraphValidationError, match="from_version must be"):
+        builder_v2().upcaster(from_version="1")
 
 
 # ---------------------------------------------------------------------- threadline.check

@@ -21,7 +21,7 @@ from threadline.graph.spec import (
     with_options,
 )
 from threadline.graph.validate import Finding, find_problems, raise_findings, validate_graph
-from threadline.runtime.migrate import Migrations
+from threadline.runtime.migrate import Migrations, Upcaster, checked_version
 from threadline.types import CachePolicy, RetryPolicy
 
 if TYPE_CHECKING:
@@ -65,20 +65,16 @@ class StateGraph:
         self.joins: list[Join] = []
         self.branches: list[Branch] = []
         #: The state's shape version, stored with each checkpoint (threadline/runtime/migrate.py)
-        if state_version is not None and (
-            not isinstance(state_version, int)
-            or isinstance(state_version, bool)
-            or state_version < 1
-        ):
-            raise GraphValidationError(f"state_version must be an int >= 1, got {state_version!r}")
-        self.state_version = state_version
-        self.upcasters: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+        self.state_version = checked_version(state_version, "state_version")
+        self.upcasters: dict[int, Upcaster] = {}
 
-    def upcaster(self, from_version: int) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def upcaster(self, from_version: int) -> Callable[[Upcaster], Upcaster]:
         """Register, as a decorator, the function that turns state values of ``from_version``
         into values of the next version; it runs when an older checkpoint loads."""
+        if checked_version(from_version, "from_version") is None:
+            raise GraphValidationError("upcaster() needs from_version=N, the version it reads")
 
-        def register(fn: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[..., Any]:
+        def register(fn: Upcaster) -> Upcaster:
             if from_version in self.upcasters:
                 raise GraphValidationError(f"an upcaster from version {from_version} exists")
             self.upcasters[from_version] = fn

@@ -28,6 +28,13 @@ Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 VERSION_KEY = "state_version"  # in checkpoint metadata
 
 
+def checked_version(value: Any, name: str) -> Any:
+    """A state version is an int from 1 up (``None``: the graph declares none)."""
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+        raise GraphValidationError(f"{name} must be an int >= 1, got {value!r}")
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class Migrations:
     """A graph's state version and the upcasters from each older version to the next."""
