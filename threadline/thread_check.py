@@ -8,6 +8,7 @@ would fail (or worse, run with values of the wrong shape). See docs/threads.md.
 
 from __future__ import annotations
 
+import asyncio
 import types
 import typing
 from collections.abc import Iterable, Mapping
@@ -17,7 +18,9 @@ from typing import Any
 from threadline.checkpoint.base import BaseSaver, CheckpointRecord, ThreadStatus
 from threadline.errors import CheckpointerRequiredError, ConfigError, IncompatibleThreadError
 from threadline.graph.spec import GraphSpec
+from threadline.graph.subgraph import saved_ns
 from threadline.runtime.migrate import Migrations, planned_but_gone
+from threadline.runtime.planning import tasks_of
 
 UNFINISHED: tuple[ThreadStatus, ...] = ("interrupted", "error", "running")
 
@@ -40,13 +43,13 @@ def check(
 ) -> list[ThreadProblem]:
     """Every problem with the threads in ``statuses`` (not finished, by default) of ``saver``
     (the graph's own by default); empty when this graph can continue them all."""
-    spec, migrations, saver, wanted = _arguments(graph, saver, statuses)
+    saver, wanted = _arguments(graph, saver, statuses)
     found = []
     for info in saver.list_threads():
         if info.status in wanted:
             record = saver.get_tuple(info.thread_id)
             if record is not None:
-                found += _problems(spec, migrations, record, info.status)
+                found += _problems(graph, record, info.status, saver)
     return found
 
 
@@ -56,22 +59,22 @@ async def acheck(
     *,
     statuses: Iterable[ThreadStatus] = UNFINISHED,
 ) -> list[ThreadProblem]:
-    """``check`` from async code."""
-    spec, migrations, saver, wanted = _arguments(graph, saver, statuses)
+    """``check`` from async code (subgraphs' checkpoints, few and small, are read through the
+    sync API in a worker thread, as ``aget_state(subgraphs=True)`` does)."""
+    saver, wanted = _arguments(graph, saver, statuses)
     found = []
     for info in await saver.alist_threads():
         if info.status in wanted:
             record = await saver.aget_tuple(info.thread_id)
             if record is not None:
-                found += _problems(spec, migrations, record, info.status)
+                found += await asyncio.to_thread(_problems, graph, record, info.status, saver)
     return found
 
 
 def _arguments(
     graph: Any, saver: BaseSaver | None, statuses: Iterable[ThreadStatus]
-) -> tuple[GraphSpec, Migrations | None, BaseSaver, frozenset[str]]:
-    spec = getattr(graph, "spec", None)
-    if not isinstance(spec, GraphSpec):
+) -> tuple[BaseSaver, frozenset[str]]:
+    if not isinstance(getattr(graph, "spec", None), GraphSpec):
         raise TypeError(f"check() takes a compiled StateGraph, got {type(graph).__name__}")
     saver = saver if saver is not None else getattr(graph, "checkpointer", None)
     if not isinstance(saver, BaseSaver):
@@ -82,14 +85,17 @@ def _arguments(
     unknown = sorted(wanted - {"idle", *UNFINISHED})
     if unknown:
         raise ConfigError(f"status {unknown[0]!r} is not one of {('idle', *UNFINISHED)}")
-    return spec, getattr(graph, "migrations", None), saver, wanted
+    return saver, wanted
 
 
 def _problems(
-    spec: GraphSpec, migrations: Migrations | None, record: CheckpointRecord, status: ThreadStatus
+    graph: Any, record: CheckpointRecord, status: ThreadStatus, saver: BaseSaver, where: str = ""
 ) -> list[ThreadProblem]:
+    """What stops ``graph`` from continuing ``record``, and the subgraphs paused inside it."""
+    spec: GraphSpec = graph.spec
+
     def problem(text: str) -> ThreadProblem:
-        return ThreadProblem(record.thread_id, record.checkpoint.id, status, text)
+        return ThreadProblem(record.thread_id, record.checkpoint.id, status, where + text)
 
     found = [
         problem(f"plans node {name!r}, which this graph does not have")
@@ -101,6 +107,7 @@ def _problems(
         for join in record.checkpoint.barriers
         if join not in joins
     ]
+    migrations: Migrations | None = getattr(graph, "migrations", None)
     if migrations is not None:
         try:
             record = migrations.upgrade(record)
@@ -116,6 +123,22 @@ def _problems(
         if isinstance(updates, tuple):
             for text in _value_problems(spec, hints, dict(updates)):
                 found.append(problem(f"task {write.task_name!r} saved a result whose {text}"))
+    return found + _subgraph_problems(graph, record, status, saver, where)
+
+
+def _subgraph_problems(
+    graph: Any, record: CheckpointRecord, status: ThreadStatus, saver: BaseSaver, where: str
+) -> list[ThreadProblem]:
+    """Problems of the subgraphs that stopped inside a planned task (their own checkpoints)."""
+    found = []
+    ns = record.checkpoint_ns
+    for task in tasks_of(graph.spec, record.checkpoint, ns):
+        sub = task.node.subgraph if task.node is not None else None
+        if sub is None:
+            continue
+        inner = saver.get_tuple(record.thread_id, saved_ns(sub.checkpointer, task.ns))
+        if inner is not None and inner.checkpoint.next:
+            found += _problems(sub, inner, status, saver, f"{where}in subgraph {task.name!r}: ")
     return found
 
 

@@ -319,3 +319,24 @@ def test_check_is_empty_when_upcasters_cover_the_change(db: Path) -> None:
         assert [p.problem for p in problems] == ["key 'name' is in no state schema of this graph"]
         missing = threadline.check(builder_v2(version=3).compile(checkpointer=saver))
         assert "no upcaster from version 2" in missing[0].problem
+
+
+def test_check_looks_inside_a_subgraph_paused_in_a_thread(db: Path) -> None:
+    def child(step: str) -> Any:
+        c = StateGraph(StateV1).add_node(step, lambda s: {"log": [f"ok:{interrupt('?')}"]})
+        return c.add_edge(START, step).compile()
+
+    def parent(sub: Any, saver: BaseSaver) -> Any:
+        p = StateGraph(StateV1).add_node("child", sub).add_edge(START, "child")
+        return p.compile(checkpointer=saver)
+
+    with SqliteSaver(db) as saver:
+        old = parent(child("review"), saver)
+        assert "__interrupt__" in old.invoke({"log": []}, cfg("t"))
+        assert threadline.check(old) == []
+        new = parent(child("approve"), saver)  # the paused node was renamed
+        [problem] = threadline.check(new)
+        assert problem.problem == (
+            "in subgraph 'child': plans node 'review', which this graph does not have"
+        )
+        assert problem.status == "interrupted"
