@@ -95,6 +95,12 @@ class UnsupportedCheckpointWriteError(ThreadlineError, NotImplementedError):
     """
 
 
+class IncompatibleThreadError(ThreadlineError):
+    """A thread saved by another version of the graph cannot be continued by this one: its
+    state version is newer, no upcaster leads from it, or it plans a node that is gone.
+    ``threadline.check(graph)`` lists such threads before a deploy."""
+
+
 class InvalidMessageError(ThreadlineError, ValueError):
     """``add_messages`` got a message it cannot merge (e.g. removing an id that is not there).
 
@@ -194,6 +200,7 @@ __all__ = [
     "GraphInterrupt",
     "GraphRecursionError",
     "GraphValidationError",
+    "IncompatibleThreadError",
     "InvalidMessageError",
     "InvalidResumeError",
     "InvalidStoreInputError",

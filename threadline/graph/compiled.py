@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -21,9 +23,12 @@ from threadline.graph.schema import StateSchema
 from threadline.graph.spec import CallStyle, GraphSpec, NodeSpec
 from threadline.graph.stream_shape import aforwarded, forwarded, stream_shape, take_version
 from threadline.graph.subgraph import nested_run, saved_ns
+from threadline.maintenance import ReleasePolicy, areleased, release_policy, released
 from threadline.runtime.context import current_task
 from threadline.runtime.drivers import Done, drive_async, drive_sync
+from threadline.runtime.hints import storage_hints
 from threadline.runtime.loop import Emit, RunLoop, RunSettings
+from threadline.runtime.migrate import VERSION_KEY, Migrations
 from threadline.runtime.planning import task_ns
 from threadline.runtime.runtime import coerce_context
 from threadline.runtime.snapshot import empty_snapshot, snapshot_of, updated_record
@@ -51,6 +56,8 @@ class CompiledStateGraph(RunnableMethods):
         cache: BaseCache[Any] | None = None,
         context_schema: Any = None,
         builder: Any = None,
+        release_thread: ReleasePolicy | None = None,
+        migrations: Migrations | None = None,
     ):
         if checkpointer is not None and not isinstance(checkpointer, BaseSaver | bool):
             raise GraphValidationError(
@@ -72,6 +79,10 @@ class CompiledStateGraph(RunnableMethods):
         self.name = name
         self.builder = builder  # the StateGraph compiled, as in LangGraph
         self.config: dict[str, Any] | None = None  # bound by with_config()
+        #: What becomes of a thread when a run finishes it (threadline/maintenance.py)
+        self.release_thread = release_policy(release_thread, checkpointer)
+        #: The state version and its upcasters (threadline/runtime/migrate.py)
+        self.migrations = migrations
 
     # ------------------------------------------------------------------ running
     def invoke(
@@ -130,9 +141,10 @@ class CompiledStateGraph(RunnableMethods):
         (``values`` ones also carry ``"interrupts"``), as LangGraph does.
         """
         modes, shape = stream_shape(stream_mode, options, self._as_output_type)
-        for item in self._drive(input, config, modes, options):
-            if isinstance(item, Emit):
-                yield shape(item)
+        with contextlib.closing(self._drive(input, config, modes, options)) as items:
+            for item in items:
+                if isinstance(item, Emit):
+                    yield shape(item)
 
     async def astream(
         self,
@@ -143,9 +155,11 @@ class CompiledStateGraph(RunnableMethods):
         **options: Any,
     ) -> AsyncIterator[Any]:
         modes, shape = stream_shape(stream_mode, options, self._as_output_type)
-        async for item in self._adrive(input, config, modes, options):
-            if isinstance(item, Emit):
-                yield shape(item)
+        # Closing this stream closes the run at once, so a client gone leaves the thread settled
+        async with contextlib.aclosing(self._adrive(input, config, modes, options)) as items:
+            async for item in items:
+                if isinstance(item, Emit):
+                    yield shape(item)
 
     def _drive(
         self,
@@ -163,6 +177,8 @@ class CompiledStateGraph(RunnableMethods):
         loop = self._loop(config, modes, options, invoked)
         if loop.s.nested and loop.s.sink is not None:
             return forwarded(drive_sync(loop, input), loop.s.sink, loop.s.ns)
+        if self.release_thread is not None and not loop.s.nested:
+            return released(drive_sync(loop, input), loop, self.release_thread)
         return drive_sync(loop, input)
 
     def _adrive(
@@ -176,6 +192,8 @@ class CompiledStateGraph(RunnableMethods):
         loop = self._loop(config, modes, options, invoked)
         if loop.s.nested and loop.s.sink is not None:
             return aforwarded(drive_async(loop, input), loop.s.sink, loop.s.ns)
+        if self.release_thread is not None and not loop.s.nested:
+            return areleased(drive_async(loop, input), loop, self.release_thread)
         return drive_async(loop, input)
 
     def _loop(
@@ -222,7 +240,7 @@ class CompiledStateGraph(RunnableMethods):
             ns=inner.ns if inner is not None else "",
             checkpoint_id=None if nested else configurable.get("checkpoint_id"),
             config=config,
-            metadata=_checkpoint_metadata(config, configurable),
+            metadata=self._metadata(config, configurable),
             stream_modes=modes,
             interrupt_before=(
                 _breakpoints(self.spec, before, "interrupt_before")
@@ -256,7 +274,22 @@ class CompiledStateGraph(RunnableMethods):
         settings.context = context if context or not nested else parent.env.context
         settings.cache = self.cache
         settings.invoked = invoked
+        if self.migrations is not None:
+            settings.upgrade = self.migrations.upgrade
         return RunLoop(self.spec, saver, store, settings)
+
+    def _metadata(self, config: Mapping[str, Any], configurable: Mapping[str, Any]) -> dict:
+        """What a checkpoint this graph saves keeps in metadata: with its state version."""
+        metadata = _checkpoint_metadata(config, configurable)
+        if self.migrations is not None:
+            metadata[VERSION_KEY] = self.migrations.version
+        return metadata
+
+    def _upgraded(self, record: CheckpointRecord | None) -> CheckpointRecord | None:
+        """A loaded record in this graph's state shape."""
+        if record is None or self.migrations is None:
+            return record
+        return self.migrations.upgrade(record)
 
     def _own_saver(self) -> BaseSaver | None:
         """The saver of a run of this graph on its own (not inside another graph's node)."""
@@ -303,7 +336,7 @@ class CompiledStateGraph(RunnableMethods):
         for record in saver.list(
             thread_id, ns, filter=filter, before=_before_id(before), limit=limit
         ):
-            yield snapshot_of(self.spec, record)
+            yield snapshot_of(self.spec, self._upgraded(record))
 
     async def aget_state_history(
         self,
@@ -317,7 +350,7 @@ class CompiledStateGraph(RunnableMethods):
         async for record in saver.alist(
             thread_id, ns, filter=filter, before=_before_id(before), limit=limit
         ):
-            yield snapshot_of(self.spec, record)
+            yield snapshot_of(self.spec, self._upgraded(record))
 
     def update_state(
         self, config: Mapping[str, Any], values: Any, as_node: str | None = None
@@ -327,14 +360,7 @@ class CompiledStateGraph(RunnableMethods):
         record = self._existing(
             saver.get_tuple(thread_id, ns, checkpoint_id), config, checkpoint_id
         )
-        new = updated_record(
-            self.spec,
-            record,
-            thread_id,
-            values,
-            as_node,
-            _checkpoint_metadata(dict(config), _configurable(config)),
-        )
+        new = self._update(record, thread_id, config, values, as_node)
         saver.put(new, fork=checkpoint_id is not None)
         return _config_of(new)
 
@@ -344,16 +370,25 @@ class CompiledStateGraph(RunnableMethods):
         saver, thread_id, ns, checkpoint_id = self._address(config)
         found = await saver.aget_tuple(thread_id, ns, checkpoint_id)
         record = self._existing(found, config, checkpoint_id)
-        new = updated_record(
-            self.spec,
-            record,
-            thread_id,
-            values,
-            as_node,
-            _checkpoint_metadata(dict(config), _configurable(config)),
-        )
+        new = self._update(record, thread_id, config, values, as_node)
         await saver.aput(new, fork=checkpoint_id is not None)
         return _config_of(new)
+
+    def _update(
+        self,
+        record: CheckpointRecord | None,
+        thread_id: str,
+        config: Mapping[str, Any],
+        values: Any,
+        as_node: str | None,
+    ) -> CheckpointRecord:
+        """The ``update`` checkpoint; values an upcaster changed are stored again in full."""
+        metadata = self._metadata(dict(config), _configurable(config))
+        upgraded = self._upgraded(record)
+        new = updated_record(self.spec, upgraded, thread_id, values, as_node, metadata)
+        if upgraded is record or record is None:
+            return new
+        return dataclasses.replace(new, hints=storage_hints(record.checkpoint, new.checkpoint))
 
     def _address(self, config: Mapping[str, Any]) -> tuple[BaseSaver, str, str, str | None]:
         saver = self._own_saver()
@@ -370,7 +405,7 @@ class CompiledStateGraph(RunnableMethods):
     def _snapshot(
         self, config: Mapping[str, Any], record: CheckpointRecord | None, checkpoint_id: str | None
     ) -> StateSnapshot:
-        record = self._existing(record, config, checkpoint_id)
+        record = self._upgraded(self._existing(record, config, checkpoint_id))
         live = checkpoint_id is None  # the newest state, with what a stopped step's tasks wrote
         return snapshot_of(self.spec, record, live) if record else empty_snapshot(dict(config))
 
@@ -443,6 +478,11 @@ class CompiledStateGraph(RunnableMethods):
         """Wrap this graph as a node of a parent graph (a subgraph)."""
         from threadline.graph.subgraph import subgraph_callables
 
+        if self.release_thread is not None:
+            raise GraphValidationError(
+                f"node {name!r} is a graph compiled with release_thread=; a subgraph's "
+                "checkpoints live on its parent's thread, so release threads on the parent"
+            )
         sync_fn, async_fn = subgraph_callables(self, parent)
         declared = tuple(destinations) if destinations is not None else None
         return NodeSpec(name, sync_fn, async_fn, CallStyle(), retry, declared, subgraph=self)

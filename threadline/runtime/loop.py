@@ -40,6 +40,7 @@ from threadline.runtime.calls import StepCalls
 from threadline.runtime.chunks import Chunks, Emit
 from threadline.runtime.context import SpareAnswer
 from threadline.runtime.hints import storage_hints
+from threadline.runtime.migrate import check_planned
 from threadline.runtime.planning import local_task_id, plan_next, task_id, tasks_of
 from threadline.runtime.replay import carried_inputs, fork_of, may_continue_at
 from threadline.runtime.task import Outcome, StepEnv, Task, TaskResult, start_result
@@ -109,6 +110,8 @@ class RunSettings:
     context: Any = None  # invoke(..., context=...): what ``Runtime.context`` holds
     cache: Any = None  # compile(cache=...): where nodes with a CachePolicy keep results
     invoked: bool = False  # started by invoke(): chunks show the output schema's keys only
+    # A graph with state migrations: a loaded record as this graph reads it (runtime/migrate.py)
+    upgrade: Callable[[CheckpointRecord], CheckpointRecord] | None = None
 
 
 class RunLoop:
@@ -167,7 +170,8 @@ class RunLoop:
             values, step = schema.initial_values(), -1
             versions = dict.fromkeys(values, cp_id)
         else:
-            base = command_input.as_resumed(self.spec, record)  # a kept Command update too
+            # the record as this graph reads it, with a kept Command update applied
+            base = command_input.as_resumed(self.spec, self._upgraded(record))
             values, versions, step = dict(base.values), dict(base.versions), base.step + 1
             self.saved = record.checkpoint
             self.fork_next = self.s.checkpoint_id is not None
@@ -194,6 +198,8 @@ class RunLoop:
             return
         self.saved = record.checkpoint
         self.fork_next = True
+        record = self._upgraded(record)
+        check_planned(self.spec, record)
         fork = fork_of(record, self._new_id(), self._now())
         yield from self._commit(fork, "fork", carried_inputs(record, fork))
         self._pass_breakpoint()
@@ -285,6 +291,8 @@ class RunLoop:
                     return (yield from self._stop(outcomes))
             yield from self._advance(tasks)
             if _hits(self.s.interrupt_after, runnable):
+                if not self.s.nested:  # the thread shows as paused, not as a run cut short
+                    self._add_write(TaskWrite(BREAKPOINT_TASK, BREAKPOINT_TASK, "breakpoint", ()))
                 yield from self._flush()
                 if out is not None:  # the next step, which would stream it, does not run
                     after = self._cp()
@@ -334,6 +342,12 @@ class RunLoop:
             elif o.parent_command is None:
                 self._add_write(TaskWrite(t.id, t.name, "interrupt", o.interrupts))
         return not complete
+
+    def cancelled(self, finished: list[Outcome]) -> Generator[Effect, Any, None]:
+        """The run was cancelled between effects or mid-step: keep what the step's finished
+        tasks wrote and save what is not saved yet, so a later call goes on from here."""
+        self._keep(finished)
+        yield from self._flush()
 
     def _stop(self, outcomes: list[Outcome]) -> Generator[Effect, Any, dict[str, Any]]:
         """A task failed, was interrupted or routed to the parent: save the step's writes, stop."""
@@ -488,14 +502,21 @@ class RunLoop:
         self.writes.setdefault((BREAKPOINT_TASK, "breakpoint"), marker)
 
     def _adopt(self, record: CheckpointRecord, command: Command | None = None) -> None:
+        self.saved = record.checkpoint
+        record = self._upgraded(record)
+        check_planned(self.spec, record)
         self.meta = dict(record.metadata)
         self.writes = {(w.task_id, w.kind): w for w in record.pending_writes}
         self.unsaved_writes = []
         if command is not None and (kept := command_input.write(self.spec, command, self.writes)):
             self._add_write(kept)
         self.current = command_input.applied(self.spec, record.checkpoint, self.writes)
-        self.saved = record.checkpoint
         self.dirty = False
+
+    def _upgraded(self, record: CheckpointRecord) -> CheckpointRecord:
+        """``record`` as this graph reads it; ``saved`` keeps the stored checkpoint, so values
+        an upcaster changed count as changed and are stored again with the next checkpoint."""
+        return record if self.s.upgrade is None else self.s.upgrade(record)
 
     # ----------------------------------------------------------------- views
     def _cp(self) -> Checkpoint:
