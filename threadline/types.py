@@ -50,6 +50,11 @@ class Interrupt:
         shown = f"Interrupt(value={self.value!r}, id={self.id!r}"
         return shown + (")" if self.schema is None else f", schema={self.schema!r})")
 
+    def as_dict(self) -> dict[str, Any]:
+        """As LangGraph's stream events show an interrupt; ``schema`` only when there is one."""
+        shown = {"value": self.value, "id": self.id}
+        return shown if self.schema is None else {**shown, "schema": self.schema}
+
 
 N = TypeVar("N")
 

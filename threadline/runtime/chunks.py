@@ -154,7 +154,7 @@ class Chunks:
         if result is not None and result.value.updates:
             entry["result"] = dict(result.value.updates)
         intr = writes.get((task.id, "interrupt"))
-        entry["interrupts"] = tuple(dataclasses.asdict(i) for i in intr.value) if intr else ()
+        entry["interrupts"] = tuple(i.as_dict() for i in intr.value) if intr else ()
         entry["state"] = state
         return entry
 
@@ -212,7 +212,7 @@ class Chunks:
                 "name": outcome.task.name,
                 "error": outcome.error,
                 "result": dict(result.updates) if result is not None else {},
-                "interrupts": [dataclasses.asdict(i) for i in outcome.interrupts],
+                "interrupts": [i.as_dict() for i in outcome.interrupts],
             }
             out.extend(self._wrapped("tasks", "task_result", self.step, payload))
         return out
