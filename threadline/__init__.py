@@ -15,6 +15,7 @@ from threadline.runtime.tokens import get_message_writer
 from threadline.types import (
     CachePolicy,
     Command,
+    GraphOutput,
     Interrupt,
     Overwrite,
     RetryPolicy,
@@ -23,11 +24,16 @@ from threadline.types import (
     StateSnapshot,
 )
 
-# Loaded on first use: they may import langchain-core (see threadline.messages).
+# Loaded on first use: they may import langchain-core (see threadline.messages), or are
+# maintenance tools most programs never call.
 _LAZY = {
     "MessagesState": "threadline.messages.reducer",
     "REMOVE_ALL_MESSAGES": "threadline.messages.reducer",
     "add_messages": "threadline.messages.reducer",
+    "check": "threadline.thread_check",
+    "acheck": "threadline.thread_check",
+    "resume_unfinished": "threadline.maintenance",
+    "aresume_unfinished": "threadline.maintenance",
 }
 
 __all__ = [
@@ -37,6 +43,7 @@ __all__ = [
     "CachePolicy",
     "Command",
     "CompiledStateGraph",
+    "GraphOutput",
     "Interrupt",
     "MessagesState",
     "Overwrite",
@@ -46,7 +53,10 @@ __all__ = [
     "SnapshotTask",
     "StateGraph",
     "StateSnapshot",
+    "acheck",
     "add_messages",
+    "aresume_unfinished",
+    "check",
     "entrypoint",
     "get_config",
     "get_message_writer",
@@ -54,6 +64,7 @@ __all__ = [
     "get_store",
     "get_stream_writer",
     "interrupt",
+    "resume_unfinished",
     "task",
 ]
 
