@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from typing import Annotated, Any
 
 import pytest
@@ -184,18 +183,23 @@ def test_injecting_a_store_without_one_is_a_clear_error() -> None:
 
 
 def test_async_tools_and_ainvoke() -> None:
-    async def slow_add(a: int, b: int) -> int:
-        """Add, slowly."""
-        await asyncio.sleep(0.2)
-        return a + b
+    started: list[int] = []
 
-    node = ToolNode([slow_add])
-    req = asking(*(call("slow_add", {"a": n, "b": 1}, f"c{n}") for n in range(3)))
-    started = time.perf_counter()
+    async def together(n: int) -> int:
+        """Returns once all three calls have started: they run at the same time."""
+        started.append(n)
+        async with asyncio.timeout(5):
+            while len(started) < 3:
+                await asyncio.sleep(0.01)
+        return n + 1
+
+    node = ToolNode([together])
+    req = asking(*(call("together", {"n": n}, f"c{n}") for n in range(3)))
     out = asyncio.run(node.ainvoke(req))
-    assert time.perf_counter() - started < 0.5  # concurrently
     assert [m.content for m in out["messages"]] == ["1", "2", "3"]
-    assert node.invoke(asking(call("slow_add", {"a": 1, "b": 1})))["messages"][0].content == "2"
+    started.clear()
+    started.extend([7, 8])  # a sync invoke runs the coroutine to its end on its own loop
+    assert node.invoke(asking(call("together", {"n": 1})))["messages"][0].content == "2"
 
 
 @needs_langchain
