@@ -403,6 +403,15 @@ def test_a_resumed_run_counts_from_the_checkpoint_it_starts_at():
     assert out["log"] == ["a:9:False", "b:6:False", "c:5:False"]
 
 
+def test_a_resumed_run_may_take_the_steps_langgraph_allows_it():
+    """LangGraph counts a resumed run's limit from the checkpoint it starts at, so such a run
+    may take more steps than one given input (which spends two on its input and START)."""
+    graph = counting(InMemorySaver(), ask_in="a")
+    graph.invoke({"log": []}, cfg())  # stops in "a", the first step
+    out = graph.invoke(Command(resume=True), cfg(recursion_limit=2))  # a, b, c: three steps
+    assert out["log"] == ["a:3:False", "b:2:False", "c:1:True"]
+
+
 def test_a_managed_key_is_computed_not_written():
     def echo(state: Steps) -> dict:
         return {**state, "log": ["echo"]}  # hands back what it got, remaining_steps too

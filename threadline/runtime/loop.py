@@ -148,7 +148,8 @@ class RunLoop:
             raise CheckpointNotFoundError(
                 f"thread {self.s.thread_id!r} has no checkpoint {self.s.checkpoint_id!r}"
             )
-        # The last step this run may take, as LangGraph counts it (``RemainingSteps`` reads it)
+        # The last step this run may take, as LangGraph counts it (``RemainingSteps`` too): a
+        # run given input takes recursion_limit steps, a resumed one up to 2 more
         self.stop = (record.checkpoint.step if record else -2) + 2 + self.s.recursion_limit
         if isinstance(input, Command):
             yield from self._resume(input, record)
@@ -256,7 +257,6 @@ class RunLoop:
 
     # ----------------------------------------------------------------- steps
     def _steps(self) -> Generator[Effect, Any, dict[str, Any]]:
-        steps_run = 0
         while True:
             cp = self._cp()
             tasks = tasks_of(self.spec, cp, self.s.ns, self._task_id)
@@ -274,7 +274,7 @@ class RunLoop:
                     "but the input it was given is not stored; start from a later checkpoint"
                 )
             if runnable:
-                if steps_run >= self.s.recursion_limit:
+                if cp.step + 1 > self.stop:  # the step these tasks would make is past the limit
                     yield from self._flush()
                     raise GraphRecursionError(
                         f"Recursion limit of {self.s.recursion_limit} reached without hitting a "
@@ -286,7 +286,6 @@ class RunLoop:
                 if out is not None:
                     yield from out.step_starts(cp.step + 1, cp.values, tasks, self.writes)
                 outcomes = yield self._execute(runnable, cp)
-                steps_run += 1
                 if self._keep(outcomes):
                     return (yield from self._stop(outcomes))
             yield from self._advance(tasks)
