@@ -315,3 +315,14 @@ def test_a_post_model_hook_answers_a_call_itself_and_the_others_run() -> None:
         "It's always sunny in sf",
     ]
     assert validate_history(sent) == []
+
+
+def test_near_the_recursion_limit_the_agent_says_it_needs_more_steps() -> None:
+    model = ScriptedChatModel([wants(("get_weather", {"city": f"c{n}"})) for n in range(5)])
+    agent = create_react_agent(model, [get_weather])
+    result = agent.invoke({"messages": [("user", "go on")]}, {"recursion_limit": 4})
+    assert [m.type for m in result["messages"]] == ["human", "ai", "tool", "ai"]
+    last = result["messages"][-1]
+    assert last.content == "Sorry, need more steps to process this request."
+    assert not last.tool_calls and last.id == model.calls[1].reply.id
+    assert "remaining_steps" not in result

@@ -18,6 +18,7 @@ from threadline.constants import END
 from threadline.errors import NotSupportedError
 from threadline.graph.compiled import CompiledStateGraph
 from threadline.graph.state_graph import StateGraph
+from threadline.managed import RemainingSteps
 from threadline.messages import AIMessage, AnyMessage, SystemMessage, ToolMessage, add_messages
 from threadline.prebuilt.model_call import (
     ModelStep,
@@ -33,9 +34,10 @@ from threadline.types import Send
 
 
 class AgentState(TypedDict):
-    """The state of an agent: its conversation."""
+    """The state of an agent: its conversation, and how many steps the run may still take."""
 
     messages: Annotated[Sequence[AnyMessage], add_messages]
+    remaining_steps: NotRequired[RemainingSteps]
 
 
 class AgentStateWithStructuredResponse(AgentState):
@@ -171,8 +173,8 @@ class _AgentBuilder:
         self.state_schema = _state_schema(state_schema, response_format)
         offered = [t.for_model() for t in self.runnable] + builtin
         chosen = model if is_dynamic(model) else bound_model(model, offered)
-        self.step = ModelStep(chosen, prompt_function(prompt), name)
         self.return_direct = {t.name for t in self.runnable if t.return_direct}
+        self.step = ModelStep(chosen, prompt_function(prompt), name, self.return_direct)
         self.injects_state = any(t.injections.state or t.injections.runtime for t in self.runnable)
         self.pre_model_hook: Any = None
         self.post_model_hook: Any = None

@@ -12,6 +12,8 @@ from threadline.errors import NotSupportedError
 from threadline.messages import AIMessage, SystemMessage
 from threadline.prebuilt.history import history_update, repair_history, validate_history
 
+OUT_OF_STEPS = "Sorry, need more steps to process this request."
+
 
 def state_value(state: Any, key: str, default: Any = None) -> Any:
     return state.get(key, default) if isinstance(state, dict) else getattr(state, key, default)
@@ -59,6 +61,7 @@ class ModelStep:
     model: Any  # a chat model with the tools bound, or a function choosing one
     prompt: Callable[[Any], Any]
     name: str | None
+    return_direct: frozenset[str] | set[str] = frozenset()
     messages_key: str = "messages"
 
     def __call__(self, state: Any, runtime: Any) -> dict[str, Any]:
@@ -78,7 +81,18 @@ class ModelStep:
         response = model.invoke(self.prompt(state))
         if isinstance(response, AIMessage):
             response.name = self.name
+            if self._out_of_steps(state, response):
+                response = AIMessage(id=response.id, content=OUT_OF_STEPS)
         return {self.messages_key: [*repair, response]}
+
+    def _out_of_steps(self, state: Any, response: AIMessage) -> bool:
+        """LangGraph's rule: tools asked for when the run cannot take them and answer."""
+        remaining = state_value(state, "remaining_steps")
+        if remaining is None:
+            return False
+        calls = response.tool_calls
+        all_direct = all(call["name"] in self.return_direct for call in calls)
+        return (remaining < 1 and all_direct) or (remaining < 2 and bool(calls))
 
 
 def _with_messages(state: Any, key: str, messages: list[Any]) -> Any:
