@@ -12,6 +12,7 @@ from threadline.graph.state_graph import StateGraph
 from threadline.runtime.context import get_config, get_store, get_stream_writer, interrupt
 from threadline.runtime.runtime import Runtime, get_runtime
 from threadline.runtime.tokens import get_message_writer
+from threadline.runtime.trace import TraceEntry, record_event
 from threadline.types import (
     CachePolicy,
     Command,
@@ -46,6 +47,7 @@ __all__ = [
     "SnapshotTask",
     "StateGraph",
     "StateSnapshot",
+    "TraceEntry",
     "add_messages",
     "entrypoint",
     "get_config",
@@ -54,6 +56,7 @@ __all__ = [
     "get_store",
     "get_stream_writer",
     "interrupt",
+    "record_event",
     "task",
 ]
 

@@ -18,7 +18,7 @@ from typing import Any, Literal, Self, TypeVar
 from threadline import serde
 
 T = TypeVar("T")
-WriteKind = Literal["result", "error", "interrupt", "resume", "breakpoint", "task"]
+WriteKind = Literal["result", "error", "interrupt", "resume", "breakpoint", "task", "trace"]
 ThreadStatus = Literal["idle", "interrupted", "error", "running"]
 
 # Records made at every step are not frozen: a frozen dataclass costs about five times as much

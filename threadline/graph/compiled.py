@@ -19,12 +19,14 @@ from threadline.errors import (
 from threadline.graph.schema import StateSchema
 from threadline.graph.spec import CallStyle, GraphSpec, NodeSpec
 from threadline.graph.subgraph import nested_run, saved_ns
+from threadline.graph.tracing import TraceReading
 from threadline.runtime.context import current_task
 from threadline.runtime.drivers import Done, drive_async, drive_sync
 from threadline.runtime.loop import Emit, RunLoop, RunSettings
 from threadline.runtime.planning import task_ns
 from threadline.runtime.runtime import coerce_context
 from threadline.runtime.snapshot import empty_snapshot, snapshot_of, updated_record
+from threadline.runtime.trace import RunTrace
 from threadline.types import RetryPolicy, StateSnapshot
 
 STREAM_MODES = ("values", "updates", "checkpoints", "tasks", "debug", "messages", "custom")
@@ -37,7 +39,7 @@ DEFAULT_RECURSION_LIMIT = 10_000
 _RESERVED_CONFIGURABLE = {"thread_id", "checkpoint_id", "checkpoint_ns"}
 
 
-class CompiledStateGraph:
+class CompiledStateGraph(TraceReading):
     """A validated graph, ready to run. Cheap to share between threads and tasks."""
 
     def __init__(
@@ -51,12 +53,15 @@ class CompiledStateGraph:
         name: str,
         cache: BaseCache[Any] | None = None,
         context_schema: Any = None,
+        trace: bool = True,
     ):
         if checkpointer is not None and not isinstance(checkpointer, BaseSaver | bool):
             raise GraphValidationError(
                 "checkpointer must be a threadline saver, True, False or None, got "
                 f"{type(checkpointer).__name__}"
             )
+        if not isinstance(trace, bool):
+            raise GraphValidationError(f"trace must be True or False, got {trace!r}")
         if cache is not None and not isinstance(cache, BaseCache):
             raise GraphValidationError(
                 "cache must be a threadline cache (InMemoryCache, SqliteCache or a BaseCache), "
@@ -70,6 +75,7 @@ class CompiledStateGraph:
         self.interrupt_before = interrupt_before
         self.interrupt_after = interrupt_after
         self.name = name
+        self.trace = trace  # runs save an execution trace (``get_trace``)
 
     # ------------------------------------------------------------------ running
     def invoke(
@@ -231,6 +237,8 @@ class CompiledStateGraph:
         context = coerce_context(self.context_schema, options.get("context"))
         settings.context = context if context or not nested else parent.env.context
         settings.cache = self.cache
+        if self.trace and saver is not None and (not nested or parent.env.trace is not None):
+            settings.trace = RunTrace()
         return RunLoop(self.spec, saver, store, settings)
 
     def _own_saver(self) -> BaseSaver | None:

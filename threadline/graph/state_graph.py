@@ -166,6 +166,7 @@ class StateGraph:
         name: str | None = None,
         debug: bool = False,
         strict: bool = False,
+        trace: bool = True,
     ) -> CompiledStateGraph:
         """Validate the graph and freeze it into something that can run.
 
@@ -175,7 +176,7 @@ class StateGraph:
 
         ``checkpointer`` is a saver, or for a subgraph ``None`` (use its parent's, afresh for
         each parent task), ``True`` (keep its own state across its parent's runs) or ``False``
-        (never save).
+        (never save). ``trace=False``: runs save no execution trace (see ``get_trace``).
         """
         from threadline.graph.compiled import CompiledStateGraph
 
@@ -199,6 +200,7 @@ class StateGraph:
             name=name or "LangGraph",
             cache=cache,
             context_schema=self.context_schema,
+            trace=trace,
         )
 
     def validate(self, interrupt: Sequence[str] | str | None = None) -> StateGraph:
