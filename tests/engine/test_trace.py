@@ -401,7 +401,7 @@ def test_since_an_entry_id_or_a_time(saver):
 
     with pytest.raises(ValueError, match="aware datetime"):
         app.get_trace(config(), since=datetime.now())
-    with pytest.raises(TypeError, match="TraceEntry.id or an aware datetime"):
+    with pytest.raises(TypeError, match=r"TraceEntry\.id or an aware datetime"):
         app.get_trace(config(), since="2026-01-01T00:00:00")
 
 

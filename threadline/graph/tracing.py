@@ -18,7 +18,8 @@ from threadline.runtime.trace import TraceEntry, trace_entries
 if TYPE_CHECKING:
     from threadline.checkpoint.base import BaseSaver
 
-_ENTRY_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.[0-9a-f]{8}$")
+# A batch's id (a UUIDv7, as checkpoint ids) and the entry's index in it
+_ENTRY_ID = re.compile(r"^[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}\.[0-9a-f]{8}$")
 
 
 class TraceReading:

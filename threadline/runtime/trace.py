@@ -18,10 +18,13 @@ it took): an entry is saved only when its step's writes are, which is after the 
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import ormsgpack
 
 from threadline import serde
 from threadline.checkpoint.base import Checkpoint, TaskWrite
@@ -72,9 +75,10 @@ class TraceEntry:
     data: Any = None
 
 
-# How a run holds an entry, and how a batch stores it: a list of these fields (``at`` and
-# ``duration`` are derived from the two clock readings and the batch's ``offset_ns``).
-STORED = (
+# An entry as a run holds it and a batch stores it: a row of these plain values (``data`` is
+# the index of the entry's value in the batch's ``data`` list, which the saver's serializer
+# encodes; the rows are plain msgpack, see ``RunTrace.take``).
+ROW = (
     "started_ns",
     "kind",
     "name",
@@ -90,7 +94,7 @@ STORED = (
     "recorded_by",
     "data",
 )
-_SHOWN = frozenset(STORED) - {"started_ns", "ended_ns"}
+_SHOWN = frozenset(ROW) - {"started_ns", "ended_ns", "data"}
 
 
 def without_trace(writes: Iterable[TaskWrite]) -> dict[tuple[str, str], TaskWrite]:
@@ -104,19 +108,22 @@ def trace_entries(writes: Iterable[TaskWrite]) -> list[TraceEntry]:
 
 
 def _batch_entries(write: TaskWrite) -> list[TraceEntry]:
-    """A saved batch: entry ids are the batch id and the entry's index, so they sort in order."""
+    """A saved batch, in the order its entries started: an entry's id is the batch's id and
+    its place in that order, so ids sort as entries happened."""
     batch = write.value
-    names, offset = batch["fields"], batch["offset_ns"]
+    names, offset, data = batch["fields"], batch["offset_ns"], batch["data"] or ()
+    rows = [dict(zip(names, values, strict=True)) for values in ormsgpack.unpackb(batch["rows"])]
+    rows.sort(key=lambda row: row["started_ns"])
     entries = []
-    for index, values in enumerate(batch["entries"]):
-        stored = dict(zip(names, values, strict=True))
-        started, ended = stored["started_ns"], stored["ended_ns"]
+    for index, row in enumerate(rows):
+        started, ended, value = row["started_ns"], row["ended_ns"], row["data"]
         entries.append(
             TraceEntry(
                 id=f"{write.task_id}.{index:08x}",
                 at=iso_at((started + offset) // 1000),
                 duration=None if ended is None else (ended - started) / 1e9,
-                **{k: v for k, v in stored.items() if k in _SHOWN},
+                data=None if value is None else data[value],
+                **{k: v for k, v in row.items() if k in _SHOWN},
             )
         )
     return entries
@@ -126,14 +133,16 @@ class RunTrace:
     """The entries a run made that are not saved yet; tasks of a step add them from any thread.
 
     ``at`` moves it to the step that starts from a checkpoint; ``take`` hands the saver the
-    entries as one write. An entry is held as a list in ``STORED`` order, made with the least
-    work, since a step of a quick node makes one.
+    entries as one write. An entry is a tuple of plain values in ``ROW`` order, made with the
+    least work (each quick step makes one), its times from ``perf_counter_ns``.
     """
 
-    __slots__ = ("_checkpoint_id", "_due", "_entries", "_step")
+    __slots__ = ("_checkpoint_id", "_data", "_due", "_entries", "_lock", "_step")
 
     def __init__(self) -> None:
-        self._entries: list[list[Any]] = []
+        self._entries: list[tuple[Any, ...]] = []
+        self._data: list[Any] = []  # the values of entries that carry one
+        self._lock = threading.Lock()  # adds an entry and its value together
         self._checkpoint_id = ""
         self._step = 0
         self._due = time.monotonic() + SAVE_EVERY
@@ -143,19 +152,26 @@ class RunTrace:
         self._step = cp.step + 1
 
     def take(self, stopping: bool = True) -> tuple[TaskWrite, ...]:
-        """The entries to save now, as one write: when the run stops, or when they are due."""
+        """The entries to save now, as one write: when the run stops, or when they are due.
+
+        The rows are packed here as plain msgpack, so the saver's serializer sees one
+        ``bytes`` value (and the values of events, interrupts and answers): walking a list of
+        rows would cost it more than the rest of the save.
+        """
         entries = self._entries
         if not entries:
             return ()
         if not stopping and len(entries) < MAX_HELD and time.monotonic() < self._due:
             return ()
-        self._entries = []
+        with self._lock:
+            entries, data = self._entries, self._data
+            self._entries, self._data = [], []
         self._due = time.monotonic() + SAVE_EVERY
-        entries.sort(key=_started)
         batch = {
-            "fields": list(STORED),
+            "fields": list(ROW),
             "offset_ns": time.time_ns() - time.perf_counter_ns(),
-            "entries": entries,
+            "rows": ormsgpack.packb(entries),
+            "data": data or None,
         }
         return (TaskWrite(new_checkpoint_id(), TRACE_TASK, TRACE_WRITE, batch),)  # type: ignore[arg-type]
 
@@ -171,28 +187,10 @@ class RunTrace:
 
     def ended(self, ctx: TaskContext, outcome: Outcome) -> None:
         """A node's task ended: its last attempt, and the interrupts it raised."""
-        if outcome.error is not None:
+        if outcome.result is not None or outcome.parent_command is not None:
+            self.attempt("node", ctx, "ok")
+        elif outcome.error is not None:
             self.attempt("node", ctx, "error", outcome.error)
-        elif outcome.result is not None or outcome.parent_command is not None:
-            task = ctx.task
-            self._entries.append(
-                [
-                    ctx.traced,
-                    "node",
-                    task.name,
-                    self._checkpoint_id,
-                    self._step,
-                    task.id,
-                    ctx.attempt,
-                    time.perf_counter_ns(),
-                    "ok",
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                ]
-            )
         else:
             self.attempt("node", ctx, "interrupted")
             for intr in outcome.interrupts:
@@ -213,7 +211,7 @@ class RunTrace:
         """An attempt of ``ctx`` ended (``kind`` ``node`` or ``task``)."""
         failed = error is not None
         self._entries.append(
-            [
+            (
                 ctx.traced,
                 kind,
                 ctx.name,
@@ -228,7 +226,7 @@ class RunTrace:
                 None,
                 None,
                 None,
-            ]
+            )
         )
 
     # ------------------------------------------------------------------ answers, events
@@ -254,28 +252,29 @@ class RunTrace:
         data: Any,
     ) -> None:
         now = time.perf_counter_ns()
-        self._entries.append(
-            [
-                now,
-                kind,
-                name,
-                self._checkpoint_id,
-                self._step,
-                task_id,
-                None,
-                None,
-                None,
-                None,
-                None,
-                interrupt_id,
-                recorded_by,
-                data,
-            ]
-        )
-
-
-def _started(entry: list[Any]) -> int:
-    return entry[0]
+        with self._lock:
+            index = None
+            if data is not None:
+                index = len(self._data)
+                self._data.append(data)
+            self._entries.append(
+                (
+                    now,
+                    kind,
+                    name,
+                    self._checkpoint_id,
+                    self._step,
+                    task_id,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    interrupt_id,
+                    recorded_by,
+                    index,
+                )
+            )
 
 
 def note_retry(ctx: TaskContext, error: BaseException, kind: str = "node") -> None:
