@@ -425,3 +425,41 @@ def test_async_runs_and_aget_trace(saver):
     ]
     assert entries == app.get_trace(config())
     assert entries[1].duration >= 0.001
+
+
+def test_entries_saved_in_several_batches_stay_in_order(saver, monkeypatch):
+    monkeypatch.setattr(trace_module, "MAX_HELD", 2)  # a checkpoint carries them every 2 entries
+    app = chain(saver, "a", "b", "c", "d", "e")
+    app.invoke({"n": 0}, config())
+    assert len(trace_writes(saver)) >= 2
+    entries = app.get_trace(config())
+    assert [e.name for e in entries] == ["a", "b", "c", "d", "e"]
+    assert [e.id for e in entries] == sorted(e.id for e in entries)
+    assert app.get_trace(config(), since=entries[2].id) == entries[3:]
+
+
+def test_a_subgraph_keeps_its_own_trace_in_its_namespace(saver):
+    def inner(state: State) -> dict:
+        record_event("inside", {"n": state["n"]})
+        return {"n": state["n"] + interrupt("more?")}
+
+    sub = StateGraph(State)
+    sub.add_node("inner", inner)
+    sub.add_edge(START, "inner")
+    parent = StateGraph(State)
+    parent.add_node("sub", sub.compile())
+    parent.add_edge(START, "sub")
+    app = parent.compile(checkpointer=saver)
+
+    app.invoke({"n": 1}, config())
+    (paused,) = app.get_state(config(), subgraphs=True).tasks
+    inside = app.get_trace(paused.state.config)
+    assert [(e.kind, e.name) for e in inside] == [
+        ("node", "inner"),
+        ("event", "inside"),
+        ("interrupt", "inner"),
+    ]
+    assert summary(app.get_trace(config())) == [
+        ("node", "sub", "interrupted"),
+        ("interrupt", "sub", None),
+    ]
