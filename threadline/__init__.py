@@ -16,6 +16,7 @@ from threadline.runtime.trace import TraceEntry, record_event
 from threadline.types import (
     CachePolicy,
     Command,
+    GraphOutput,
     Interrupt,
     Overwrite,
     RetryPolicy,
@@ -24,11 +25,16 @@ from threadline.types import (
     StateSnapshot,
 )
 
-# Loaded on first use: they may import langchain-core (see threadline.messages).
+# Loaded on first use: they may import langchain-core (see threadline.messages), or are
+# maintenance tools most programs never call.
 _LAZY = {
     "MessagesState": "threadline.messages.reducer",
     "REMOVE_ALL_MESSAGES": "threadline.messages.reducer",
     "add_messages": "threadline.messages.reducer",
+    "check": "threadline.thread_check",
+    "acheck": "threadline.thread_check",
+    "resume_unfinished": "threadline.maintenance",
+    "aresume_unfinished": "threadline.maintenance",
 }
 
 __all__ = [
@@ -38,6 +44,7 @@ __all__ = [
     "CachePolicy",
     "Command",
     "CompiledStateGraph",
+    "GraphOutput",
     "Interrupt",
     "MessagesState",
     "Overwrite",
@@ -48,7 +55,10 @@ __all__ = [
     "StateGraph",
     "StateSnapshot",
     "TraceEntry",
+    "acheck",
     "add_messages",
+    "aresume_unfinished",
+    "check",
     "entrypoint",
     "get_config",
     "get_message_writer",
@@ -57,6 +67,7 @@ __all__ = [
     "get_stream_writer",
     "interrupt",
     "record_event",
+    "resume_unfinished",
     "task",
 ]
 

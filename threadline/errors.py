@@ -12,24 +12,53 @@ class ThreadlineError(Exception):
     """Base class of every error raised by threadline."""
 
 
-class GraphValidationError(ThreadlineError):
-    """The graph definition is wrong; raised by the builder or by ``compile()``."""
+class GraphValidationError(ThreadlineError, ValueError):
+    """The graph definition is wrong; raised by the builder or by ``compile()``.
+
+    A ``ValueError`` too, as LangGraph raises one for a graph it cannot build.
+    """
+
+
+class AsyncNodeInSyncRunError(GraphValidationError, TypeError):
+    """A sync run (``invoke``/``stream``) of a graph with a node that has only an async function.
+
+    A ``TypeError`` too, as LangGraph raises one there.
+    """
 
 
 class InvalidUpdateError(ThreadlineError):
     """A node or ``update_state`` produced an update the state cannot take."""
 
 
-class GraphRecursionError(ThreadlineError):
-    """A run reached its recursion limit (the number of supersteps it may take)."""
+class GraphRecursionError(ThreadlineError, RecursionError):
+    """A run reached its recursion limit (the number of supersteps it may take).
+
+    A ``RecursionError`` too, as LangGraph's is.
+    """
 
 
-class ConfigError(ThreadlineError):
-    """The run config is missing something the operation needs (e.g. a thread id)."""
+class ConfigError(ThreadlineError, ValueError):
+    """The run config is missing something the operation needs (e.g. a thread id), or an
+    argument has a value it cannot take.
+
+    A ``ValueError`` too, as LangGraph raises one for a missing thread id or checkpointer, or a
+    bad ``recursion_limit``.
+    """
+
+
+class ThreadIdRequiredError(ConfigError):
+    """A graph with a checkpointer was run without ``configurable.thread_id``."""
 
 
 class CheckpointerRequiredError(ConfigError):
     """An operation needs a checkpointer but the graph was compiled without one."""
+
+
+class ResumeWithoutCheckpointerError(CheckpointerRequiredError, RuntimeError):
+    """``Command(resume=...)`` given to a graph without a checkpointer.
+
+    A ``RuntimeError`` too, as LangGraph raises one there.
+    """
 
 
 class ThreadNotFoundError(ThreadlineError):
@@ -48,8 +77,28 @@ class InvalidResumeError(ThreadlineError):
     """A resume value does not match the pending interrupts."""
 
 
+class AmbiguousResumeError(InvalidResumeError, RuntimeError):
+    """A bare resume value was given while several interrupts wait: which one does it answer?
+
+    A ``RuntimeError`` too, as LangGraph raises one there.
+    """
+
+
 class ConcurrentUpdateError(ThreadlineError):
     """Another run saved a checkpoint on this thread first; nothing was written."""
+
+
+class UnsupportedCheckpointWriteError(ThreadlineError, NotImplementedError):
+    """LangGraph's low-level ``put``/``put_writes`` was called on a threadline saver.
+
+    A ``NotImplementedError`` too, as LangGraph's base saver raises for a method it lacks.
+    """
+
+
+class IncompatibleThreadError(ThreadlineError):
+    """A thread saved by another version of the graph cannot be continued by this one: its
+    state version is newer, no upcaster leads from it, or it plans a node that is gone.
+    ``threadline.check(graph)`` lists such threads before a deploy."""
 
 
 class InvalidMessageError(ThreadlineError, ValueError):
@@ -142,6 +191,8 @@ class ScriptExhaustedError(ModelError):
 
 
 __all__ = [
+    "AmbiguousResumeError",
+    "AsyncNodeInSyncRunError",
     "CheckpointNotFoundError",
     "CheckpointerRequiredError",
     "ConcurrentUpdateError",
@@ -149,6 +200,7 @@ __all__ = [
     "GraphInterrupt",
     "GraphRecursionError",
     "GraphValidationError",
+    "IncompatibleThreadError",
     "InvalidMessageError",
     "InvalidResumeError",
     "InvalidStoreInputError",
@@ -160,10 +212,12 @@ __all__ = [
     "ModelTimeoutError",
     "NothingToResumeError",
     "ParentCommand",
+    "ResumeWithoutCheckpointerError",
     "SaverUnavailableError",
     "ScriptExhaustedError",
     "SerializationError",
     "StoreUnavailableError",
+    "ThreadIdRequiredError",
     "ThreadNotFoundError",
     "ThreadlineError",
 ]

@@ -1,13 +1,15 @@
-"""The small public value types: Send, Command, Interrupt, RetryPolicy and snapshots."""
+"""The small public value types: Send, Command, Interrupt, RetryPolicy, snapshots, outputs."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar
 
 from threadline import serde
 from threadline.cache.keys import default_cache_key
+from threadline.constants import INTERRUPT_KEY
 
 StreamMode = Literal["values", "updates", "debug", "custom"]
 Durability = Literal["sync", "async", "exit"]
@@ -47,6 +49,11 @@ class Interrupt:
     def __repr__(self) -> str:
         shown = f"Interrupt(value={self.value!r}, id={self.id!r}"
         return shown + (")" if self.schema is None else f", schema={self.schema!r})")
+
+    def as_dict(self) -> dict[str, Any]:
+        """As LangGraph's stream events show an interrupt; ``schema`` only when there is one."""
+        shown = {"value": self.value, "id": self.id}
+        return shown if self.schema is None else {**shown, "schema": self.schema}
 
 
 N = TypeVar("N")
@@ -104,6 +111,7 @@ _PROGRAMMING_ERRORS = (
 
 
 K = TypeVar("K", bound=Callable[..., Any])
+V = TypeVar("V")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -180,6 +188,46 @@ class StateSnapshot(NamedTuple):
     parent_config: dict[str, Any] | None
     tasks: tuple[SnapshotTask, ...]
     interrupts: tuple[Interrupt, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GraphOutput(Generic[V]):
+    """What ``invoke(..., version="v2")`` returns: the output, and the interrupts apart.
+
+    ``value`` is an instance of the output schema when that is a dataclass or pydantic model.
+    ``output["key"]`` and ``"key" in output`` still work, as in LangGraph, with a warning.
+    """
+
+    value: V
+    interrupts: tuple[Interrupt, ...] = ()
+
+    def __getitem__(self, key: str) -> Any:
+        _warn_item_access()
+        if key == INTERRUPT_KEY:
+            return self.interrupts
+        if isinstance(self.value, dict):
+            return self.value[key]
+        try:
+            return getattr(self.value, key)
+        except AttributeError:
+            raise KeyError(key) from None
+
+    def __contains__(self, key: object) -> bool:
+        _warn_item_access()
+        if key == INTERRUPT_KEY:
+            return bool(self.interrupts)
+        if isinstance(self.value, dict):
+            return key in self.value
+        return isinstance(key, str) and hasattr(self.value, key)
+
+
+def _warn_item_access() -> None:
+    warnings.warn(
+        "GraphOutput[key] and `key in GraphOutput` are deprecated: use output.value and "
+        "output.interrupts",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
 StreamWriter = Callable[[Any], None]

@@ -319,7 +319,8 @@ def test_set_conditional_entry_point_routes_from_start():
 
 # ------------------------------------------------------------------ drawing
 
-EDGE_LINE = re.compile(r"^\s*(\w+)\s+(-->|-\.->)\S*\s+(\w+);?\s*$")
+# ``a --> b``, ``a -.-> b``, and labelled as LangGraph writes them: ``a -. &nbsp;ok&nbsp; .-> b``
+EDGE_LINE = re.compile(r"^\s*(\w+)\s+(-->|-\.->|-\. .*? \.->|-- .*? -->)\s+(\w+);?\s*$")
 
 
 def mermaid_edges(text: str) -> set[tuple[str, str, bool]]:
@@ -328,7 +329,7 @@ def mermaid_edges(text: str) -> set[tuple[str, str, bool]]:
     for line in text.splitlines():
         m = EDGE_LINE.match(line)
         if m:
-            found.add((m.group(1), m.group(3), m.group(2) == "-.->"))
+            found.add((m.group(1), m.group(3), m.group(2).startswith("-.")))
     return found
 
 

@@ -16,6 +16,8 @@ from datetime import timedelta
 from typing import Any, Literal, Self, TypeVar
 
 from threadline import serde
+from threadline.checkpoint.langgraph_api import CheckpointTuple as CheckpointTuple
+from threadline.checkpoint.langgraph_api import LangGraphCheckpointerAPI
 
 T = TypeVar("T")
 WriteKind = Literal["result", "error", "interrupt", "resume", "breakpoint", "task", "trace"]
@@ -144,8 +146,11 @@ def metadata_matches(metadata: Mapping[str, Any], filter: Mapping[str, Any] | No
     return all(key in metadata and metadata[key] == value for key, value in filter.items())
 
 
-class BaseSaver(ABC):
+class BaseSaver(ABC, LangGraphCheckpointerAPI):
     """Where checkpoints live. Sync methods are abstract; async ones default to a worker thread.
+
+    Every saver also answers LangGraph's checkpointer calls (``get_tuple(config)``,
+    ``list(config, ...)``, ``get(config)``, their ``a*`` forms): see ``langgraph_api``.
 
     Every saver takes ``serde=``, the ``threadline.serde.Serializer`` that encodes all it stores
     (so its compression and encryption apply at rest); the default is plain typed msgpack.
@@ -270,7 +275,7 @@ class BaseSaver(ABC):
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         await self._off_loop(self.copy_thread, source_thread_id, target_thread_id)
 
-    def setup(self) -> None:  # noqa: B027 - optional hook, deliberately not abstract
+    def setup(self) -> None:
         """Create what the saver needs to store checkpoints (tables, indexes), as LangGraph's
         ``checkpointer.setup()``. Idempotent; a no-op for savers that need nothing (memory,
         files, SQLite, which prepares its file when it opens it)."""
@@ -279,7 +284,7 @@ class BaseSaver(ABC):
         """``setup`` from async code."""
         await self._off_loop(self.setup)
 
-    def close(self) -> None:  # noqa: B027 - optional hook, deliberately not abstract
+    def close(self) -> None:
         """Release connections or files; a no-op for savers that hold none."""
 
     async def aclose(self) -> None:

@@ -81,9 +81,10 @@ class EntryLoop(RunLoop):
         cp = self._checkpoint(values, versions, planned, {}, (), step, cp_id)
         yield from self._commit(cp, "input", [])
 
-    def _output(self, interrupts: tuple[Interrupt, ...] = ()) -> Any:
+    def _output(self, interrupts: tuple[Interrupt, ...] = (), done: Any = ()) -> Any:
         """The return value; stopped at an interrupt, a dict with ``__interrupt__`` (merged
-        into the last return value when that is a dict, as LangGraph does)."""
+        into the last return value when that is a dict, as LangGraph does). ``done`` is
+        unused: an entrypoint's step has one task, so no sibling finished beside it."""
         value = self._cp().values.get(END)
         if not interrupts:
             return value
@@ -98,14 +99,16 @@ class FunctionalGraph(CompiledStateGraph):
 
     spec: EntrypointSpec
 
-    def _loop(self, config: Any, modes: frozenset[str], options: dict[str, Any]) -> RunLoop:
-        loop = super()._loop(config, modes, options)
+    def _loop(
+        self, config: Any, modes: frozenset[str], options: dict[str, Any], invoked: bool = False
+    ) -> RunLoop:
+        loop = super()._loop(config, modes, options, invoked)
         return EntryLoop(loop.spec, loop.saver, loop.store, loop.s)
 
     def _drive(
-        self, input: Any, config: Any, modes: frozenset[str], options: dict
+        self, input: Any, config: Any, modes: frozenset[str], options: dict, invoked: bool = False
     ) -> Iterator[Any]:
-        items = super()._drive(input, config, modes, options)
+        items = super()._drive(input, config, modes, options, invoked)
         sink, chunks = self._sink(modes)
         while True:
             token = updates_sink.set(sink)
@@ -119,9 +122,9 @@ class FunctionalGraph(CompiledStateGraph):
             yield self._shown(item)
 
     async def _adrive(
-        self, input: Any, config: Any, modes: frozenset[str], options: dict
+        self, input: Any, config: Any, modes: frozenset[str], options: dict, invoked: bool = False
     ) -> AsyncIterator[Any]:
-        items = super()._adrive(input, config, modes, options)
+        items = super()._adrive(input, config, modes, options, invoked)
         sink, chunks = self._sink(modes)
         while True:
             token = updates_sink.set(sink)

@@ -3,34 +3,38 @@
 from __future__ import annotations
 
 import asyncio
-import functools
+import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from threadline.cache.base import BaseCache
 from threadline.checkpoint.base import BaseSaver, CheckpointRecord
-from threadline.constants import INTERRUPT_KEY
 from threadline.errors import (
+    AsyncNodeInSyncRunError,
     CheckpointerRequiredError,
     CheckpointNotFoundError,
     ConfigError,
     GraphValidationError,
+    ThreadIdRequiredError,
 )
+from threadline.graph.runnable import RunnableMethods
 from threadline.graph.schema import StateSchema
 from threadline.graph.spec import CallStyle, GraphSpec, NodeSpec
+from threadline.graph.stream_shape import aforwarded, forwarded, stream_shape, take_version
 from threadline.graph.subgraph import nested_run, saved_ns
 from threadline.graph.tracing import TraceReading
+from threadline.maintenance import ReleasePolicy, areleased, release_policy, released
 from threadline.runtime.context import current_task
 from threadline.runtime.drivers import Done, drive_async, drive_sync
+from threadline.runtime.hints import storage_hints
 from threadline.runtime.loop import Emit, RunLoop, RunSettings
+from threadline.runtime.migrate import VERSION_KEY, Migrations
 from threadline.runtime.planning import task_ns
 from threadline.runtime.runtime import coerce_context
 from threadline.runtime.snapshot import empty_snapshot, snapshot_of, updated_record
 from threadline.runtime.trace import RunTrace
 from threadline.types import RetryPolicy, StateSnapshot
-
-STREAM_MODES = ("values", "updates", "checkpoints", "tasks", "debug", "messages", "custom")
-STREAM_VERSIONS = ("v1", "v2")
 
 # LangGraph prints debug output for debug=True; we offer the same events as a stream mode.
 _DEBUG_TRUE = "debug=True is not supported; use stream_mode='debug' to receive debug events"
@@ -39,7 +43,7 @@ DEFAULT_RECURSION_LIMIT = 10_000
 _RESERVED_CONFIGURABLE = {"thread_id", "checkpoint_id", "checkpoint_ns"}
 
 
-class CompiledStateGraph(TraceReading):
+class CompiledStateGraph(RunnableMethods, TraceReading):
     """A validated graph, ready to run. Cheap to share between threads and tasks."""
 
     def __init__(
@@ -53,6 +57,9 @@ class CompiledStateGraph(TraceReading):
         name: str,
         cache: BaseCache[Any] | None = None,
         context_schema: Any = None,
+        builder: Any = None,
+        release_thread: ReleasePolicy | None = None,
+        migrations: Migrations | None = None,
         trace: bool = True,
     ):
         if checkpointer is not None and not isinstance(checkpointer, BaseSaver | bool):
@@ -75,6 +82,12 @@ class CompiledStateGraph(TraceReading):
         self.interrupt_before = interrupt_before
         self.interrupt_after = interrupt_after
         self.name = name
+        self.builder = builder  # the StateGraph compiled, as in LangGraph
+        self.config: dict[str, Any] | None = None  # bound by with_config()
+        #: What becomes of a thread when a run finishes it (threadline/maintenance.py)
+        self.release_thread = release_policy(release_thread, checkpointer)
+        #: The state version and its upcasters (threadline/runtime/migrate.py)
+        self.migrations = migrations
         self.trace = trace  # runs save an execution trace (``get_trace``)
 
     # ------------------------------------------------------------------ running
@@ -89,13 +102,17 @@ class CompiledStateGraph(TraceReading):
         """Run until the graph finishes or stops at an interrupt; return the state values.
 
         With another ``stream_mode`` (or a list of modes), return the list of chunks ``stream``
-        yields, as LangGraph does.
+        yields, as LangGraph does. ``version="v2"`` returns a ``GraphOutput(value, interrupts)``
+        (or the list of v2 stream parts).
         """
         if stream_mode != "values":
-            return list(self.stream(input, config, stream_mode=stream_mode, **options))
-        for item in self._drive(input, config, frozenset(), options):
+            modes, shape = stream_shape(stream_mode, options, self._as_output_type)
+            items = self._drive(input, config, modes, options, invoked=True)
+            return [shape(item) for item in items if isinstance(item, Emit)]
+        v2 = take_version(options) == "v2"
+        for item in self._drive(input, config, frozenset(), options, invoked=True):
             if isinstance(item, Done):
-                return item.output
+                return self._graph_output(item.output) if v2 else item.output
         raise AssertionError("run ended without output")  # pragma: no cover
 
     async def ainvoke(
@@ -107,11 +124,13 @@ class CompiledStateGraph(TraceReading):
         **options: Any,
     ) -> Any:
         if stream_mode != "values":
-            stream = self.astream(input, config, stream_mode=stream_mode, **options)
-            return [chunk async for chunk in stream]
-        async for item in self._adrive(input, config, frozenset(), options):
+            modes, shape = stream_shape(stream_mode, options, self._as_output_type)
+            items = self._adrive(input, config, modes, options, invoked=True)
+            return [shape(item) async for item in items if isinstance(item, Emit)]
+        v2 = take_version(options) == "v2"
+        async for item in self._adrive(input, config, frozenset(), options, invoked=True):
             if isinstance(item, Done):
-                return item.output
+                return self._graph_output(item.output) if v2 else item.output
         raise AssertionError("run ended without output")  # pragma: no cover
 
     def stream(
@@ -127,10 +146,11 @@ class CompiledStateGraph(TraceReading):
         ``version="v2"`` yields ``{"type": mode, "ns": namespace, "data": chunk}`` dicts instead
         (``values`` ones also carry ``"interrupts"``), as LangGraph does.
         """
-        modes, shape = _stream_shape(stream_mode, options)
-        for item in self._drive(input, config, modes, options):
-            if isinstance(item, Emit):
-                yield shape(item)
+        modes, shape = stream_shape(stream_mode, options, self._as_output_type)
+        with contextlib.closing(self._drive(input, config, modes, options)) as items:
+            for item in items:
+                if isinstance(item, Emit):
+                    yield shape(item)
 
     async def astream(
         self,
@@ -140,35 +160,57 @@ class CompiledStateGraph(TraceReading):
         stream_mode: str | Sequence[str] | None = "updates",
         **options: Any,
     ) -> AsyncIterator[Any]:
-        modes, shape = _stream_shape(stream_mode, options)
-        async for item in self._adrive(input, config, modes, options):
-            if isinstance(item, Emit):
-                yield shape(item)
+        modes, shape = stream_shape(stream_mode, options, self._as_output_type)
+        # Closing this stream closes the run at once, so a client gone leaves the thread settled
+        async with contextlib.aclosing(self._adrive(input, config, modes, options)) as items:
+            async for item in items:
+                if isinstance(item, Emit):
+                    yield shape(item)
 
     def _drive(
-        self, input: Any, config: Mapping[str, Any] | None, modes: frozenset[str], options: dict
+        self,
+        input: Any,
+        config: Mapping[str, Any] | None,
+        modes: frozenset[str],
+        options: dict,
+        invoked: bool = False,
     ) -> Iterator[Emit | Done]:
         async_only = self.spec.has_async_only_node()
         if async_only is not None:
-            raise GraphValidationError(
+            raise AsyncNodeInSyncRunError(
                 f"{async_only!r} is async; run this graph with ainvoke() or astream()"
             )
-        loop = self._loop(config, modes, options)
+        loop = self._loop(config, modes, options, invoked)
         if loop.s.nested and loop.s.sink is not None:
-            return _forwarded(drive_sync(loop, input), loop.s.sink, loop.s.ns)
+            return forwarded(drive_sync(loop, input), loop.s.sink, loop.s.ns)
+        if self.release_thread is not None and not loop.s.nested:
+            return released(drive_sync(loop, input), loop, self.release_thread)
         return drive_sync(loop, input)
 
     def _adrive(
-        self, input: Any, config: Mapping[str, Any] | None, modes: frozenset[str], options: dict
+        self,
+        input: Any,
+        config: Mapping[str, Any] | None,
+        modes: frozenset[str],
+        options: dict,
+        invoked: bool = False,
     ) -> AsyncIterator[Emit | Done]:
-        loop = self._loop(config, modes, options)
+        loop = self._loop(config, modes, options, invoked)
         if loop.s.nested and loop.s.sink is not None:
-            return _aforwarded(drive_async(loop, input), loop.s.sink, loop.s.ns)
+            return aforwarded(drive_async(loop, input), loop.s.sink, loop.s.ns)
+        if self.release_thread is not None and not loop.s.nested:
+            return areleased(drive_async(loop, input), loop, self.release_thread)
         return drive_async(loop, input)
 
     def _loop(
-        self, config: Mapping[str, Any] | None, modes: frozenset[str], options: dict[str, Any]
+        self,
+        config: Mapping[str, Any] | None,
+        modes: frozenset[str],
+        options: dict[str, Any],
+        invoked: bool = False,
     ) -> RunLoop:
+        """The loop of one run; ``invoked``: started by ``invoke`` (its chunks, which a
+        subgraph's parent may stream, show the output schema's keys only, as in LangGraph)."""
         from threadline.graph.state_graph import _breakpoints
 
         unknown = set(options) - {
@@ -184,7 +226,7 @@ class CompiledStateGraph(TraceReading):
             raise TypeError(f"unexpected keyword argument {sorted(unknown)[0]!r}")
         if options.get("debug"):
             raise ConfigError(_DEBUG_TRUE)
-        config = dict(config or {})
+        config = dict(self._bound(config) or {})
         parent = current_task()
         nested = parent is not None
         inner = nested_run(self.checkpointer, parent) if parent is not None else None
@@ -204,7 +246,7 @@ class CompiledStateGraph(TraceReading):
             ns=inner.ns if inner is not None else "",
             checkpoint_id=None if nested else configurable.get("checkpoint_id"),
             config=config,
-            metadata=_checkpoint_metadata(config, configurable),
+            metadata=self._metadata(config, configurable),
             stream_modes=modes,
             interrupt_before=(
                 _breakpoints(self.spec, before, "interrupt_before")
@@ -237,9 +279,25 @@ class CompiledStateGraph(TraceReading):
         context = coerce_context(self.context_schema, options.get("context"))
         settings.context = context if context or not nested else parent.env.context
         settings.cache = self.cache
+        settings.invoked = invoked
+        if self.migrations is not None:
+            settings.upgrade = self.migrations.upgrade
         if self.trace and saver is not None and (not nested or parent.env.trace is not None):
             settings.trace = RunTrace()
         return RunLoop(self.spec, saver, store, settings)
+
+    def _metadata(self, config: Mapping[str, Any], configurable: Mapping[str, Any]) -> dict:
+        """What a checkpoint this graph saves keeps in metadata: with its state version."""
+        metadata = _checkpoint_metadata(config, configurable)
+        if self.migrations is not None:
+            metadata[VERSION_KEY] = self.migrations.version
+        return metadata
+
+    def _upgraded(self, record: CheckpointRecord | None) -> CheckpointRecord | None:
+        """A loaded record in this graph's state shape."""
+        if record is None or self.migrations is None:
+            return record
+        return self.migrations.upgrade(record)
 
     def _own_saver(self) -> BaseSaver | None:
         """The saver of a run of this graph on its own (not inside another graph's node)."""
@@ -286,7 +344,7 @@ class CompiledStateGraph(TraceReading):
         for record in saver.list(
             thread_id, ns, filter=filter, before=_before_id(before), limit=limit
         ):
-            yield snapshot_of(self.spec, record)
+            yield snapshot_of(self.spec, self._upgraded(record))
 
     async def aget_state_history(
         self,
@@ -300,7 +358,7 @@ class CompiledStateGraph(TraceReading):
         async for record in saver.alist(
             thread_id, ns, filter=filter, before=_before_id(before), limit=limit
         ):
-            yield snapshot_of(self.spec, record)
+            yield snapshot_of(self.spec, self._upgraded(record))
 
     def update_state(
         self, config: Mapping[str, Any], values: Any, as_node: str | None = None
@@ -310,14 +368,7 @@ class CompiledStateGraph(TraceReading):
         record = self._existing(
             saver.get_tuple(thread_id, ns, checkpoint_id), config, checkpoint_id
         )
-        new = updated_record(
-            self.spec,
-            record,
-            thread_id,
-            values,
-            as_node,
-            _checkpoint_metadata(dict(config), _configurable(config)),
-        )
+        new = self._update(record, thread_id, config, values, as_node)
         saver.put(new, fork=checkpoint_id is not None)
         return _config_of(new)
 
@@ -327,16 +378,25 @@ class CompiledStateGraph(TraceReading):
         saver, thread_id, ns, checkpoint_id = self._address(config)
         found = await saver.aget_tuple(thread_id, ns, checkpoint_id)
         record = self._existing(found, config, checkpoint_id)
-        new = updated_record(
-            self.spec,
-            record,
-            thread_id,
-            values,
-            as_node,
-            _checkpoint_metadata(dict(config), _configurable(config)),
-        )
+        new = self._update(record, thread_id, config, values, as_node)
         await saver.aput(new, fork=checkpoint_id is not None)
         return _config_of(new)
+
+    def _update(
+        self,
+        record: CheckpointRecord | None,
+        thread_id: str,
+        config: Mapping[str, Any],
+        values: Any,
+        as_node: str | None,
+    ) -> CheckpointRecord:
+        """The ``update`` checkpoint; values an upcaster changed are stored again in full."""
+        metadata = self._metadata(dict(config), _configurable(config))
+        upgraded = self._upgraded(record)
+        new = updated_record(self.spec, upgraded, thread_id, values, as_node, metadata)
+        if upgraded is record or record is None:
+            return new
+        return dataclasses.replace(new, hints=storage_hints(record.checkpoint, new.checkpoint))
 
     def _address(self, config: Mapping[str, Any]) -> tuple[BaseSaver, str, str, str | None]:
         saver = self._own_saver()
@@ -344,7 +404,7 @@ class CompiledStateGraph(TraceReading):
             raise CheckpointerRequiredError(
                 "this graph has no checkpointer; compile(checkpointer=...) to keep threads"
             )
-        configurable = _configurable(config)
+        configurable = _configurable(self._bound(config))
         thread_id = _thread_id(configurable, saver)
         assert thread_id is not None
         ns = configurable.get("checkpoint_ns") or ""
@@ -353,8 +413,9 @@ class CompiledStateGraph(TraceReading):
     def _snapshot(
         self, config: Mapping[str, Any], record: CheckpointRecord | None, checkpoint_id: str | None
     ) -> StateSnapshot:
-        record = self._existing(record, config, checkpoint_id)
-        return snapshot_of(self.spec, record) if record else empty_snapshot(dict(config))
+        record = self._upgraded(self._existing(record, config, checkpoint_id))
+        live = checkpoint_id is None  # the newest state, with what a stopped step's tasks wrote
+        return snapshot_of(self.spec, record, live) if record else empty_snapshot(dict(config))
 
     def _with_subgraphs(
         self, snap: StateSnapshot, load: Callable[[str], CheckpointRecord | None]
@@ -375,7 +436,8 @@ class CompiledStateGraph(TraceReading):
                 else None
             )
             if record is not None:
-                task = task._replace(state=sub._with_subgraphs(snapshot_of(sub.spec, record), load))
+                sub_snap = snapshot_of(sub.spec, record, live=True)
+                task = task._replace(state=sub._with_subgraphs(sub_snap, load))
             tasks.append(task)
         return snap._replace(tasks=tuple(tasks))
 
@@ -424,6 +486,11 @@ class CompiledStateGraph(TraceReading):
         """Wrap this graph as a node of a parent graph (a subgraph)."""
         from threadline.graph.subgraph import subgraph_callables
 
+        if self.release_thread is not None:
+            raise GraphValidationError(
+                f"node {name!r} is a graph compiled with release_thread=; a subgraph's "
+                "checkpoints live on its parent's thread, so release threads on the parent"
+            )
         sync_fn, async_fn = subgraph_callables(self, parent)
         declared = tuple(destinations) if destinations is not None else None
         return NodeSpec(name, sync_fn, async_fn, CallStyle(), retry, declared, subgraph=self)
@@ -435,25 +502,6 @@ class CompiledStateGraph(TraceReading):
         return DrawableGraph.of(self.spec)
 
 
-def _stream_shape(
-    stream_mode: str | Sequence[str] | None, options: dict[str, Any]
-) -> tuple[frozenset[str], Callable[[Emit], Any]]:
-    """The modes asked for, and how each chunk is shaped for the caller."""
-    stream_mode = "updates" if stream_mode is None else stream_mode
-    single = isinstance(stream_mode, str)
-    modes = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode)
-    for mode in modes:
-        if mode not in STREAM_MODES:
-            raise ConfigError(f"stream_mode {mode!r} is not one of {STREAM_MODES}")
-    version = options.pop("version", "v1")
-    if version not in STREAM_VERSIONS:
-        raise ConfigError(f"version must be one of {STREAM_VERSIONS}, got {version!r}")
-    if version == "v2":
-        return frozenset(modes), _part
-    subgraphs = bool(options.get("subgraphs"))
-    return frozenset(modes), functools.partial(_chunk, single=single, subgraphs=subgraphs)
-
-
 def _configurable(config: Mapping[str, Any] | None) -> dict[str, Any]:
     return dict((config or {}).get("configurable") or {})
 
@@ -463,7 +511,7 @@ def _thread_id(configurable: Mapping[str, Any], saver: Any) -> str | None:
         return None
     thread_id = configurable.get("thread_id")
     if thread_id is None or thread_id == "":
-        raise ConfigError(
+        raise ThreadIdRequiredError(
             "this graph has a checkpointer, so it needs a thread id: pass "
             "config={'configurable': {'thread_id': '...'}}"
         )
@@ -499,45 +547,3 @@ def _config_of(record: CheckpointRecord) -> dict[str, Any]:
     from threadline.runtime.snapshot import checkpoint_config
 
     return checkpoint_config(record.thread_id, record.checkpoint_ns, record.checkpoint.id)
-
-
-def _chunk(item: Emit, single: bool, subgraphs: bool) -> Any:
-    """A stream chunk as LangGraph shapes it: the namespace first when subgraphs are streamed."""
-    if not subgraphs:
-        return item.payload if single else (item.mode, item.payload)
-    ns = _namespace(item)
-    return (ns, item.payload) if single else (ns, item.mode, item.payload)
-
-
-def _part(item: Emit) -> dict[str, Any]:
-    """A ``version="v2"`` stream part; a ``values`` part holds its interrupts apart."""
-    if item.mode != "values":
-        return {"type": item.mode, "ns": _namespace(item), "data": item.payload}
-    data = dict(item.payload)
-    interrupts = tuple(data.pop(INTERRUPT_KEY, ()))
-    return {"type": "values", "ns": _namespace(item), "data": data, "interrupts": interrupts}
-
-
-def _namespace(item: Emit) -> tuple[str, ...]:
-    return tuple(item.ns.split("|")) if item.ns else ()
-
-
-def _forwarded(
-    items: Iterator[Emit | Done], sink: Callable[[Emit], None], ns: str
-) -> Iterator[Emit | Done]:
-    """A subgraph run's chunks go to the streaming caller, tagged with the subgraph's namespace."""
-    for item in items:
-        if isinstance(item, Emit):
-            sink(Emit(item.mode, item.payload, ns))
-        else:
-            yield item
-
-
-async def _aforwarded(
-    items: AsyncIterator[Emit | Done], sink: Callable[[Emit], None], ns: str
-) -> AsyncIterator[Emit | Done]:
-    async for item in items:
-        if isinstance(item, Emit):
-            sink(Emit(item.mode, item.payload, ns))
-        else:
-            yield item

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from threadline.errors import GraphValidationError, InvalidUpdateError
+from threadline.managed.is_last_step import ManagedValue, managed_value_of
 
 Reducer = Callable[[Any, Any], Any]
 SchemaKind = Literal["typeddict", "dataclass", "pydantic"]
@@ -34,12 +35,15 @@ class StateSchema:
 
     ``own_keys`` is set when the values it reads hold other keys too (the graph's channels are
     wider than this schema): only these are passed on. ``None`` means every value is its own.
+    ``managed``: keys the run computes for each step (``RemainingSteps``), by their manager;
+    they are not channels.
     """
 
     cls: type
     kind: SchemaKind
     channels: dict[str, Channel]
     own_keys: frozenset[str] | None = None
+    managed: Mapping[str, type[ManagedValue]] = dataclasses.field(default_factory=dict)
 
     def initial_values(self) -> dict[str, Any]:
         """Values a fresh thread starts with: the zero value of each key that has a reducer."""
@@ -70,7 +74,7 @@ class StateSchema:
         """This schema reading values that may hold ``keys`` besides its own."""
         if set(keys) <= self.channels.keys():
             return self
-        return dataclasses.replace(self, own_keys=frozenset(self.channels))
+        return dataclasses.replace(self, own_keys=frozenset([*self.channels, *self.managed]))
 
     def widened(self, others: Iterable[StateSchema]) -> StateSchema:
         """This schema with the channels of ``others`` added after its own, in order.
@@ -79,6 +83,7 @@ class StateSchema:
         reducer: that is ambiguous, so it is refused (as LangGraph does).
         """
         channels = dict(self.channels)
+        others = list(others)
         for other in others:
             for key, channel in other.channels.items():
                 first = channels.setdefault(key, channel)
@@ -87,12 +92,23 @@ class StateSchema:
                         f"key {key!r} has reducer {_name(first.reducer)} in one schema and "
                         f"{_name(channel.reducer)} in {other.cls.__name__}; use one reducer"
                     )
-        if len(channels) == len(self.channels):
+        managed = {**{k: m for o in others for k, m in o.managed.items()}, **self.managed}
+        if len(channels) == len(self.channels) and len(managed) == len(self.managed):
             return self
-        return StateSchema(self.cls, self.kind, channels, frozenset(self.channels))
+        own = frozenset([*self.channels, *self.managed])
+        return StateSchema(self.cls, self.kind, channels, own, managed)
 
     def input_values(self, value: Any) -> dict[str, Any]:
-        """Turn an ``invoke`` input (a dict or a schema instance) into a dict of updates."""
+        """Turn an ``invoke`` input (a dict or a schema instance) into a dict of updates.
+
+        Managed keys are left out: the run computes them (LangGraph ignores them too).
+        """
+        values = self._input_values(value)
+        if self.managed:
+            return {k: v for k, v in values.items() if k not in self.managed}
+        return values
+
+    def _input_values(self, value: Any) -> dict[str, Any]:
         if isinstance(value, Mapping):
             return dict(value)
         if self.kind == "dataclass" and isinstance(value, self.cls):
@@ -126,8 +142,9 @@ def read_schema(cls: type) -> StateSchema:
         hints = {name: hints.get(name, Any) for name in cls.model_fields}
     if not hints:
         raise GraphValidationError(f"state schema {cls.__name__} declares no keys")
-    channels = {key: _channel(cls, key, hint) for key, hint in hints.items()}
-    return StateSchema(cls=cls, kind=kind, channels=channels)
+    managed = {k: m for k, h in hints.items() if (m := managed_value_of(_unqualified(h)))}
+    channels = {key: _channel(cls, key, h) for key, h in hints.items() if key not in managed}
+    return StateSchema(cls=cls, kind=kind, channels=channels, managed=managed)
 
 
 _FIT_HINT = (
@@ -160,11 +177,11 @@ def is_typeddict(cls: Any) -> bool:
 def is_schema_class(cls: Any) -> bool:
     """A class ``read_schema`` accepts: a TypedDict, a dataclass or a pydantic model."""
     return isinstance(cls, type) and (
-        is_typeddict(cls) or dataclasses.is_dataclass(cls) or _is_pydantic(cls)
+        is_typeddict(cls) or dataclasses.is_dataclass(cls) or is_pydantic_model(cls)
     )
 
 
-def _is_pydantic(cls: type) -> bool:
+def is_pydantic_model(cls: type) -> bool:
     return hasattr(cls, "model_fields") and hasattr(cls, "model_validate")
 
 
@@ -177,7 +194,7 @@ def _schema_kind(cls: Any) -> SchemaKind:
         return "typeddict"
     if dataclasses.is_dataclass(cls):
         return "dataclass"
-    if _is_pydantic(cls):
+    if is_pydantic_model(cls):
         return "pydantic"
     raise GraphValidationError(
         f"state schema {cls.__name__} must be a TypedDict, a dataclass or a pydantic model"

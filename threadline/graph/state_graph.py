@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from threadline.constants import END, RESERVED_NAMES, START
 from threadline.errors import ConfigError, GraphValidationError
@@ -21,6 +21,7 @@ from threadline.graph.spec import (
     with_options,
 )
 from threadline.graph.validate import Finding, find_problems, raise_findings, validate_graph
+from threadline.runtime.migrate import Migrations, Upcaster, checked_version
 from threadline.types import CachePolicy, RetryPolicy
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ class StateGraph:
         *,
         input_schema: type | None = None,
         output_schema: type | None = None,
+        state_version: int | None = None,
         **deprecated: Any,
     ) -> None:
         input_schema, output_schema, context_schema = _renamed_schemas(
@@ -62,6 +64,23 @@ class StateGraph:
         self.edges: list[tuple[str, str]] = []
         self.joins: list[Join] = []
         self.branches: list[Branch] = []
+        #: The state's shape version, stored with each checkpoint (threadline/runtime/migrate.py)
+        self.state_version = checked_version(state_version, "state_version")
+        self.upcasters: dict[int, Upcaster] = {}
+
+    def upcaster(self, from_version: int) -> Callable[[Upcaster], Upcaster]:
+        """Register, as a decorator, the function that turns state values of ``from_version``
+        into values of the next version; it runs when an older checkpoint loads."""
+        if checked_version(from_version, "from_version") is None:
+            raise GraphValidationError("upcaster() needs from_version=N, the version it reads")
+
+        def register(fn: Upcaster) -> Upcaster:
+            if from_version in self.upcasters:
+                raise GraphValidationError(f"an upcaster from version {from_version} exists")
+            self.upcasters[from_version] = fn
+            return fn
+
+        return register
 
     def add_node(
         self,
@@ -166,6 +185,7 @@ class StateGraph:
         name: str | None = None,
         debug: bool = False,
         strict: bool = False,
+        release_thread: Literal["delete", "keep_last"] | None = None,
         trace: bool = True,
     ) -> CompiledStateGraph:
         """Validate the graph and freeze it into something that can run.
@@ -176,7 +196,11 @@ class StateGraph:
 
         ``checkpointer`` is a saver, or for a subgraph ``None`` (use its parent's, afresh for
         each parent task), ``True`` (keep its own state across its parent's runs) or ``False``
-        (never save). ``trace=False``: runs save no execution trace (see ``get_trace``).
+        (never save).
+
+        ``release_thread`` says what becomes of a thread when a run reaches END: ``"delete"``
+        removes it, ``"keep_last"`` keeps only its final checkpoint; ``None`` keeps it all.
+        ``trace=False``: runs save no execution trace (see ``get_trace``).
         """
         from threadline.graph.compiled import CompiledStateGraph
 
@@ -200,6 +224,9 @@ class StateGraph:
             name=name or "LangGraph",
             cache=cache,
             context_schema=self.context_schema,
+            builder=self,
+            release_thread=release_thread,
+            migrations=Migrations.of(self.state_version, self.upcasters),
             trace=trace,
         )
 

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from threadline.checkpoint.base import TaskWrite
-from threadline.errors import InvalidResumeError
+from threadline.errors import AmbiguousResumeError
 from threadline.types import Interrupt
 
 
@@ -29,7 +29,7 @@ def match_answers(resume: Any, pending: list[tuple[TaskWrite, Interrupt]]) -> di
         return _checked(dict(resume), pending)
     if len(pending) == 1:
         return _checked({ids[0]: resume}, pending)
-    raise InvalidResumeError(
+    raise AmbiguousResumeError(
         f"{len(pending)} interrupts are waiting; resume with a dict mapping interrupt id to value "
         f"(ids: {', '.join(ids)}). Nothing was resumed."
     )

@@ -27,7 +27,7 @@ from threadline.clock import now_iso
 from threadline.constants import INTERRUPT_KEY, START
 from threadline.graph.spec import GraphSpec
 from threadline.runtime.task import Outcome, Task
-from threadline.runtime.writes import Update, apply_writes
+from threadline.runtime.writes import Update, applied
 from threadline.types import Interrupt
 
 if TYPE_CHECKING:  # loop.py imports this module
@@ -71,6 +71,7 @@ class Chunks:
         nested: bool,
         checkpointed: bool,
         config: Mapping[str, Any],
+        invoked: bool = False,
     ) -> None:
         self.spec = spec
         self.modes = modes
@@ -87,6 +88,9 @@ class Chunks:
         self.info: dict[str, TaskInfo] = {}  # tasks of the step running now
         self.step = 0
         self.state: Mapping[str, Any] = {}  # the values the step running now started from
+        # A run started by invoke() shows only the output schema's keys in updates and values
+        # (LangGraph streams such a run with output_keys=its output channels)
+        self.shown = frozenset(spec.output_keys) if invoked and spec.output_keys else None
 
     @classmethod
     def of_run(cls, spec: GraphSpec, settings: RunSettings, checkpointed: bool) -> Chunks | None:
@@ -101,6 +105,7 @@ class Chunks:
             nested=settings.nested,
             checkpointed=checkpointed,
             config=settings.config,
+            invoked=settings.invoked,
         )
 
     # ----------------------------------------------------------------- checkpoints
@@ -149,7 +154,7 @@ class Chunks:
         if result is not None and result.value.updates:
             entry["result"] = dict(result.value.updates)
         intr = writes.get((task.id, "interrupt"))
-        entry["interrupts"] = tuple(dataclasses.asdict(i) for i in intr.value) if intr else ()
+        entry["interrupts"] = tuple(i.as_dict() for i in intr.value) if intr else ()
         entry["state"] = state
         return entry
 
@@ -187,7 +192,7 @@ class Chunks:
         for task in tasks:
             saved = writes.get((task.id, "result"))
             if saved is not None and task.name != START:
-                update = {task.name: dict(saved.value.updates) or None}
+                update = {task.name: self._update(saved.value.updates)}
                 yield Emit("updates", {**update, "__metadata__": {"cached": True}})
 
     def task_done(self, outcome: Outcome) -> list[Emit]:
@@ -195,7 +200,7 @@ class Chunks:
         out: list[Emit] = []
         result = outcome.result
         if self.updates and result is not None:
-            chunk = {outcome.task.name: dict(result.updates) or None}
+            chunk = {outcome.task.name: self._update(result.updates)}
             if outcome.cached:  # as LangGraph marks a result taken from the node cache
                 chunk["__metadata__"] = {"cached": True}
             out.append(Emit("updates", chunk))
@@ -207,7 +212,7 @@ class Chunks:
                 "name": outcome.task.name,
                 "error": outcome.error,
                 "result": dict(result.updates) if result is not None else {},
-                "interrupts": [dataclasses.asdict(i) for i in outcome.interrupts],
+                "interrupts": [i.as_dict() for i in outcome.interrupts],
             }
             out.extend(self._wrapped("tasks", "task_result", self.step, payload))
         return out
@@ -215,13 +220,32 @@ class Chunks:
     # ----------------------------------------------------------------- values, stops
     def input_values(self, values: Mapping[str, Any]) -> list[Emit]:
         """The state a resumed run starts from (LangGraph always sends it first)."""
-        return [Emit("values", self.spec.state_values(values))] if self.values else []
+        if not self.values:
+            return []
+        state = self._state(values)
+        return [Emit("values", state)] if state or self.shown is None else []
 
     def step_applied(self, values: Mapping[str, Any], updates: list[Update]) -> list[Emit]:
         """The state after a step, when any task of it wrote a key (LangGraph's rule)."""
-        if self.values and any(updates):
-            return [Emit("values", self.spec.state_values(values))]
+        if self.values and any(updates) and self._shows_any(updates):
+            return [Emit("values", self._state(values))]
         return []
+
+    def _shows_any(self, updates: list[Update]) -> bool:
+        shown = self.shown
+        return shown is None or any(k in shown for update in updates for k, _ in update)
+
+    def _update(self, updates: Update) -> dict[str, Any] | None:
+        """A task's ``updates`` chunk: what it wrote (of the keys shown), ``None`` if nothing."""
+        shown = self.shown
+        if shown is None:
+            return dict(updates) or None
+        return {k: v for k, v in updates if k in shown} or None
+
+    def _state(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        if self.shown is None:
+            return self.spec.state_values(values)
+        return self.spec.output_values(values)
 
     def _interrupts(self, interrupts: tuple[Interrupt, ...]) -> list[Emit]:
         """A task stopped at ``interrupt()``: LangGraph says so in updates and values at once."""
@@ -229,22 +253,19 @@ class Chunks:
         if self.updates:
             out.append(Emit("updates", {INTERRUPT_KEY: interrupts}))
         if self.values:
-            out.append(
-                Emit("values", {**self.spec.state_values(self.state), INTERRUPT_KEY: interrupts})
-            )
+            out.append(Emit("values", {**self._state(self.state), INTERRUPT_KEY: interrupts}))
         return out
 
-    def interrupted(self, cp: Checkpoint, outcomes: list[Outcome]) -> list[Emit]:
-        """A step stopped at ``interrupt()``: the state its finished tasks would make.
+    def interrupted(self, values: Mapping[str, Any], done: list[tuple[str, Update]]) -> list[Emit]:
+        """A step stopped at ``interrupt()``: the state its finished tasks (``done``) make.
 
         Their writes are saved as pending writes, not applied; LangGraph still shows the state
         they would make, as one last chunk of the run.
         """
-        done = [(o.task.name, o.result.updates) for o in outcomes if o.result is not None]
-        if not self.values or self.nested or not any(u for _, u in done):
+        updates = [u for _, u in done]
+        if not self.values or not any(updates) or not self._shows_any(updates):
             return []
-        values, _ = apply_writes(self.spec.schema, cp.values, cp.versions, done, "")
-        return [Emit("values", values)]
+        return [Emit("values", self._state(applied(self.spec.schema, values, done)))]
 
     def breakpoint(self) -> list[Emit]:
         """A static breakpoint stopped the run (LangGraph says so only at the top level)."""

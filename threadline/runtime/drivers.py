@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import queue
 import threading
-from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+from threadline.checkpoint.base import BaseSaver
 from threadline.runtime.chunks import Chunks
 from threadline.runtime.loop import Emit, Execute, Load, RunLoop, Save, SaveWrites
 from threadline.runtime.task import Outcome, StepEnv, Task, run_task_async, run_task_sync
@@ -24,6 +26,7 @@ from threadline.runtime.tokens import AsyncRunner, MessageStream, Runner
 # Threads are made lazily and reused; the high cap keeps nested subgraphs that wait on their
 # own parallel tasks from starving the pool.
 _POOL = ThreadPoolExecutor(max_workers=256, thread_name_prefix="threadline")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +94,7 @@ def drive_sync(loop: RunLoop, input: Any) -> Iterator[Emit | Done]:
             runner = MessageStream.for_run(loop, events.put).runner(loop, run_task_sync)
     gen = loop.run(input)
     value: Any = None
+    finished: list[Outcome] = []  # the outcomes of the step running now, as they come
     try:
         while True:
             try:
@@ -105,7 +109,9 @@ def drive_sync(loop: RunLoop, input: Any) -> Iterator[Emit | Done]:
             elif isinstance(effect, Execute):
                 if saves.pending is not None and effect.env.calls is not None:
                     effect.env.calls.after(saves.pending)  # task results go after it
-                value = yield from _execute_sync(effect, loop.out, events, runner)
+                finished = []
+                value = yield from _execute_sync(effect, loop.out, events, runner, finished)
+                finished = []
             elif isinstance(effect, Save):
                 saves.put(effect.record, effect.fork)
             elif isinstance(effect, SaveWrites):
@@ -113,17 +119,35 @@ def drive_sync(loop: RunLoop, input: Any) -> Iterator[Emit | Done]:
                 saver.put_writes(s.thread_id, s.ns, effect.checkpoint_id, effect.writes)
             elif isinstance(effect, Load):
                 value = saver.get_tuple(s.thread_id, s.ns, effect.checkpoint_id)
+    except GeneratorExit:
+        # The stream was closed mid-run (it stops only at a yield, so no save is under way):
+        # keep what finished, as a cancelled async run does. Tasks still running in the pool
+        # cannot be stopped; their results are dropped.
+        if saver is not None:
+            for effect in loop.cancelled(finished):
+                if isinstance(effect, Save):
+                    saves.put(effect.record, effect.fork)
+                elif isinstance(effect, SaveWrites):
+                    saves.wait()
+                    saver.put_writes(s.thread_id, s.ns, effect.checkpoint_id, effect.writes)
+        raise
     finally:
         saves.wait()
 
 
 def _execute_sync(
-    effect: Execute, out: Chunks | None, events: queue.SimpleQueue[Any] | None, runner: Runner
+    effect: Execute,
+    out: Chunks | None,
+    events: queue.SimpleQueue[Any] | None,
+    runner: Runner,
+    finished: list[Outcome],
 ) -> Generator[Emit, None, list[Outcome]]:
+    """Run the step's tasks; ``finished`` gets each outcome before its chunks go out."""
     tasks, env = effect.tasks, effect.env
     if events is None and not _streams_each_task(out, tasks):
         # Nothing to stream while tasks run: this thread takes part, saving hand-offs.
         outcomes = [run_task_sync(tasks[0], env)] if len(tasks) == 1 else _Batch(tasks, env).run()
+        finished.extend(outcomes)
         if out is not None:
             for outcome in outcomes:
                 yield from out.task_done(outcome)
@@ -142,6 +166,7 @@ def _execute_sync(
         item = inbox.get()
         if isinstance(item, _Finished):
             remaining -= 1
+            finished.append(item.outcome)
             yield from _done_chunks(out, item.outcome)
         else:
             yield item
@@ -201,7 +226,12 @@ def _submit(fn: Any, *args: Any) -> Future[Any]:
 
 
 async def drive_async(loop: RunLoop, input: Any) -> AsyncIterator[Emit | Done]:
-    """Run ``loop`` on the event loop; async nodes run concurrently, sync ones in threads."""
+    """Run ``loop`` on the event loop; async nodes run concurrently, sync ones in threads.
+
+    A cancelled run (``task.cancel()``, ``asyncio.timeout``, a streaming client gone) stops at
+    a whole checkpoint: a save under way lands first, and the writes of the step's tasks that
+    finished are saved, so the next call goes on from there without running them again.
+    """
     saver, s = loop.saver, loop.s
     background = s.durability == "async"
     pending: asyncio.Future[Any] | None = None
@@ -216,15 +246,27 @@ async def drive_async(loop: RunLoop, input: Any) -> AsyncIterator[Emit | Done]:
             s.sink = put
         if "messages" in s.stream_modes:
             runner = MessageStream.for_run(loop, put).async_runner(loop, run_task_async)
+    # A cancelled save could land after the run has returned (in a worker thread, or on the
+    # server), racing the next call: saves are waited for. A saver whose async calls are its
+    # sync ones in a worker thread runs them where they can be, without a task per save.
+    in_worker = (
+        saver is not None
+        and not saver.in_process
+        and type(saver).aput is BaseSaver.aput
+        and type(saver).aput_writes is BaseSaver.aput_writes
+    )
+    settle = _settled if saver is not None and not saver.in_process else _awaited
     gen = loop.run(input)
     value: Any = None
+    step: _Step | None = None  # the step whose tasks are running
+    whole = True  # no saver call is under way: the loop's own state is consistent
     try:
         while True:
             try:
                 effect = gen.send(value)
             except StopIteration as stop:
                 if pending is not None:
-                    await pending
+                    await _settled(pending)
                     pending = None
                 yield Done(stop.value)
                 return
@@ -235,33 +277,91 @@ async def drive_async(loop: RunLoop, input: Any) -> AsyncIterator[Emit | Done]:
             if isinstance(effect, Execute):
                 if pending is not None and effect.env.calls is not None:
                     effect.env.calls.after(pending)  # task results go after it
+                step = _Step(effect)
                 if events is None and not _streams_each_task(loop.out, effect.tasks):
-                    value = await _run_quietly(effect)  # nothing streams while tasks run
+                    value = await step.run()  # nothing streams while tasks run
+                    step = None
                     for outcome in value:
                         for chunk in _done_chunks(loop.out, outcome):
                             yield chunk
                     continue
                 outcomes: list[Outcome] = []
-                async for item in _execute_streaming(effect, loop.out, events, runner, outcomes):
+                async for item in step.stream(loop.out, events, runner, outcomes):
                     yield item
+                step = None
                 value = outcomes
                 continue
+            whole = False
             if pending is not None:
-                await pending
+                await _settled(pending)
                 pending = None
             if isinstance(effect, Save):
-                put = saver.aput(effect.record, fork=effect.fork)
                 if background:
-                    pending = asyncio.ensure_future(put)
+                    pending = asyncio.ensure_future(saver.aput(effect.record, fork=effect.fork))
+                elif in_worker:
+                    await _in_worker(saver.put, effect.record, fork=effect.fork)
                 else:
-                    await put
+                    await settle(saver.aput(effect.record, fork=effect.fork))
             elif isinstance(effect, SaveWrites):
-                await saver.aput_writes(s.thread_id, s.ns, effect.checkpoint_id, effect.writes)
+                args = (s.thread_id, s.ns, effect.checkpoint_id, effect.writes)
+                if in_worker:
+                    await _in_worker(saver.put_writes, *args)
+                else:
+                    await settle(saver.aput_writes(*args))
             elif isinstance(effect, Load):
                 value = await saver.aget_tuple(s.thread_id, s.ns, effect.checkpoint_id)
+            whole = True
+    except (asyncio.CancelledError, GeneratorExit):
+        if whole and saver is not None:
+            finished = step.stop() if step is not None else []
+            await _settled(_save_cancelled(loop, pending, finished))
+            pending = None
+        raise
     finally:
         if pending is not None:
-            await pending
+            await _settled(pending)
+
+
+async def _save_cancelled(
+    loop: RunLoop, pending: asyncio.Future[Any] | None, finished: list[Outcome]
+) -> None:
+    """Save what a cancelled run has not saved: its finished tasks' writes, and with
+    ``durability="exit"`` the checkpoint it stopped at."""
+    if pending is not None:
+        await _settled(pending)
+    saver, s = loop.saver, loop.s
+    for effect in loop.cancelled(finished):
+        if isinstance(effect, Save):
+            await saver.aput(effect.record, fork=effect.fork)
+        elif isinstance(effect, SaveWrites):
+            await saver.aput_writes(s.thread_id, s.ns, effect.checkpoint_id, effect.writes)
+
+
+async def _awaited(aw: Awaitable[T]) -> T:
+    return await aw
+
+
+async def _in_worker(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``fn`` in a worker thread, as ``BaseSaver``'s async methods run it; if the caller is
+    cancelled, a call not started yet never runs and one under way is waited for."""
+    done = _POOL.submit(contextvars.copy_context().run, functools.partial(fn, *args, **kwargs))
+    try:
+        return await asyncio.wrap_future(done)
+    except asyncio.CancelledError:
+        if not done.cancelled():
+            await asyncio.wait([asyncio.wrap_future(done)])
+        raise
+
+
+async def _settled(aw: Awaitable[T]) -> T:
+    """Await ``aw`` to its end even if the caller is cancelled meanwhile, then let the
+    cancellation go on: what a cancelled run saves is settled by the time it returns."""
+    task = asyncio.ensure_future(aw)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait([task])
+        raise
 
 
 def _threadsafe_put(inbox: asyncio.Queue[Any]) -> Callable[[Emit], None]:
@@ -278,39 +378,56 @@ def _threadsafe_put(inbox: asyncio.Queue[Any]) -> Callable[[Emit], None]:
     return put
 
 
-async def _run_quietly(effect: Execute) -> list[Outcome]:
-    """Run the step's tasks; their outcomes in task order."""
-    tasks, env = effect.tasks, effect.env
-    if len(tasks) == 1:
-        return [await run_task_async(tasks[0], env)]
-    # run_task_async never raises: gather returns every task's outcome
-    return await asyncio.gather(*(run_task_async(t, env) for t in tasks))
+class _Step:
+    """The tasks of one step as they run, so a cancelled run can keep those that finished."""
 
+    def __init__(self, effect: Execute) -> None:
+        self.effect = effect
+        self.futures: list[asyncio.Future[Outcome]] = []
 
-async def _execute_streaming(
-    effect: Execute,
-    out: Chunks | None,
-    events: asyncio.Queue[Any] | None,
-    runner: AsyncRunner,
-    outcomes: list[Outcome],
-) -> AsyncIterator[Emit]:
-    """Run the step's tasks; fill ``outcomes`` in task order, yield chunks as they come."""
-    tasks, env = effect.tasks, effect.env
-    inbox: asyncio.Queue[Any] = events if events is not None else asyncio.Queue()
+    async def run(self) -> list[Outcome]:
+        """Run the step's tasks; their outcomes in task order."""
+        tasks, env = self.effect.tasks, self.effect.env
+        if len(tasks) == 1:
+            return [await run_task_async(tasks[0], env)]
+        # run_task_async never raises: gather returns every task's outcome
+        self.futures = [asyncio.ensure_future(run_task_async(t, env)) for t in tasks]
+        return await asyncio.gather(*self.futures)
 
-    async def run(task: Task) -> Outcome:
-        outcome = await runner(task, env)
-        inbox.put_nowait(_Finished(outcome))
-        return outcome
+    async def stream(
+        self,
+        out: Chunks | None,
+        events: asyncio.Queue[Any] | None,
+        runner: AsyncRunner,
+        outcomes: list[Outcome],
+    ) -> AsyncIterator[Emit]:
+        """Run the step's tasks; fill ``outcomes`` in task order, yield chunks as they come."""
+        tasks, env = self.effect.tasks, self.effect.env
+        inbox: asyncio.Queue[Any] = events if events is not None else asyncio.Queue()
 
-    batch = asyncio.gather(*(run(t) for t in tasks))
-    remaining = len(tasks)
-    while remaining:
-        item = await inbox.get()
-        if isinstance(item, _Finished):
-            remaining -= 1
-            for chunk in _done_chunks(out, item.outcome):
-                yield chunk
-        else:
-            yield item
-    outcomes.extend(await batch)
+        async def run(task: Task) -> Outcome:
+            outcome = await runner(task, env)
+            inbox.put_nowait(_Finished(outcome))
+            return outcome
+
+        self.futures = [asyncio.ensure_future(run(t)) for t in tasks]
+        remaining = len(tasks)
+        while remaining:
+            item = await inbox.get()
+            if isinstance(item, _Finished):
+                remaining -= 1
+                for chunk in _done_chunks(out, item.outcome):
+                    yield chunk
+            else:
+                yield item
+        outcomes.extend(await asyncio.gather(*self.futures))
+
+    def stop(self) -> list[Outcome]:
+        """Cancel the tasks still running; the outcomes of those that finished, in task order.
+
+        A sync node already running in a worker thread cannot be stopped: it ends in the
+        background and its result is dropped (it runs again when the thread is continued).
+        """
+        for future in self.futures:
+            future.cancel()
+        return [f.result() for f in self.futures if f.done() and not f.cancelled()]

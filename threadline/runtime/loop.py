@@ -18,37 +18,34 @@ from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from threadline.checkpoint.base import (
-    Checkpoint,
-    CheckpointRecord,
-    PlannedTask,
-    TaskWrite,
-)
+from threadline.checkpoint.base import Checkpoint, CheckpointRecord, PlannedTask, TaskWrite
 from threadline.checkpoint.ids import new_checkpoint_id
 from threadline.clock import now_iso
 from threadline.constants import INTERRUPT_KEY, START
 from threadline.errors import (
-    CheckpointerRequiredError,
     CheckpointNotFoundError,
     GraphInterrupt,
     GraphRecursionError,
-    InvalidResumeError,
     InvalidUpdateError,
     NothingToResumeError,
     ParentCommand,
+    ResumeWithoutCheckpointerError,
     ThreadlineError,
 )
 from threadline.graph.spec import GraphSpec
+from threadline.managed.is_last_step import with_managed
+from threadline.runtime import command_input
 from threadline.runtime.answers import match_answers, pending_interrupts
 from threadline.runtime.calls import StepCalls
 from threadline.runtime.chunks import Chunks, Emit
 from threadline.runtime.context import SpareAnswer
 from threadline.runtime.hints import storage_hints
+from threadline.runtime.migrate import check_planned
 from threadline.runtime.planning import local_task_id, plan_next, task_id, tasks_of
 from threadline.runtime.replay import carried_inputs, fork_of, may_continue_at
 from threadline.runtime.task import Outcome, StepEnv, Task, TaskResult, start_result
 from threadline.runtime.trace import RunTrace, without_trace
-from threadline.runtime.writes import apply_writes, updates_of
+from threadline.runtime.writes import applied, apply_writes, finished_updates, updates_of
 from threadline.types import Command, Interrupt
 
 BREAKPOINT_TASK = "__breakpoint__"
@@ -113,6 +110,9 @@ class RunSettings:
     sink: Callable[[Emit], None] | None = None
     context: Any = None  # invoke(..., context=...): what ``Runtime.context`` holds
     cache: Any = None  # compile(cache=...): where nodes with a CachePolicy keep results
+    invoked: bool = False  # started by invoke(): chunks show the output schema's keys only
+    # A graph with state migrations: a loaded record as this graph reads it (runtime/migrate.py)
+    upgrade: Callable[[CheckpointRecord], CheckpointRecord] | None = None
     trace: RunTrace | None = None  # the run's execution trace; None with compile(trace=False)
 
 
@@ -150,6 +150,9 @@ class RunLoop:
             raise CheckpointNotFoundError(
                 f"thread {self.s.thread_id!r} has no checkpoint {self.s.checkpoint_id!r}"
             )
+        # The last step this run may take, as LangGraph counts it (``RemainingSteps`` too): a
+        # run given input takes recursion_limit steps, a resumed one up to 2 more
+        self.stop = (record.checkpoint.step if record else -2) + 2 + self.s.recursion_limit
         if isinstance(input, Command):
             yield from self._resume(input, record)
         elif self.s.nested and record is not None and not self._starts_anew(record):
@@ -170,9 +173,10 @@ class RunLoop:
             values, step = schema.initial_values(), -1
             versions = dict.fromkeys(values, cp_id)
         else:
-            base = record.checkpoint
+            # the record as this graph reads it, with a kept Command update applied
+            base = command_input.as_resumed(self.spec, self._upgraded(record))
             values, versions, step = dict(base.values), dict(base.versions), base.step + 1
-            self.saved = base
+            self.saved = record.checkpoint
             self.fork_next = self.s.checkpoint_id is not None
         result = start_result(self._step_env(values, cp_id), updates)
         cp = self._checkpoint(values, versions, (PlannedTask(START),), {}, (), step, cp_id)
@@ -197,6 +201,8 @@ class RunLoop:
             return
         self.saved = record.checkpoint
         self.fork_next = True
+        record = self._upgraded(record)
+        check_planned(self.spec, record)
         fork = fork_of(record, self._new_id(), self._now())
         yield from self._commit(fork, "fork", carried_inputs(record, fork))
         self._pass_breakpoint()
@@ -205,37 +211,32 @@ class RunLoop:
     def _resume(
         self, command: Command, record: CheckpointRecord | None
     ) -> Generator[Effect, Any, None]:
-        """``Command(resume=...)``: record the answers, then re-run the interrupted tasks."""
-        if command.update is not None or command.goto or command.graph is not None:
-            raise InvalidUpdateError(
-                "invoke() takes Command(resume=...) only; to change state use "
-                "update_state(config, values, as_node=...) and then invoke(None, config)"
-            )
+        """A Command: its update and goto join the step the thread resumes with (kept with its
+        checkpoint, see ``command_input``); its answers go to the interrupted tasks."""
+        command_input.check(command)
         if self.saver is None:
-            raise CheckpointerRequiredError("Command(resume=...) needs a graph with a checkpointer")
+            raise ResumeWithoutCheckpointerError("a Command needs a graph with a checkpointer")
         if record is None:
             raise NothingToResumeError(
                 f"thread {self.s.thread_id!r} has no checkpoint, so there is nothing to resume; "
                 "check the thread id (nothing was run)"
             )
-        if command.resume is None:
-            raise InvalidResumeError("Command(resume=None): give the value to resume with")
-        self._adopt(record)
+        self._adopt(record, command)
         pending = self._pending_interrupts()
-        if not pending:
-            if not self._next_names():
-                raise NothingToResumeError(
-                    f"thread {self.s.thread_id!r} is not waiting at an interrupt and its run "
-                    "has finished; pass a new input to run again"
-                )
+        if command.resume is None:
+            pass  # an update or goto alone: the planned tasks run on the updated state
+        elif pending:
+            self._record_answers(match_answers(command.resume, pending), pending)
+        elif self._next_names():
             # Nothing waits (state was updated, or a static breakpoint stopped the run): the
             # value goes to the first interrupt() the next step calls.
             spare = TaskWrite(SPARE_ANSWER_TASK, SPARE_ANSWER_TASK, "resume", command.resume)
             self._add_write(spare)
-            yield from self._emit_values()
-            return
-        answers = match_answers(command.resume, pending)
-        self._record_answers(answers, pending)
+        else:
+            raise NothingToResumeError(
+                f"thread {self.s.thread_id!r} is not waiting at an interrupt and its run "
+                "has finished; pass a new input to run again"
+            )
         yield from self._emit_values()
 
     def _starts_anew(self, record: CheckpointRecord) -> bool:
@@ -258,7 +259,6 @@ class RunLoop:
 
     # ----------------------------------------------------------------- steps
     def _steps(self) -> Generator[Effect, Any, dict[str, Any]]:
-        steps_run = 0
         while True:
             cp = self._cp()
             tasks = tasks_of(self.spec, cp, self.s.ns, self._task_id)
@@ -276,23 +276,24 @@ class RunLoop:
                     "but the input it was given is not stored; start from a later checkpoint"
                 )
             if runnable:
-                if steps_run >= self.s.recursion_limit:
+                if cp.step + 1 > self.stop:  # the step these tasks would make is past the limit
                     yield from self._flush()
                     raise GraphRecursionError(
-                        f"recursion limit of {self.s.recursion_limit} supersteps reached on "
-                        f"thread {self.s.thread_id!r} (next: {self._next_names()}); raise "
-                        "config['recursion_limit'] or check the loop's exit condition"
+                        f"Recursion limit of {self.s.recursion_limit} reached without hitting a "
+                        f"stop condition (thread {self.s.thread_id!r}, next: {self._next_names()})"
+                        ". Raise config['recursion_limit'] or check the loop's exit condition."
                     )
                 if not self.writes and _hits(self.s.interrupt_before, runnable):
                     return (yield from self._breakpoint(runnable))
                 if out is not None:
                     yield from out.step_starts(cp.step + 1, cp.values, tasks, self.writes)
                 outcomes = yield self._execute(runnable, cp)
-                steps_run += 1
                 if self._keep(outcomes):
                     return (yield from self._stop(outcomes))
             yield from self._advance(tasks)
             if _hits(self.s.interrupt_after, runnable):
+                if not self.s.nested:  # the thread shows as paused, not as a run cut short
+                    self._add_write(TaskWrite(BREAKPOINT_TASK, BREAKPOINT_TASK, "breakpoint", ()))
                 yield from self._flush()
                 if out is not None:  # the next step, which would stream it, does not run
                     after = self._cp()
@@ -310,9 +311,10 @@ class RunLoop:
                 if resume is not None or parent_answers:
                     task.answers = {**parent_answers, **(resume.value if resume else {})}
         spare = writes.get((SPARE_ANSWER_TASK, "resume"))
+        managed = self.spec.schema.managed  # RemainingSteps & co, computed for each step
         if self.s.trace is not None:
             self.s.trace.at(cp)
-        env = self._step_env(cp.values, cp.id)
+        env = self._step_env(with_managed(cp.values, managed, cp.step + 1, self.stop), cp.id)
         env.spare = SpareAnswer(spare.value) if spare is not None else self.s.parent_spare
         if env.calls is None:
             env.calls = StepCalls(env.saver, self.s.thread_id, self.s.ns, self.s.durability)
@@ -344,6 +346,12 @@ class RunLoop:
                 self._add_write(TaskWrite(t.id, t.name, "interrupt", o.interrupts))
         return not complete
 
+    def cancelled(self, finished: list[Outcome]) -> Generator[Effect, Any, None]:
+        """The run was cancelled between effects or mid-step: keep what the step's finished
+        tasks wrote and save what is not saved yet, so a later call goes on from here."""
+        self._keep(finished)
+        yield from self._flush()
+
     def _stop(self, outcomes: list[Outcome]) -> Generator[Effect, Any, dict[str, Any]]:
         """A task failed, was interrupted or routed to the parent: save the step's writes, stop."""
         yield from self._flush()
@@ -354,11 +362,13 @@ class RunLoop:
         if failed is not None:
             raise failed
         interrupts = tuple(i for _, i in self._pending_interrupts())
-        if self.out is not None:
-            yield from self.out.interrupted(self._cp(), outcomes)
         if self.s.nested:
             raise GraphInterrupt(interrupts)
-        return self._output(interrupts)
+        tasks = tasks_of(self.spec, self._cp(), self.s.ns, self._task_id)
+        done = finished_updates(tasks, self.writes)  # shown on top of the step's values
+        if self.out is not None:
+            yield from self.out.interrupted(self._cp().values, done)
+        return self._output(interrupts, done)
 
     def _advance(self, tasks: list[Task]) -> Generator[Effect, Any, None]:
         """Apply the step's results in task order and save the checkpoint that follows."""
@@ -498,13 +508,22 @@ class RunLoop:
         marker = TaskWrite(BREAKPOINT_TASK, BREAKPOINT_TASK, "breakpoint", ())
         self.writes.setdefault((BREAKPOINT_TASK, "breakpoint"), marker)
 
-    def _adopt(self, record: CheckpointRecord) -> None:
-        self.current = record.checkpoint
+    def _adopt(self, record: CheckpointRecord, command: Command | None = None) -> None:
+        self.saved = record.checkpoint
+        record = self._upgraded(record)
+        check_planned(self.spec, record)
         self.meta = dict(record.metadata)
         self.writes = without_trace(record.pending_writes)
         self.unsaved_writes = []
-        self.saved = record.checkpoint
+        if command is not None and (kept := command_input.write(self.spec, command, self.writes)):
+            self._add_write(kept)
+        self.current = command_input.applied(self.spec, record.checkpoint, self.writes)
         self.dirty = False
+
+    def _upgraded(self, record: CheckpointRecord) -> CheckpointRecord:
+        """``record`` as this graph reads it; ``saved`` keeps the stored checkpoint, so values
+        an upcaster changed count as changed and are stored again with the next checkpoint."""
+        return record if self.s.upgrade is None else self.s.upgrade(record)
 
     # ----------------------------------------------------------------- views
     def _cp(self) -> Checkpoint:
@@ -517,8 +536,9 @@ class RunLoop:
     def _next_names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self._cp().next)
 
-    def _output(self, interrupts: tuple[Interrupt, ...] = ()) -> dict[str, Any]:
-        values = self.spec.output_values(self._cp().values)
+    def _output(self, interrupts: tuple[Interrupt, ...] = (), done: Any = ()) -> dict[str, Any]:
+        """What the run returns; ``done``: what a stopped step's finished tasks wrote."""
+        values = self.spec.output_values(applied(self.spec.schema, self._cp().values, done))
         if interrupts:
             values[INTERRUPT_KEY] = list(interrupts)
         return values

@@ -10,12 +10,13 @@ from threadline.clock import now_iso
 from threadline.constants import START
 from threadline.errors import InvalidUpdateError
 from threadline.graph.spec import GraphSpec
+from threadline.runtime import command_input
 from threadline.runtime.answers import pending_interrupts
 from threadline.runtime.hints import storage_hints
 from threadline.runtime.loop import STEP_TASK
 from threadline.runtime.planning import plan_next, task_id, tasks_of
 from threadline.runtime.task import StepEnv, start_result
-from threadline.runtime.writes import apply_writes, normalize_output
+from threadline.runtime.writes import apply_writes, finished_updates, normalize_output
 from threadline.types import Command, SnapshotTask, StateSnapshot
 
 
@@ -29,9 +30,16 @@ def checkpoint_config(thread_id: str, ns: str, checkpoint_id: str | None) -> dic
     }
 
 
-def snapshot_of(spec: GraphSpec, record: CheckpointRecord) -> StateSnapshot:
-    cp = record.checkpoint
+def snapshot_of(spec: GraphSpec, record: CheckpointRecord, live: bool = False) -> StateSnapshot:
+    """What ``get_state`` shows of ``record``.
+
+    ``live`` (the thread's newest state, not an addressed checkpoint): as in LangGraph, the
+    values include what the step's finished tasks wrote while a sibling failed or was
+    interrupted, so they show the thread as it stands; otherwise they are the values the step
+    started from.
+    """
     writes = {(w.task_id, w.kind): w for w in record.pending_writes}
+    cp = command_input.applied(spec, record.checkpoint, writes)
     # The step ran but its writes could not be applied (two nodes set one key): every task
     # of it is still to do, and shows why
     step_error = writes.get((STEP_TASK, "error"))
@@ -54,8 +62,11 @@ def snapshot_of(spec: GraphSpec, record: CheckpointRecord) -> StateSnapshot:
         if cp.parent_id
         else None
     )
+    values = cp.values
+    if live and not step_error and (done := finished_updates(tasks, writes)):
+        values, _ = apply_writes(spec.schema, values, cp.versions, done, cp.id)
     return StateSnapshot(
-        values=spec.state_values(cp.values),
+        values=spec.state_values(values),
         next=tuple(t.name for t in tasks if t.result is None or t.name == START or step_error),
         config=checkpoint_config(record.thread_id, record.checkpoint_ns, cp.id),
         metadata=dict(record.metadata),

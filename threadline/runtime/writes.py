@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from threadline.constants import START
 from threadline.errors import InvalidUpdateError
 from threadline.graph.schema import StateSchema
 from threadline.types import Command, Overwrite, Send
@@ -32,6 +33,8 @@ def updates_of(schema: StateSchema, node: str, update: Any) -> Update:
     if update is None:
         return ()
     pairs = _pairs(schema, node, update)
+    if schema.managed:  # computed each step: a node returning the state it got writes them back
+        pairs = tuple(p for p in pairs if p[0] not in schema.managed)
     channels = schema.channels
     unknown = [key for key, _ in pairs if key not in channels]
     if unknown:
@@ -61,6 +64,23 @@ def _is_pair_list(update: Any) -> bool:
     if not isinstance(update, Sequence) or isinstance(update, str | bytes):
         return False
     return all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in update)
+
+
+def finished_updates(
+    tasks: Iterable[Any], writes: Mapping[tuple[str, str], Any]
+) -> list[tuple[str, Update]]:
+    """The updates of the tasks of a stopped step that finished (a ``result`` write is kept for
+    them), in task order: what ``get_state`` shows and ``invoke`` returns on top of the step's
+    values, as LangGraph does. START's result (a run's input) is not a task's."""
+    found = [(t.name, writes.get((t.id, "result"))) for t in tasks if t.name != START]
+    return [(name, w.value.updates) for name, w in found if w is not None]
+
+
+def applied(
+    schema: StateSchema, values: Mapping[str, Any], writes: Sequence[tuple[str, Update]]
+) -> Mapping[str, Any]:
+    """``values`` with ``writes`` applied, for showing (no versions); ``values`` if none."""
+    return apply_writes(schema, values, {}, writes, "")[0] if writes else values
 
 
 def apply_writes(
