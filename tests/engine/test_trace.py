@@ -463,3 +463,16 @@ def test_a_subgraph_keeps_its_own_trace_in_its_namespace(saver):
         ("node", "sub", "interrupted"),
         ("interrupt", "sub", None),
     ]
+
+
+def test_release_thread_keeps_or_drops_the_trace_with_the_checkpoints(saver):
+    graph = StateGraph(State)
+    graph.add_node("a", bump("a"))
+    graph.add_edge(START, "a")
+    kept = graph.compile(checkpointer=saver, release_thread="keep_last")
+    kept.invoke({"n": 0}, config("kept"))
+    assert summary(kept.get_trace(config("kept"))) == [("node", "a", "ok")]
+
+    dropped = graph.compile(checkpointer=saver, release_thread="delete")
+    dropped.invoke({"n": 0}, config("dropped"))
+    assert dropped.get_trace(config("dropped")) == []

@@ -148,8 +148,9 @@ def _run_sync(task: Task, env: StepEnv) -> Outcome:
     assert node is not None and node.sync_fn is not None
     ctx = TaskContext(task, env)
     token = enter_task(ctx)
-    if env.trace is not None:
-        env.trace.begin(ctx)
+    trace = env.trace
+    if trace is not None:
+        trace.begin(ctx)
     try:
         output = _call_with_retry(node, node.sync_fn, task.node_input(env), ctx)
         outcome = _finish_sync(task, env, output, ctx)
@@ -162,8 +163,8 @@ def _run_sync(task: Task, env: StepEnv) -> Outcome:
     finally:
         settle_calls(ctx)
         leave_task(token)
-    if env.trace is not None:
-        env.trace.ended(ctx, outcome)
+    if trace is not None:
+        trace.ended(ctx, outcome)
     return outcome
 
 
@@ -181,8 +182,9 @@ async def _run_async(task: Task, env: StepEnv) -> Outcome:
     assert node is not None
     ctx = TaskContext(task, env)
     token = enter_task(ctx)
-    if env.trace is not None:
-        env.trace.begin(ctx)
+    trace = env.trace
+    if trace is not None:
+        trace.begin(ctx)
     try:
         if node.async_fn is None:
             assert node.sync_fn is not None
@@ -205,8 +207,8 @@ async def _run_async(task: Task, env: StepEnv) -> Outcome:
     finally:
         await asettle_calls(ctx)
         leave_task(token)
-    if env.trace is not None:
-        env.trace.ended(ctx, outcome)
+    if trace is not None:
+        trace.ended(ctx, outcome)
     return outcome
 
 

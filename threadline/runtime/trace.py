@@ -41,6 +41,7 @@ TRACE_WRITE = "trace"
 TRACE_TASK = "__trace__"  # the task name of the write that carries a batch of entries
 SAVE_EVERY = 1.0  # seconds a run may hold entries before the next checkpoint carries them
 MAX_HELD = 1_000  # entries a run may hold before the next checkpoint carries them
+_clock = time.perf_counter_ns  # what entry times are read with (``offset_ns`` makes them UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +170,7 @@ class RunTrace:
         self._due = time.monotonic() + SAVE_EVERY
         batch = {
             "fields": list(ROW),
-            "offset_ns": time.time_ns() - time.perf_counter_ns(),
+            "offset_ns": time.time_ns() - _clock(),
             "rows": ormsgpack.packb(entries),
             "data": data or None,
         }
@@ -179,16 +180,34 @@ class RunTrace:
     def begin(self, ctx: TaskContext) -> None:
         """A node or ``@task`` call starts its first attempt."""
         ctx.attempt = 1  # set, so that reading it costs no AttributeError
-        ctx.traced = time.perf_counter_ns()
+        ctx.traced = _clock()
 
     def retry(self, ctx: TaskContext) -> None:
         """A node or ``@task`` call starts another attempt (``ctx.attempt`` is its number)."""
-        ctx.traced = time.perf_counter_ns()
+        ctx.traced = _clock()
 
     def ended(self, ctx: TaskContext, outcome: Outcome) -> None:
         """A node's task ended: its last attempt, and the interrupts it raised."""
         if outcome.result is not None or outcome.parent_command is not None:
-            self.attempt("node", ctx, "ok")
+            task = ctx.task  # the usual case, made without a call (``attempt`` does the same)
+            self._entries.append(
+                (
+                    ctx.traced,
+                    "node",
+                    task.name,
+                    self._checkpoint_id,
+                    self._step,
+                    task.id,
+                    ctx.attempt,
+                    _clock(),
+                    "ok",
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                )
+            )
         elif outcome.error is not None:
             self.attempt("node", ctx, "error", outcome.error)
         else:
@@ -219,7 +238,7 @@ class RunTrace:
                 self._step,
                 ctx.task_id,
                 ctx.attempt,
-                time.perf_counter_ns(),
+                _clock(),
                 status,
                 type(error).__name__ if failed else None,
                 str(error) if failed else None,
@@ -251,7 +270,7 @@ class RunTrace:
         recorded_by: str | None,
         data: Any,
     ) -> None:
-        now = time.perf_counter_ns()
+        now = _clock()
         with self._lock:
             index = None
             if data is not None:
