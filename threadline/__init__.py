@@ -12,6 +12,7 @@ from threadline.graph.state_graph import StateGraph
 from threadline.runtime.context import get_config, get_store, get_stream_writer, interrupt
 from threadline.runtime.runtime import Runtime, get_runtime
 from threadline.runtime.tokens import get_message_writer
+from threadline.runtime.trace import TraceEntry, record_event
 from threadline.types import (
     CachePolicy,
     Command,
@@ -53,6 +54,7 @@ __all__ = [
     "SnapshotTask",
     "StateGraph",
     "StateSnapshot",
+    "TraceEntry",
     "acheck",
     "add_messages",
     "aresume_unfinished",
@@ -64,6 +66,7 @@ __all__ = [
     "get_store",
     "get_stream_writer",
     "interrupt",
+    "record_event",
     "resume_unfinished",
     "task",
 ]

@@ -104,7 +104,8 @@ def test_exit_durability_keeps_task_results_only_where_the_run_stops(tmp_path):
         approve = approval_flow(saver, ledger)
         approve.invoke("ada", _config(), durability="exit")
         (record,) = saver.list("t")  # only where it stopped: the input checkpoint
-        assert [w.kind for w in record.pending_writes] == ["task", "interrupt"]
+        kinds = [w.kind for w in record.pending_writes]
+        assert kinds == ["task", "interrupt", "trace"]  # the trace goes with them
         approve.invoke(Command(resume="no"), _config(), durability="exit")
         assert [s.metadata["step"] for s in approve.get_state_history(_config())] == [0, -1]
     assert ledger.entries() == ["email:ada"]

@@ -20,7 +20,7 @@ from threadline.checkpoint.langgraph_api import CheckpointTuple as CheckpointTup
 from threadline.checkpoint.langgraph_api import LangGraphCheckpointerAPI
 
 T = TypeVar("T")
-WriteKind = Literal["result", "error", "interrupt", "resume", "breakpoint", "task"]
+WriteKind = Literal["result", "error", "interrupt", "resume", "breakpoint", "task", "trace"]
 ThreadStatus = Literal["idle", "interrupted", "error", "running"]
 
 # Records made at every step are not frozen: a frozen dataclass costs about five times as much

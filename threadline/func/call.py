@@ -24,6 +24,7 @@ from threadline.func.options import TaskOptions, retry_delay
 from threadline.runtime.calls import TASK_WRITE, StepCalls, asettle_calls, call_id, settle_calls
 from threadline.runtime.context import TaskContext, current_task, enter_task, leave_task
 from threadline.runtime.task import Task
+from threadline.runtime.trace import note_retry
 
 T = TypeVar("T")
 
@@ -151,14 +152,21 @@ class _Call:
 
     def _run_sync(self, future: TaskFuture[Any]) -> None:
         token = enter_task(self.ctx)
+        trace = self.ctx.env.trace
+        if trace is not None:
+            trace.begin(self.ctx)
         try:
             value = self._attempts_sync()
         except BaseException as exc:  # the caller sees it in .result(), interrupts included
+            if trace is not None:
+                trace.call_ended(self.ctx, exc)
             future.set_exception(exc)
             return
         finally:
             settle_calls(self.ctx)
             leave_task(token)
+        if trace is not None:
+            trace.call_ended(self.ctx, None)
         self._deliver(future, value)
 
     def _attempts_sync(self) -> Any:
@@ -171,6 +179,7 @@ class _Call:
                 delay = retry_delay(self.options.retry, attempt, exc)
                 if delay is None:
                     raise
+                note_retry(self.ctx, exc, "task")
                 time.sleep(delay)
                 self.ctx.restart()
 
@@ -221,9 +230,14 @@ class _Call:
 
     async def _run_async(self, future: asyncio.Future[Any]) -> None:
         token = enter_task(self.ctx)
+        trace = self.ctx.env.trace
+        if trace is not None:
+            trace.begin(self.ctx)
         try:
             value = await self._attempts_async()
         except BaseException as exc:
+            if trace is not None:
+                trace.call_ended(self.ctx, exc)
             if not future.done():
                 future.set_exception(exc)
             if isinstance(exc, asyncio.CancelledError):
@@ -232,6 +246,8 @@ class _Call:
         finally:
             await asettle_calls(self.ctx)
             leave_task(token)
+        if trace is not None:
+            trace.call_ended(self.ctx, None)
         await self._adeliver(future, value)
 
     async def _adeliver(self, future: asyncio.Future[Any], value: Any) -> None:
@@ -260,6 +276,7 @@ class _Call:
                 delay = retry_delay(self.options.retry, attempt, exc)
                 if delay is None:
                     raise
+                note_retry(self.ctx, exc, "task")
                 await asyncio.sleep(delay)
                 self.ctx.restart()
 

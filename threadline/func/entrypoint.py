@@ -38,6 +38,7 @@ class entrypoint:
         cache_policy: Any = None,
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
         timeout: float | timedelta | None = None,
+        trace: bool = True,
     ) -> None:
         if cache is not None or cache_policy is not None:
             raise GraphValidationError(
@@ -55,6 +56,7 @@ class entrypoint:
         self.context_schema = context_schema
         self.retry_policy = policies[0] if policies else None
         self.timeout = seconds(timeout)
+        self.trace = trace  # runs save an execution trace (``get_trace``)
 
     final = final
 
@@ -82,6 +84,7 @@ class entrypoint:
             interrupt_before=frozenset(),
             interrupt_after=frozenset(),
             name="LangGraph",
+            trace=self.trace,
         )
 
 

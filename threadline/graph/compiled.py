@@ -23,6 +23,7 @@ from threadline.graph.schema import StateSchema
 from threadline.graph.spec import CallStyle, GraphSpec, NodeSpec
 from threadline.graph.stream_shape import aforwarded, forwarded, stream_shape, take_version
 from threadline.graph.subgraph import nested_run, saved_ns
+from threadline.graph.tracing import TraceReading
 from threadline.maintenance import ReleasePolicy, areleased, release_policy, released
 from threadline.runtime.context import current_task
 from threadline.runtime.drivers import Done, drive_async, drive_sync
@@ -32,6 +33,7 @@ from threadline.runtime.migrate import VERSION_KEY, Migrations
 from threadline.runtime.planning import task_ns
 from threadline.runtime.runtime import coerce_context
 from threadline.runtime.snapshot import empty_snapshot, snapshot_of, updated_record
+from threadline.runtime.trace import RunTrace
 from threadline.types import RetryPolicy, StateSnapshot
 
 # LangGraph prints debug output for debug=True; we offer the same events as a stream mode.
@@ -41,7 +43,7 @@ DEFAULT_RECURSION_LIMIT = 10_000
 _RESERVED_CONFIGURABLE = {"thread_id", "checkpoint_id", "checkpoint_ns"}
 
 
-class CompiledStateGraph(RunnableMethods):
+class CompiledStateGraph(RunnableMethods, TraceReading):
     """A validated graph, ready to run. Cheap to share between threads and tasks."""
 
     def __init__(
@@ -58,12 +60,15 @@ class CompiledStateGraph(RunnableMethods):
         builder: Any = None,
         release_thread: ReleasePolicy | None = None,
         migrations: Migrations | None = None,
+        trace: bool = True,
     ):
         if checkpointer is not None and not isinstance(checkpointer, BaseSaver | bool):
             raise GraphValidationError(
                 "checkpointer must be a threadline saver, True, False or None, got "
                 f"{type(checkpointer).__name__}"
             )
+        if not isinstance(trace, bool):
+            raise GraphValidationError(f"trace must be True or False, got {trace!r}")
         if cache is not None and not isinstance(cache, BaseCache):
             raise GraphValidationError(
                 "cache must be a threadline cache (InMemoryCache, SqliteCache or a BaseCache), "
@@ -83,6 +88,7 @@ class CompiledStateGraph(RunnableMethods):
         self.release_thread = release_policy(release_thread, checkpointer)
         #: The state version and its upcasters (threadline/runtime/migrate.py)
         self.migrations = migrations
+        self.trace = trace  # runs save an execution trace (``get_trace``)
 
     # ------------------------------------------------------------------ running
     def invoke(
@@ -276,6 +282,8 @@ class CompiledStateGraph(RunnableMethods):
         settings.invoked = invoked
         if self.migrations is not None:
             settings.upgrade = self.migrations.upgrade
+        if self.trace and saver is not None and (not nested or parent.env.trace is not None):
+            settings.trace = RunTrace()
         return RunLoop(self.spec, saver, store, settings)
 
     def _metadata(self, config: Mapping[str, Any], configurable: Mapping[str, Any]) -> dict:

@@ -186,6 +186,7 @@ class StateGraph:
         debug: bool = False,
         strict: bool = False,
         release_thread: Literal["delete", "keep_last"] | None = None,
+        trace: bool = True,
     ) -> CompiledStateGraph:
         """Validate the graph and freeze it into something that can run.
 
@@ -199,6 +200,7 @@ class StateGraph:
 
         ``release_thread`` says what becomes of a thread when a run reaches END: ``"delete"``
         removes it, ``"keep_last"`` keeps only its final checkpoint; ``None`` keeps it all.
+        ``trace=False``: runs save no execution trace (see ``get_trace``).
         """
         from threadline.graph.compiled import CompiledStateGraph
 
@@ -225,6 +227,7 @@ class StateGraph:
             builder=self,
             release_thread=release_thread,
             migrations=Migrations.of(self.state_version, self.upcasters),
+            trace=trace,
         )
 
     def validate(self, interrupt: Sequence[str] | str | None = None) -> StateGraph:

@@ -27,8 +27,8 @@ class TaskContext:
     through from the task and the step (``StepEnv``) when asked for.
     """
 
-    # ``attempt``, ``first_attempt_time`` and ``_runtime`` stay unset (so cost nothing) until a
-    # retry or a ``Runtime`` needs them.
+    # ``attempt``, ``first_attempt_time``, ``_runtime`` and ``traced`` stay unset (so cost
+    # nothing) until a retry, a ``Runtime`` or the execution trace needs them.
     __slots__ = (
         "_runtime",
         "attempt",
@@ -38,6 +38,7 @@ class TaskContext:
         "subgraph_calls",
         "task",
         "task_calls",
+        "traced",
     )
 
     def __init__(self, task: Task, env: StepEnv) -> None:
@@ -82,6 +83,8 @@ class TaskContext:
         self.attempt = getattr(self, "attempt", 1) + 1
         self._runtime = None
         self.task_calls = 0
+        if self.env.trace is not None:
+            self.env.trace.retry(self)
 
     def next_subgraph_ns(self) -> str:
         """Each graph a task invokes gets its own namespace, the same on every re-run."""

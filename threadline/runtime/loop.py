@@ -44,6 +44,7 @@ from threadline.runtime.migrate import check_planned
 from threadline.runtime.planning import local_task_id, plan_next, task_id, tasks_of
 from threadline.runtime.replay import carried_inputs, fork_of, may_continue_at
 from threadline.runtime.task import Outcome, StepEnv, Task, TaskResult, start_result
+from threadline.runtime.trace import RunTrace, without_trace
 from threadline.runtime.writes import applied, apply_writes, finished_updates, updates_of
 from threadline.types import Command, Interrupt
 
@@ -112,6 +113,7 @@ class RunSettings:
     invoked: bool = False  # started by invoke(): chunks show the output schema's keys only
     # A graph with state migrations: a loaded record as this graph reads it (runtime/migrate.py)
     upgrade: Callable[[CheckpointRecord], CheckpointRecord] | None = None
+    trace: RunTrace | None = None  # the run's execution trace; None with compile(trace=False)
 
 
 class RunLoop:
@@ -310,6 +312,8 @@ class RunLoop:
                     task.answers = {**parent_answers, **(resume.value if resume else {})}
         spare = writes.get((SPARE_ANSWER_TASK, "resume"))
         managed = self.spec.schema.managed  # RemainingSteps & co, computed for each step
+        if self.s.trace is not None:
+            self.s.trace.at(cp)
         env = self._step_env(with_managed(cp.values, managed, cp.step + 1, self.stop), cp.id)
         env.spare = SpareAnswer(spare.value) if spare is not None else self.s.parent_spare
         if env.calls is None:
@@ -442,28 +446,30 @@ class RunLoop:
             self._add_writes(writes)
         self.dirty = True
         if self.saver is not None and self.s.durability != "exit":
-            yield from self._flush()
+            yield from self._flush(stopping=not cp.next)
 
-    def _flush(self) -> Generator[Effect, Any, None]:
-        """Save what is not saved yet: the current checkpoint and/or its new writes."""
+    def _flush(self, stopping: bool = True) -> Generator[Effect, Any, None]:
+        """Save what is not saved yet: the current checkpoint and/or its new writes (and the
+        trace, when the run stops here or its trace is due)."""
         if self.saver is None:
             return
         cp = self._cp()
+        traced = self.s.trace.take(stopping) if self.s.trace is not None else ()
         if self.dirty:
             record = CheckpointRecord(
                 self.s.thread_id or "",
                 self.s.ns,
                 cp,
                 self.meta,
-                tuple(self.writes.values()),
+                (*self.writes.values(), *traced),
                 storage_hints(self.saved, cp),
             )
             yield Save(record, self.fork_next)
             self.saved = cp
             self.fork_next = False
             self.dirty = False
-        elif self.unsaved_writes:
-            yield SaveWrites(cp.id, tuple(self.unsaved_writes))
+        elif self.unsaved_writes or traced:
+            yield SaveWrites(cp.id, (*self.unsaved_writes, *traced))
         self.unsaved_writes = []
 
     def _add_writes(self, writes: Iterable[TaskWrite]) -> None:
@@ -491,6 +497,8 @@ class RunLoop:
             merged = {**(current.value if current else {}), intr.id: answers[intr.id]}
             by_task[write.task_id] = TaskWrite(write.task_id, write.task_name, "resume", merged)
         self._add_writes(by_task.values())
+        if self.s.trace is not None:
+            self.s.trace.answered(self._cp(), answers, pending)
 
     def _pass_breakpoint(self) -> None:
         """Mark the current step as started, so its ``interrupt_before`` does not stop it.
@@ -505,7 +513,7 @@ class RunLoop:
         record = self._upgraded(record)
         check_planned(self.spec, record)
         self.meta = dict(record.metadata)
-        self.writes = {(w.task_id, w.kind): w for w in record.pending_writes}
+        self.writes = without_trace(record.pending_writes)
         self.unsaved_writes = []
         if command is not None and (kept := command_input.write(self.spec, command, self.writes)):
             self._add_write(kept)

@@ -23,6 +23,7 @@ from threadline.graph.spec import Branch, GraphSpec, NodeCache, NodeSpec
 from threadline.runtime.cached import aremember, entry_key, remember
 from threadline.runtime.calls import StepCalls, asettle_calls, settle_calls
 from threadline.runtime.context import SpareAnswer, TaskContext, enter_task, leave_task
+from threadline.runtime.trace import RunTrace, note_retry
 from threadline.runtime.writes import Update, apply_writes, normalize_output
 from threadline.types import Command, Interrupt, RetryPolicy, Send
 
@@ -100,6 +101,7 @@ class StepEnv:
     context: Any = None  # ``invoke(..., context=...)``
     cache: BaseCache[Any] | None = None  # ``compile(cache=...)``
     calls: StepCalls | None = None  # the ``@task`` calls of the step's tasks
+    trace: RunTrace | None = None  # where the run keeps its execution trace, if it keeps one
 
     @classmethod
     def of_run(cls, spec: GraphSpec, saver: Any, store: Any, s: RunSettings) -> StepEnv:
@@ -118,6 +120,7 @@ class StepEnv:
             parents=s.parents,
             context=s.context,
             cache=s.cache,
+            trace=s.trace,
         )
 
     @classmethod
@@ -145,18 +148,24 @@ def _run_sync(task: Task, env: StepEnv) -> Outcome:
     assert node is not None and node.sync_fn is not None
     ctx = TaskContext(task, env)
     token = enter_task(ctx)
+    trace = env.trace
+    if trace is not None:
+        trace.begin(ctx)
     try:
         output = _call_with_retry(node, node.sync_fn, task.node_input(env), ctx)
-        return _finish_sync(task, env, output, ctx)
+        outcome = _finish_sync(task, env, output, ctx)
     except GraphInterrupt as gi:
-        return Outcome(task, interrupts=tuple(gi.interrupts))
+        outcome = Outcome(task, interrupts=tuple(gi.interrupts))
     except _ParentBound as pb:
-        return Outcome(task, parent_command=pb.command)
+        outcome = Outcome(task, parent_command=pb.command)
     except Exception as exc:
-        return Outcome(task, error=exc)
+        outcome = Outcome(task, error=exc)
     finally:
         settle_calls(ctx)
         leave_task(token)
+    if trace is not None:
+        trace.ended(ctx, outcome)
+    return outcome
 
 
 async def run_task_async(task: Task, env: StepEnv) -> Outcome:
@@ -173,6 +182,9 @@ async def _run_async(task: Task, env: StepEnv) -> Outcome:
     assert node is not None
     ctx = TaskContext(task, env)
     token = enter_task(ctx)
+    trace = env.trace
+    if trace is not None:
+        trace.begin(ctx)
     try:
         if node.async_fn is None:
             assert node.sync_fn is not None
@@ -183,17 +195,21 @@ async def _run_async(task: Task, env: StepEnv) -> Outcome:
         else:
             output = await _call_with_retry_async(node, node.async_fn, task.node_input(env), ctx)
         if task.name not in env.spec.branches:  # nothing to await: plain edges and gotos
-            return _finish_sync(task, env, output, ctx)
-        return await _finish_async(task, env, output, ctx)
+            outcome = _finish_sync(task, env, output, ctx)
+        else:
+            outcome = await _finish_async(task, env, output, ctx)
     except GraphInterrupt as gi:
-        return Outcome(task, interrupts=tuple(gi.interrupts))
+        outcome = Outcome(task, interrupts=tuple(gi.interrupts))
     except _ParentBound as pb:
-        return Outcome(task, parent_command=pb.command)
+        outcome = Outcome(task, parent_command=pb.command)
     except Exception as exc:
-        return Outcome(task, error=exc)
+        outcome = Outcome(task, error=exc)
     finally:
         await asettle_calls(ctx)
         leave_task(token)
+    if trace is not None:
+        trace.ended(ctx, outcome)
+    return outcome
 
 
 def _cached_sync(task: Task, env: StepEnv, cache: BaseCache[Any], node_cache: NodeCache) -> Outcome:
@@ -258,6 +274,7 @@ def _call_with_retry(node: NodeSpec, fn: Callable[..., Any], arg: Any, ctx: Task
             delay = retry_delay(node.retry, attempt, exc)
             if delay is None:
                 raise
+            note_retry(ctx, exc)
             time.sleep(delay)
             ctx.restart()
 
@@ -278,6 +295,7 @@ async def _call_with_retry_async(
             delay = retry_delay(node.retry, attempt, exc)
             if delay is None:
                 raise
+            note_retry(ctx, exc)
             await asyncio.sleep(delay)
             ctx.restart()
 
