@@ -20,8 +20,7 @@ twice) keeps what it loads.
 
 Small scalars (``inlined``) may instead live in the row itself, every checkpoint's row holding
 all of them, changed or not (``encode_record(inline=True)``): a step that moves a counter then
-writes one row, and a row loads them without a lookup. A body without them is what every
-release wrote, and loads as ever.
+writes one row, and a row loads them without a lookup.
 
 Backends (SQLite, PostgreSQL, Redis, files) store these rows as they are; the functions here do
 all encoding, decoding and compaction decisions, so every backend stores the same bytes.
@@ -259,8 +258,7 @@ def encode_metadata(
 
 
 BODY_TAG = "cp2"
-"""First item of a checkpoint body in the plain-list form; bodies without it are whole
-``Checkpoint`` records (as stored before), which still load."""
+"""First item of a checkpoint body: what tells a body from any other stored list."""
 
 
 def _body(cp: Checkpoint, inline: Mapping[str, Any] | None = None) -> list[Any]:
@@ -268,8 +266,7 @@ def _body(cp: Checkpoint, inline: Mapping[str, Any] | None = None) -> list[Any]:
 
     Plain lists in a fixed order: about 120 bytes smaller per checkpoint than the typed record
     (no class or field names), and faster to encode and decode. Only task arguments (``Send``
-    payloads) may hold typed values. Inline values, if any, come last (a body without them is
-    what every release wrote).
+    payloads) may hold typed values. Inline values, if any, come last.
     """
     body = [
         BODY_TAG,
@@ -357,7 +354,7 @@ def _compacted(
     """The chain ending at ``base``, rewritten as prefixes of the new ``full`` blob.
 
     Walks base pointers down to the chain's full blob. It stops at a prefix row (its own chain
-    was compacted already) and skips rows of unknown length (written before lengths were kept).
+    was compacted already).
     """
     rewritten: list[BlobRow] = []
     row: BlobRow | None = base
@@ -432,8 +429,6 @@ def decode_checkpoint(
             cp = _from_body(stored)
         except (TypeError, ValueError, AttributeError) as exc:
             raise SerializationError(f"a stored checkpoint is malformed: {exc}") from exc
-    elif isinstance(stored, Checkpoint):
-        cp = stored
     else:
         raise SerializationError(f"stored checkpoint decoded to {type(stored).__name__}")
     return dataclasses.replace(cp, values={**cp.values, **values})

@@ -1,4 +1,4 @@
-"""The SQLite tables (schema version 6) and the statements that write their rows.
+"""The SQLite tables (schema version 1) and the statements that write their rows.
 
 ``checkpoints`` is a ``WITHOUT ROWID`` table: its primary key is the table, so a put writes one
 b-tree, not a table and an index. ``blobs`` keeps a rowid (its rows hold values of any size) and
@@ -6,7 +6,7 @@ has no index but its primary key: a delta chain is a range of it (see ``queries.
 Every b-tree a put touches costs it a page written to the WAL.
 """
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 1
 
 SCHEMA = (
     """
