@@ -570,11 +570,16 @@ def loading(thread_id: str, ns: str, checkpoint_id: str) -> Iterator[None]:
     try:
         yield
     except SerializationError as exc:
-        raise SerializationError(
-            f"thread {thread_id!r} (namespace {ns!r}), checkpoint {checkpoint_id}: {exc}",
-            path=exc.path,
-            type_name=exc.type_name,
-        ) from exc
+        raise named(exc, thread_id, ns, checkpoint_id) from exc
+
+
+def named(exc: SerializationError, thread_id: str, ns: str, checkpoint_id: str) -> Exception:
+    """``exc`` naming the checkpoint it was raised loading."""
+    return SerializationError(
+        f"thread {thread_id!r} (namespace {ns!r}), checkpoint {checkpoint_id}: {exc}",
+        path=exc.path,
+        type_name=exc.type_name,
+    )
 
 
 def _loads(data: bytes, what: str, codec: Serializer) -> Any:

@@ -36,6 +36,7 @@ from threadline.checkpoint.layout import (
     full_blobs,
     referenced_blobs,
 )
+from threadline.checkpoint.rawbody import body_next, body_versions
 from threadline.checkpoint.rules import (
     age_cutoff,
     check_keep_last,
@@ -51,7 +52,6 @@ from threadline.checkpoint.sqlite.connection import (
     open_path,
     synchronous_level,
 )
-from threadline.checkpoint.sqlite.migration import body_next, body_versions
 from threadline.checkpoint.sqlite.queries import (
     CHUNK,
     Row,
