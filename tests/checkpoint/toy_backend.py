@@ -53,6 +53,11 @@ class DictRowsBackend:
     def close(self) -> None:
         """Nothing to release."""
 
+    def loaded(
+        self, thread_id: str, ns: str, versions: Mapping[str, str], pool: Mapping[Pair, BlobRow]
+    ) -> None:
+        """Rows are in memory already: nothing to hold."""
+
     def next_seq(self) -> int:
         self._seq += 1
         return self._seq
@@ -86,7 +91,8 @@ class _Tx:
         if row is None or checkpoint_id is None:
             return None
         mine = [v for k, v in self.writes.items() if k[:3] == (thread_id, ns, checkpoint_id)]
-        return StoredCheckpoint(row, tuple(w for _, w in sorted(mine, key=lambda sw: sw[0])))
+        writes = tuple(w for _, w in sorted(mine, key=lambda sw: sw[0]))
+        return StoredCheckpoint(checkpoint_id, row.body, row.metadata, writes)
 
     def page(
         self, thread_id: str, ns: str, before: str | None, limit: int
@@ -95,14 +101,16 @@ class _Tx:
         found = [self.checkpoint(thread_id, ns, cid) for cid in ids[:limit]]
         return [stored for stored in found if stored is not None]
 
-    def values(self, thread_id: str, ns: str, versions: Mapping[str, str]) -> dict[Pair, BlobRow]:
+    def values(
+        self, thread_id: str, ns: str, wanted: Sequence[Mapping[str, str]]
+    ) -> tuple[dict[Pair, BlobRow], None]:
         found: dict[Pair, BlobRow] = {}
-        for key, version in versions.items():
+        for key, version in [pair for versions in wanted for pair in versions.items()]:
             ref: str | None = version
             while ref is not None and (row := self.blobs.get((thread_id, ns, key, ref))):
                 found[(key, ref)] = row
                 ref = row.base
-        return found
+        return found, None
 
     def blob_meta(self, thread_id: str, ns: str, pairs: Collection[Pair]) -> dict[Pair, BlobRow]:
         rows = {kv: self.blobs.get((thread_id, ns, *kv)) for kv in pairs}
@@ -128,8 +136,8 @@ class _Tx:
         for (thread_id,), (st, at) in self.thread_rows.items():
             head = self.checkpoint(thread_id, "", None)
             if head is not None and (status is None or st == status):
-                at = max(at, head.row.created_at)
-                rows.append(ThreadRow(thread_id, st, head.row.checkpoint_id, at, head.row.body))
+                at = max(at, self.cps[(thread_id, "", head.checkpoint_id)].created_at)
+                rows.append(ThreadRow(thread_id, st, head.checkpoint_id, at, head.body))
         rows.sort(key=lambda r: (r.updated_at, r.thread_id), reverse=True)
         return rows[:limit] if limit is not None else rows
 

@@ -22,7 +22,7 @@ Writing a backend (see ``tests/checkpoint/test_toy_backend.py`` for a complete o
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
@@ -31,13 +31,17 @@ from threadline.checkpoint.base import ThreadStatus
 from threadline.checkpoint.layout import BlobRow, CheckpointRow, Compaction, WriteRow
 
 Pair = tuple[str, str]  # (key, version) of a blob row
+Check = Callable[[BlobRow], None]  # raises ``layout.corrupted(row)`` if a row's bytes are damaged
 
 
 @dataclass(slots=True)
 class StoredCheckpoint:
-    """A checkpoint row as read, with its pending writes in the order they were first saved."""
+    """A checkpoint as read: its id, body and metadata bytes (``CheckpointRow``), and its
+    pending writes in the order they were first saved."""
 
-    row: CheckpointRow
+    checkpoint_id: str
+    body: bytes
+    metadata: bytes
     writes: tuple[WriteRow, ...] = ()
 
 
@@ -79,10 +83,15 @@ class Transaction(Protocol):
         """Up to ``limit`` checkpoints with their writes, newest first, ids below ``before``."""
         ...
 
-    def values(self, thread_id: str, ns: str, versions: Mapping[str, str]) -> dict[Pair, BlobRow]:
-        """The blob rows (with their data) that rebuilding ``versions`` needs: each named row
-        and, following ``base``, every row below it down to a full blob (``layout._value``).
-        Rows that are missing are left out; ``layout`` reports them."""
+    def values(
+        self, thread_id: str, ns: str, wanted: Sequence[Mapping[str, str]]
+    ) -> tuple[dict[Pair, BlobRow], Check | None]:
+        """The blob rows (with their data) that rebuilding each of ``wanted`` (the versions of
+        one or more checkpoints) needs: each named row and, following ``base``, every row below
+        it down to a full blob (``layout._value``);
+        and what checks a row's bytes (``None``: nothing to check), run by the core on each
+        row a value is rebuilt from. Rows that are missing are left out; ``layout`` reports
+        them."""
         ...
 
     def blob_meta(self, thread_id: str, ns: str, pairs: Collection[Pair]) -> dict[Pair, BlobRow]:
@@ -165,6 +174,13 @@ class Backend(Protocol):
         """A stored blob row (its data may be left out), read outside any transaction: what a
         delta being encoded extends. It may be stale by the time the put commits; the put's
         transaction checks what it relies on (``Transaction.blob_meta``)."""
+        ...
+
+    def loaded(
+        self, thread_id: str, ns: str, versions: Mapping[str, str], pool: Mapping[Pair, BlobRow]
+    ) -> None:
+        """The newest checkpoint of a namespace was loaded from ``pool`` and every row it used
+        passed its check: a backend that holds chains (``chains.HeldChains``) may hold them."""
         ...
 
     def close(self) -> None: ...

@@ -21,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from threadline.checkpoint.backend import Backend, Pair, StoredCheckpoint, Transaction
+from threadline.checkpoint.backend import Backend, Check, Pair, StoredCheckpoint, Transaction
 from threadline.checkpoint.base import (
     BaseSaver,
     Checkpoint,
@@ -65,7 +65,7 @@ _PAGE_SIZE = 64  # checkpoints ``list`` reads per transaction
 _META_CACHED = 4096  # blob rows (metadata only) remembered for ``base_of``
 _HEADS_CACHED = 1024  # (thread, namespace) heads whose versions are remembered
 
-_Loaded = tuple[StoredCheckpoint, Checkpoint, Pool]
+_Loaded = tuple[StoredCheckpoint, Checkpoint, Pool, Check | None]
 
 
 class CoreSaver(BaseSaver):
@@ -106,8 +106,11 @@ class CoreSaver(BaseSaver):
             stored = tx.checkpoint(thread_id, checkpoint_ns, checkpoint_id)
             if stored is None:
                 return None
-            loaded = self._load(tx, thread_id, checkpoint_ns, stored)
-        return self._record(thread_id, checkpoint_ns, loaded)
+            (loaded,) = self._load(tx, thread_id, checkpoint_ns, [stored])
+        record = self._record(thread_id, checkpoint_ns, loaded)  # checks every row it uses
+        if checkpoint_id is None and loaded[2]:
+            self.backend.loaded(thread_id, checkpoint_ns, blob_versions(loaded[1]), loaded[2])
+        return record
 
     def list(
         self,
@@ -126,12 +129,13 @@ class CoreSaver(BaseSaver):
             # One page per transaction; decoded and yielded with the transaction closed.
             with self.backend.transaction(False) as tx:
                 rows = tx.page(thread_id, checkpoint_ns, before, page_size)
-                loaded = [
-                    self._load(tx, thread_id, checkpoint_ns, stored)
+                matching = [
+                    stored
                     for stored in rows
                     if not filter
-                    or metadata_matches(decode_metadata(stored.row.metadata, self.serde), filter)
+                    or metadata_matches(decode_metadata(stored.metadata, self.serde), filter)
                 ]
+                loaded = self._load(tx, thread_id, checkpoint_ns, matching)
             for item in loaded:
                 yield self._record(thread_id, checkpoint_ns, item)
                 produced += 1
@@ -139,26 +143,32 @@ class CoreSaver(BaseSaver):
                     return
             if len(rows) < page_size:
                 return
-            before = rows[-1].row.checkpoint_id
+            before = rows[-1].checkpoint_id
 
-    def _load(self, tx: Transaction, thread_id: str, ns: str, stored: StoredCheckpoint) -> _Loaded:
-        """A checkpoint's body decoded and the blob rows its values need, read in ``tx``."""
-        try:
-            cp = decode_checkpoint(stored.row.body, {}, self.serde)
-        except SerializationError as exc:
-            raise named(exc, thread_id, ns, stored.row.checkpoint_id) from exc
-        versions = blob_versions(cp)
-        return stored, cp, tx.values(thread_id, ns, versions) if versions else {}
+    def _load(
+        self, tx: Transaction, thread_id: str, ns: str, stored: Sequence[StoredCheckpoint]
+    ) -> list[_Loaded]:
+        """Checkpoint bodies decoded and the blob rows their values need, read in ``tx``."""
+        decoded = []
+        for item in stored:
+            try:
+                cp = decode_checkpoint(item.body, {}, self.serde)
+            except SerializationError as exc:
+                raise named(exc, thread_id, ns, item.checkpoint_id) from exc
+            decoded.append((item, cp, blob_versions(cp)))
+        wanted = [versions for _, _, versions in decoded if versions]
+        pool, check = tx.values(thread_id, ns, wanted) if wanted else ({}, None)
+        return [(item, cp, pool, check) for item, cp, _ in decoded]
 
     def _record(self, thread_id: str, ns: str, loaded: _Loaded) -> CheckpointRecord:
-        stored, cp, pool = loaded
+        stored, cp, pool, check = loaded
         codec = self.serde
         try:
             return CheckpointRecord(
                 thread_id,
                 ns,
-                dataclasses.replace(cp, values=checkpoint_values(cp, pool, codec)),
-                decode_metadata(stored.row.metadata, codec),
+                dataclasses.replace(cp, values=checkpoint_values(cp, pool, codec, check)),
+                decode_metadata(stored.metadata, codec),
                 tuple([decode_write(w, codec) for w in stored.writes]) if stored.writes else (),
             )
         except SerializationError as exc:
@@ -264,7 +274,7 @@ class CoreSaver(BaseSaver):
                 return  # not the thread's newest checkpoint: its status is unchanged
             head = tx.checkpoint(thread_id, "", checkpoint_id)
             assert head is not None
-            names = body_next(head.row.body, self.serde)
+            names = body_next(head.body, self.serde)
             keys = [(w.task_id, w.kind) for w in head.writes]
             # A write on the head moves the thread up in list_threads.
             tx.set_thread(thread_id, status_of(names, keys), checkpoint_id, names)

@@ -63,6 +63,11 @@ class MemoryBackend:
     def close(self) -> None:
         """Nothing to release."""
 
+    def loaded(
+        self, thread_id: str, ns: str, versions: Mapping[str, str], pool: Mapping[Pair, BlobRow]
+    ) -> None:
+        """Rows are in memory already: nothing to hold."""
+
     def blob(self, thread_id: str, ns: str, key: str, version: str) -> BlobRow | None:
         blobs = self._blobs.get((thread_id, ns))  # one dict read each: safe without the lock
         return blobs.get((key, version)) if blobs is not None else None
@@ -88,7 +93,9 @@ class MemoryBackend:
         if row is None:
             return None
         writes = self._writes.get((thread_id, ns, checkpoint_id))
-        return StoredCheckpoint(row, tuple(writes.values()) if writes else ())
+        return StoredCheckpoint(
+            checkpoint_id, row.body, row.metadata, tuple(writes.values()) if writes else ()
+        )
 
     def page(
         self, thread_id: str, ns: str, before: str | None, limit: int
@@ -98,10 +105,13 @@ class MemoryBackend:
         found = [self.checkpoint(thread_id, ns, cid) for cid in ids[:limit]]
         return [stored for stored in found if stored is not None]
 
-    def values(self, thread_id: str, ns: str, versions: Mapping[str, str]) -> dict[Pair, BlobRow]:
+    def values(
+        self, thread_id: str, ns: str, wanted: Sequence[Mapping[str, str]]
+    ) -> tuple[dict[Pair, BlobRow], None]:
         blobs = self._blobs.get((thread_id, ns), {})
         found: dict[Pair, BlobRow] = {}
-        for key, version in versions.items():
+        pairs = wanted[0].items() if len(wanted) == 1 else [p for v in wanted for p in v.items()]
+        for key, version in pairs:
             ref: str | None = version
             while ref is not None and (key, ref) not in found:
                 row = blobs.get((key, ref))
@@ -109,7 +119,7 @@ class MemoryBackend:
                     break
                 found[(key, ref)] = row
                 ref = row.base
-        return found
+        return found, None
 
     def blob_meta(self, thread_id: str, ns: str, pairs: Collection[Pair]) -> dict[Pair, BlobRow]:
         blobs = self._blobs.get((thread_id, ns), {})
