@@ -27,8 +27,10 @@ The package, by layer:
 - ``migration.py`` — opening a file: WAL mode, the version check, migrations (none yet)
   (in one transaction; a failure leaves the file as it was);
 - ``queries.py`` — reading and writing rows inside a transaction: blobs and their delta
-  chains, whole checkpoints, writes;
-- ``saver.py`` — ``SqliteSaver``: the connection, its lock and transactions, the public API.
+  chains, writes;
+- ``backend.py`` — ``SqliteBackend``: the backend protocol (``checkpoint.backend``) on the
+  connection, its lock and transactions, and the bytes and chains it holds;
+- ``saver.py`` — ``SqliteSaver``: ``core.CoreSaver`` (the public API) over that backend.
 """
 
 from threadline.checkpoint.sqlite.saver import SqliteSaver

@@ -143,9 +143,6 @@ LIST_THREADS = """
      ORDER BY at DESC, t.thread_id DESC LIMIT ?
 """
 
-HEAD = """
-    SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?
-"""
 
 # A put's two reads in one statement: the head (its compare-and-set) and the thread's status.
 # The status is written when it changes: a put that leaves it as it was (most steps of a run)
@@ -158,9 +155,6 @@ HEAD_AND_STATUS = """
            (SELECT status FROM threads WHERE thread_id = ?)
 """
 
-SELECT_BODY = """
-    SELECT body FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?
-"""
 
 SELECT_ONE = """
     SELECT checkpoint_id, body, metadata FROM checkpoints
