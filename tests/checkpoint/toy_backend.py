@@ -92,7 +92,7 @@ class _Tx:
             return None
         mine = [v for k, v in self.writes.items() if k[:3] == (thread_id, ns, checkpoint_id)]
         writes = tuple(w for _, w in sorted(mine, key=lambda sw: sw[0]))
-        return StoredCheckpoint(checkpoint_id, row.body, row.metadata, writes)
+        return StoredCheckpoint(row, writes)
 
     def page(
         self, thread_id: str, ns: str, before: str | None, limit: int
@@ -125,8 +125,8 @@ class _Tx:
             (cid, self.cps[(thread_id, ns, cid)].created_at) for cid in self._ids(thread_id, ns)
         ]
 
-    def bodies(self, thread_id: str, ns: str) -> list[bytes]:
-        return [row.body for k, row in self.cps.items() if k[:2] == (thread_id, ns)]
+    def bodies(self, thread_id: str, ns: str) -> list[tuple[str, bytes]]:
+        return [(k[2], row.body) for k, row in self.cps.items() if k[:2] == (thread_id, ns)]
 
     def namespaces(self, thread_id: str) -> list[str]:
         return sorted({k[1] for k in self.cps if k[0] == thread_id})
@@ -136,8 +136,8 @@ class _Tx:
         for (thread_id,), (st, at) in self.thread_rows.items():
             head = self.checkpoint(thread_id, "", None)
             if head is not None and (status is None or st == status):
-                at = max(at, self.cps[(thread_id, "", head.checkpoint_id)].created_at)
-                rows.append(ThreadRow(thread_id, st, head.checkpoint_id, at, head.body))
+                at = max(at, head.row.created_at)
+                rows.append(ThreadRow(thread_id, st, head.row.checkpoint_id, at, head.row.body))
         rows.sort(key=lambda r: (r.updated_at, r.thread_id), reverse=True)
         return rows[:limit] if limit is not None else rows
 

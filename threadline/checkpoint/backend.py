@@ -36,12 +36,10 @@ Check = Callable[[BlobRow], None]  # raises ``layout.corrupted(row)`` if a row's
 
 @dataclass(slots=True)
 class StoredCheckpoint:
-    """A checkpoint as read: its id, body and metadata bytes (``CheckpointRow``), and its
-    pending writes in the order they were first saved."""
+    """A checkpoint as read: its ``CheckpointRow`` and its pending writes in the order they were
+    first saved."""
 
-    checkpoint_id: str
-    body: bytes
-    metadata: bytes
+    row: CheckpointRow
     writes: tuple[WriteRow, ...] = ()
 
 
@@ -106,8 +104,8 @@ class Transaction(Protocol):
         """``(id, created_at)`` of every checkpoint of the namespace, newest first."""
         ...
 
-    def bodies(self, thread_id: str, ns: str) -> list[bytes]:
-        """The body of every checkpoint of the namespace (to see which blobs they use)."""
+    def bodies(self, thread_id: str, ns: str) -> list[tuple[str, bytes]]:
+        """``(id, body)`` of every checkpoint of the namespace (to see which blobs they use)."""
         ...
 
     def namespaces(self, thread_id: str) -> list[str]:

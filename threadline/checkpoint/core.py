@@ -133,7 +133,7 @@ class CoreSaver(BaseSaver):
                     stored
                     for stored in rows
                     if not filter
-                    or metadata_matches(decode_metadata(stored.metadata, self.serde), filter)
+                    or metadata_matches(decode_metadata(stored.row.metadata, self.serde), filter)
                 ]
                 loaded = self._load(tx, thread_id, checkpoint_ns, matching)
             for item in loaded:
@@ -143,7 +143,7 @@ class CoreSaver(BaseSaver):
                     return
             if len(rows) < page_size:
                 return
-            before = rows[-1].checkpoint_id
+            before = rows[-1].row.checkpoint_id
 
     def _load(
         self, tx: Transaction, thread_id: str, ns: str, stored: Sequence[StoredCheckpoint]
@@ -151,10 +151,12 @@ class CoreSaver(BaseSaver):
         """Checkpoint bodies decoded and the blob rows their values need, read in ``tx``."""
         decoded = []
         for item in stored:
+            row = item.row
+            fields = (row.checkpoint_id, row.parent_id, row.step, row.created_at)
             try:
-                cp = decode_checkpoint(item.body, {}, self.serde)
+                cp = decode_checkpoint(row.body, {}, self.serde, fields)
             except SerializationError as exc:
-                raise named(exc, thread_id, ns, item.checkpoint_id) from exc
+                raise named(exc, thread_id, ns, row.checkpoint_id) from exc
             decoded.append((item, cp, blob_versions(cp)))
         wanted = [versions for _, _, versions in decoded if versions]
         pool, check = tx.values(thread_id, ns, wanted) if wanted else ({}, None)
@@ -168,7 +170,7 @@ class CoreSaver(BaseSaver):
                 thread_id,
                 ns,
                 dataclasses.replace(cp, values=checkpoint_values(cp, pool, codec, check)),
-                decode_metadata(stored.metadata, codec),
+                decode_metadata(stored.row.metadata, codec),
                 tuple([decode_write(w, codec) for w in stored.writes]) if stored.writes else (),
             )
         except SerializationError as exc:
@@ -192,9 +194,8 @@ class CoreSaver(BaseSaver):
         thread_id, ns, cp = record.thread_id, record.checkpoint_ns, record.checkpoint
         backend = self.backend
         # Encoding (and looking up the blobs deltas extend) happens before the transaction.
-        encoded = encode_record(
-            record, self._base_lookup(thread_id, ns), self.serde, backend.compaction, True
-        )
+        base_of = self._base_lookup(thread_id, ns)
+        encoded = encode_record(record, base_of, self.serde, backend.compaction, True, True)
         status = thread_status(cp, record.pending_writes) if ns == "" else None
         with backend.transaction(True) as tx:
             head = tx.head(thread_id, ns)
@@ -274,7 +275,7 @@ class CoreSaver(BaseSaver):
                 return  # not the thread's newest checkpoint: its status is unchanged
             head = tx.checkpoint(thread_id, "", checkpoint_id)
             assert head is not None
-            names = body_next(head.body, self.serde)
+            names = body_next(head.row.body, self.serde)
             keys = [(w.task_id, w.kind) for w in head.writes]
             # A write on the head moves the thread up in list_threads.
             tx.set_thread(thread_id, status_of(names, keys), checkpoint_id, names)
@@ -317,8 +318,8 @@ class CoreSaver(BaseSaver):
             return 0
         tx.delete(thread_id, ns, ids)
         kept: list[dict[str, str]] = []
-        for body in tx.bodies(thread_id, ns):
-            versions = body_versions(body)
+        for checkpoint_id, body in tx.bodies(thread_id, ns):
+            versions = body_versions(body, checkpoint_id)
             if versions is None:
                 return len(ids)  # an unreadable checkpoint: keep every blob rather than guess
             kept.append(versions)

@@ -167,8 +167,13 @@ def encode_record(
     codec: Serializer = serde.DEFAULT,
     compaction: Compaction = REPLACE,
     inline: bool = False,
+    compact: bool = False,
 ) -> EncodedCheckpoint:
     """Encode a record; raises ``SerializationError`` before anything is stored.
+
+    With ``compact``, the body leaves out what the row stores in its own columns (id, parent,
+    step, created_at: ``COMPACT_TAG``); only a backend that gives them back to
+    ``decode_checkpoint`` may use it.
 
     With ``inline``, small scalar values (``inlined``) go into the body, changed or not,
     instead of blobs: a step that only bumps a counter then writes one row, not two.
@@ -209,7 +214,7 @@ def encode_record(
         cp.parent_id,
         cp.step,
         cp.created_at,
-        encode_body(cp, codec, small),
+        encode_body(cp, codec, small, compact),
         encode_metadata(record.metadata, cp.id, codec),
     )
     writes = encode_writes(record.pending_writes, codec) if record.pending_writes else ()
@@ -244,11 +249,15 @@ def inlined(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def encode_body(
-    cp: Checkpoint, codec: Serializer = serde.DEFAULT, inline: Mapping[str, Any] | None = None
+    cp: Checkpoint,
+    codec: Serializer = serde.DEFAULT,
+    inline: Mapping[str, Any] | None = None,
+    compact: bool = False,
 ) -> bytes:
     """A checkpoint's row body: everything but its values (they live in blobs), except the
     ``inline`` ones."""
-    return _dumps(_body(cp, inline), codec, "checkpoint {}", cp.id)
+    body = _compact_body(cp, inline) if compact else _body(cp, inline)
+    return _dumps(body, codec, "checkpoint {}", cp.id)
 
 
 def encode_metadata(
@@ -259,6 +268,12 @@ def encode_metadata(
 
 BODY_TAG = "cp2"
 """First item of a checkpoint body: what tells a body from any other stored list."""
+COMPACT_TAG = 3
+"""First item of a compact body: ``[COMPACT_TAG, versions, next, barriers, updated_by,
+(inline)]``, where a version equal to the checkpoint's own id (a value it changed) is nil and
+a planned task without argument that is not a ``Send`` is its name alone."""
+RowFields = tuple[str, str | None, int, str]
+"""What a compact body leaves to its row: ``(id, parent_id, step, created_at)``."""
 
 
 def _body(cp: Checkpoint, inline: Mapping[str, Any] | None = None) -> list[Any]:
@@ -282,6 +297,39 @@ def _body(cp: Checkpoint, inline: Mapping[str, Any] | None = None) -> list[Any]:
     if inline:
         body.append(_plain(inline))
     return body
+
+
+def _compact_body(cp: Checkpoint, inline: Mapping[str, Any] | None) -> list[Any]:
+    own = cp.id
+    body = [
+        COMPACT_TAG,
+        {key: None if v == own else v for key, v in cp.versions.items()},
+        [t.name if t.arg is None and not t.send else [t.name, t.arg, t.send] for t in cp.next],
+        {key: list(names) for key, names in cp.barriers.items()} if cp.barriers else {},
+        list(cp.updated_by),
+    ]
+    if inline:
+        body.append(_plain(inline))
+    return body
+
+
+def _from_compact(body: list[Any], row: RowFields) -> Checkpoint:
+    own, parent_id, step, created_at = row
+    _, versions, next_, barriers, updated_by = body[:5]
+    inline = body[5] if len(body) > 5 else {}
+    if type(inline) is not dict or not inline.keys() <= versions.keys():
+        raise ValueError("its inline values are not a dict of versioned keys")
+    return Checkpoint(
+        own,
+        parent_id,
+        step,
+        inline,
+        {key: own if v is None else v for key, v in versions.items()},
+        tuple(PlannedTask(t) if type(t) is str else PlannedTask(t[0], t[1], t[2]) for t in next_),
+        created_at,
+        {key: tuple(names) for key, names in barriers.items()} if barriers else {},
+        tuple(updated_by),
+    )
 
 
 def _from_body(body: list[Any]) -> Checkpoint:
@@ -421,12 +469,17 @@ def full_blobs(
 
 # ----------------------------------------------------------------------------------- decoding
 def decode_checkpoint(
-    body: bytes, values: dict[str, Any], codec: Serializer = serde.DEFAULT
+    body: bytes,
+    values: dict[str, Any],
+    codec: Serializer = serde.DEFAULT,
+    row: RowFields | None = None,
 ) -> Checkpoint:
+    """The checkpoint of a body; a compact one needs its ``row``'s fields."""
     stored = _loads(body, "a checkpoint", codec)
-    if isinstance(stored, list) and stored and stored[0] == BODY_TAG:
+    tag = stored[0] if isinstance(stored, list) and stored else None
+    if tag == BODY_TAG or (tag == COMPACT_TAG and row is not None):
         try:
-            cp = _from_body(stored)
+            cp = _from_body(stored) if tag == BODY_TAG else _from_compact(stored, row)  # type: ignore[arg-type]
         except (TypeError, ValueError, AttributeError) as exc:
             raise SerializationError(f"a stored checkpoint is malformed: {exc}") from exc
     else:

@@ -93,9 +93,7 @@ class MemoryBackend:
         if row is None:
             return None
         writes = self._writes.get((thread_id, ns, checkpoint_id))
-        return StoredCheckpoint(
-            checkpoint_id, row.body, row.metadata, tuple(writes.values()) if writes else ()
-        )
+        return StoredCheckpoint(row, tuple(writes.values()) if writes else ())
 
     def page(
         self, thread_id: str, ns: str, before: str | None, limit: int
@@ -132,8 +130,8 @@ class MemoryBackend:
         by_id = self._checkpoints.get((thread_id, ns), {})
         return [(cid, by_id[cid].created_at) for cid in sorted(by_id, reverse=True)]
 
-    def bodies(self, thread_id: str, ns: str) -> list[bytes]:
-        return [row.body for row in self._checkpoints.get((thread_id, ns), {}).values()]
+    def bodies(self, thread_id: str, ns: str) -> list[tuple[str, bytes]]:
+        return [(cid, row.body) for cid, row in self._checkpoints.get((thread_id, ns), {}).items()]
 
     def namespaces(self, thread_id: str) -> list[str]:
         return [ns for (t, ns) in self._checkpoints if t == thread_id]

@@ -20,7 +20,7 @@ from threadline.checkpoint.base import ThreadStatus
 from threadline.checkpoint.bytecache import ByteCache
 from threadline.checkpoint.chains import HeldChains
 from threadline.checkpoint.layout import REPLACE, BlobRow, CheckpointRow, WriteRow, corrupted
-from threadline.checkpoint.rules import created_ts, now_iso
+from threadline.checkpoint.rules import now_iso
 from threadline.checkpoint.sqlite.connection import misuse
 from threadline.checkpoint.sqlite.queries import (
     CHUNK,
@@ -177,7 +177,10 @@ class _Tx:
         return self._with_writes(thread_id, ns, rows)
 
     def _with_writes(
-        self, thread_id: str, ns: str, rows: Sequence[tuple[str, bytes, bytes]]
+        self,
+        thread_id: str,
+        ns: str,
+        rows: Sequence[tuple[str, str | None, int, str, bytes, bytes]],
     ) -> list[StoredCheckpoint]:
         ids = [r[0] for r in rows]
         writes: dict[str, list[WriteRow]] = {cid: [] for cid in ids}
@@ -191,7 +194,7 @@ class _Tx:
                 [thread_id, ns, *chunk],
             ):
                 writes[cid].append(WriteRow(task_id, kind, task_name, value))
-        return [StoredCheckpoint(cid, body, meta, tuple(writes[cid])) for cid, body, meta in rows]
+        return [StoredCheckpoint(CheckpointRow(*row), tuple(writes[row[0]])) for row in rows]
 
     def values(
         self, thread_id: str, ns: str, wanted: Sequence[Mapping[str, str]]
@@ -228,12 +231,11 @@ class _Tx:
             (thread_id, ns),
         ).fetchall()
 
-    def bodies(self, thread_id: str, ns: str) -> list[bytes]:
-        rows = self.conn.execute(
-            "SELECT body FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?",
+    def bodies(self, thread_id: str, ns: str) -> list[tuple[str, bytes]]:
+        return self.conn.execute(
+            "SELECT checkpoint_id, body FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?",
             (thread_id, ns),
-        )
-        return [body for (body,) in rows]
+        ).fetchall()
 
     def namespaces(self, thread_id: str) -> list[str]:
         rows = self.conn.execute(
@@ -268,7 +270,6 @@ class _Tx:
                 row.parent_id,
                 row.step,
                 row.created_at,
-                created_ts(row.created_at),
                 row.body,
                 row.metadata,
             ),
@@ -367,9 +368,10 @@ class _Tx:
         for table in ("writes", "blobs", "threads"):  # leftovers without checkpoints
             conn.execute(f"DELETE FROM {table} WHERE thread_id = ?", (target,))
         self._forget(target)
+        columns = "checkpoint_ns, checkpoint_id, parent_id, step, created_at, body, metadata"
         conn.execute(
-            "INSERT INTO checkpoints SELECT ?, checkpoint_ns, checkpoint_id, parent_id, step,"
-            " created_at, created_ts, body, metadata FROM checkpoints WHERE thread_id = ?",
+            f"INSERT INTO checkpoints (thread_id, {columns}) SELECT ?, {columns} FROM checkpoints"
+            " WHERE thread_id = ?",
             (target, source),
         )
         conn.execute(

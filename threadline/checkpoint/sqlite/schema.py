@@ -17,7 +17,6 @@ SCHEMA = (
         parent_id     TEXT,
         step          INTEGER NOT NULL,
         created_at    TEXT    NOT NULL,
-        created_ts    REAL,
         body          BLOB    NOT NULL,
         metadata      BLOB    NOT NULL,
         PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
@@ -65,9 +64,8 @@ SCHEMA = (
 
 INSERT_CHECKPOINT = """
     INSERT INTO checkpoints (
-        thread_id, checkpoint_ns, checkpoint_id, parent_id, step, created_at, created_ts,
-        body, metadata
-    ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+        thread_id, checkpoint_ns, checkpoint_id, parent_id, step, created_at, body, metadata
+    ) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 """
 
 # A (key, version) stored already holds the same value (perhaps as a prefix row): keep it.
@@ -157,18 +155,18 @@ HEAD_AND_STATUS = """
 
 
 SELECT_ONE = """
-    SELECT checkpoint_id, body, metadata FROM checkpoints
+    SELECT checkpoint_id, parent_id, step, created_at, body, metadata FROM checkpoints
      WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?
 """
 
 SELECT_LATEST = """
-    SELECT checkpoint_id, body, metadata FROM checkpoints
+    SELECT checkpoint_id, parent_id, step, created_at, body, metadata FROM checkpoints
      WHERE thread_id = ? AND checkpoint_ns = ?
      ORDER BY checkpoint_id DESC LIMIT 1
 """
 
 SELECT_PAGE = """
-    SELECT checkpoint_id, body, metadata FROM checkpoints
+    SELECT checkpoint_id, parent_id, step, created_at, body, metadata FROM checkpoints
      WHERE thread_id = ? AND checkpoint_ns = ? AND (? IS NULL OR checkpoint_id < ?)
      ORDER BY checkpoint_id DESC LIMIT ?
 """
