@@ -53,8 +53,9 @@ from threadline.checkpoint.base import (
     Retention,
     StorageHints,
 )
+from threadline.checkpoint.bodies import wanted_blobs
 from threadline.checkpoint.ids import new_checkpoint_id
-from threadline.checkpoint.layout import BlobRow, Compaction, referenced_blobs, wanted_blobs
+from threadline.checkpoint.layout import BlobRow, Compaction, referenced_blobs
 from threadline.checkpoint.postgres import SCHEMA_VERSION, PostgresSaver, batcher, mask_url
 from threadline.checkpoint.postgres import connections as connections_module
 from threadline.checkpoint.postgres import saver as saver_module

@@ -818,8 +818,8 @@ def test_a_stale_blob_cache_is_caught_in_the_transaction(tmp_path: Path) -> None
 
 
 def test_reading_versions_from_a_stored_body_needs_no_classes() -> None:
+    from threadline.checkpoint.bodies import body_versions
     from threadline.checkpoint.layout import encode_record
-    from threadline.checkpoint.rawbody import body_versions
 
     @serde.register(name="tests.checkpoint.Payload")
     @dataclass(frozen=True)

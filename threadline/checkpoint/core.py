@@ -33,16 +33,20 @@ from threadline.checkpoint.base import (
     metadata_matches,
     thread_status,
 )
+from threadline.checkpoint.bodies import (
+    blob_versions,
+    body_next,
+    body_versions,
+    decode_checkpoint,
+    decode_metadata,
+)
 from threadline.checkpoint.layout import (
     BaseLookup,
     BlobRow,
     EncodedCheckpoint,
     Pool,
     blob_refs,
-    blob_versions,
     checkpoint_values,
-    decode_checkpoint,
-    decode_metadata,
     decode_write,
     encode_record,
     encode_writes,
@@ -50,7 +54,6 @@ from threadline.checkpoint.layout import (
     named,
     referenced_blobs,
 )
-from threadline.checkpoint.rawbody import body_next, body_versions
 from threadline.checkpoint.rules import (
     age_cutoff,
     check_keep_last,

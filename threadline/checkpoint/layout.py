@@ -38,9 +38,15 @@ from threadline import serde
 from threadline.checkpoint.base import (
     Checkpoint,
     CheckpointRecord,
-    PlannedTask,
     StorageHints,
     TaskWrite,
+)
+from threadline.checkpoint.bodies import (
+    blob_versions,
+    dumps_named,
+    encode_body,
+    encode_metadata,
+    loads_named,
 )
 from threadline.errors import SerializationError
 from threadline.serde import Serializer
@@ -248,109 +254,6 @@ def inlined(values: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def encode_body(
-    cp: Checkpoint,
-    codec: Serializer = serde.DEFAULT,
-    inline: Mapping[str, Any] | None = None,
-    compact: bool = False,
-) -> bytes:
-    """A checkpoint's row body: everything but its values (they live in blobs), except the
-    ``inline`` ones."""
-    body = _compact_body(cp, inline) if compact else _body(cp, inline)
-    return _dumps(body, codec, "checkpoint {}", cp.id)
-
-
-def encode_metadata(
-    metadata: Mapping[str, Any], checkpoint_id: str, codec: Serializer = serde.DEFAULT
-) -> bytes:
-    return _dumps(_plain(metadata), codec, "the metadata of checkpoint {}", checkpoint_id)
-
-
-BODY_TAG = "cp2"
-"""First item of a checkpoint body: what tells a body from any other stored list."""
-COMPACT_TAG = 3
-"""First item of a compact body: ``[COMPACT_TAG, versions, next, barriers, updated_by,
-(inline)]``, where a version equal to the checkpoint's own id (a value it changed) is nil and
-a planned task without argument that is not a ``Send`` is its name alone."""
-RowFields = tuple[str, str | None, int, str]
-"""What a compact body leaves to its row: ``(id, parent_id, step, created_at)``."""
-
-
-def _body(cp: Checkpoint, inline: Mapping[str, Any] | None = None) -> list[Any]:
-    """The checkpoint as its row stores it, values aside (they live in blobs).
-
-    Plain lists in a fixed order: about 120 bytes smaller per checkpoint than the typed record
-    (no class or field names), and faster to encode and decode. Only task arguments (``Send``
-    payloads) may hold typed values. Inline values, if any, come last.
-    """
-    body = [
-        BODY_TAG,
-        cp.id,
-        cp.parent_id,
-        cp.step,
-        cp.created_at,
-        cp.versions,
-        [[t.name, t.arg, t.send] for t in cp.next],
-        {key: list(names) for key, names in cp.barriers.items()} if cp.barriers else {},
-        list(cp.updated_by),
-    ]
-    if inline:
-        body.append(_plain(inline))
-    return body
-
-
-def _compact_body(cp: Checkpoint, inline: Mapping[str, Any] | None) -> list[Any]:
-    own = cp.id
-    body = [
-        COMPACT_TAG,
-        {key: None if v == own else v for key, v in cp.versions.items()},
-        [t.name if t.arg is None and not t.send else [t.name, t.arg, t.send] for t in cp.next],
-        {key: list(names) for key, names in cp.barriers.items()} if cp.barriers else {},
-        list(cp.updated_by),
-    ]
-    if inline:
-        body.append(_plain(inline))
-    return body
-
-
-def _from_compact(body: list[Any], row: RowFields) -> Checkpoint:
-    own, parent_id, step, created_at = row
-    _, versions, next_, barriers, updated_by = body[:5]
-    inline = body[5] if len(body) > 5 else {}
-    if type(inline) is not dict or not inline.keys() <= versions.keys():
-        raise ValueError("its inline values are not a dict of versioned keys")
-    return Checkpoint(
-        own,
-        parent_id,
-        step,
-        inline,
-        {key: own if v is None else v for key, v in versions.items()},
-        tuple(PlannedTask(t) if type(t) is str else PlannedTask(t[0], t[1], t[2]) for t in next_),
-        created_at,
-        {key: tuple(names) for key, names in barriers.items()} if barriers else {},
-        tuple(updated_by),
-    )
-
-
-def _from_body(body: list[Any]) -> Checkpoint:
-    """The checkpoint of a body; its ``values`` are the inline ones."""
-    _, cp_id, parent_id, step, created_at, versions, next_, barriers, updated_by = body[:9]
-    inline = body[9] if len(body) > 9 else {}
-    if type(inline) is not dict or not inline.keys() <= versions.keys():
-        raise ValueError("its inline values are not a dict of versioned keys")
-    return Checkpoint(
-        cp_id,
-        parent_id,
-        step,
-        inline,
-        versions,
-        tuple(PlannedTask(name, arg, send) for name, arg, send in next_),
-        created_at,
-        {key: tuple(names) for key, names in barriers.items()},
-        tuple(updated_by),
-    )
-
-
 def _blob(
     key: str,
     value: Any,
@@ -428,24 +331,10 @@ def encode_writes(
             w.task_id,
             w.kind,
             w.task_name,
-            _dumps(w.value, codec, "the {!r} write of task {!r}", w.kind, w.task_name),
+            dumps_named(w.value, codec, "the {!r} write of task {!r}", w.kind, w.task_name),
         )
         for w in writes
     )
-
-
-def _plain(mapping: Mapping[str, Any]) -> dict[str, Any]:
-    return mapping if type(mapping) is dict else dict(mapping)
-
-
-def _dumps(obj: Any, codec: Serializer, what: str, *args: Any) -> bytes:
-    """Encode ``obj``; a failure's message says what failed (``what`` formatted with ``args``,
-    only then), its path stays relative to it."""
-    try:
-        return codec.dumps(obj)
-    except SerializationError as exc:
-        message = f"{what.format(*args)}: {exc}"
-        raise SerializationError(message, path=exc.path, type_name=exc.type_name) from exc
 
 
 def full_blobs(
@@ -468,49 +357,9 @@ def full_blobs(
 
 
 # ----------------------------------------------------------------------------------- decoding
-def decode_checkpoint(
-    body: bytes,
-    values: dict[str, Any],
-    codec: Serializer = serde.DEFAULT,
-    row: RowFields | None = None,
-) -> Checkpoint:
-    """The checkpoint of a body; a compact one needs its ``row``'s fields."""
-    stored = _loads(body, "a checkpoint", codec)
-    tag = stored[0] if isinstance(stored, list) and stored else None
-    if tag == BODY_TAG or (tag == COMPACT_TAG and row is not None):
-        try:
-            cp = _from_body(stored) if tag == BODY_TAG else _from_compact(stored, row)  # type: ignore[arg-type]
-        except (TypeError, ValueError, AttributeError) as exc:
-            raise SerializationError(f"a stored checkpoint is malformed: {exc}") from exc
-    else:
-        raise SerializationError(f"stored checkpoint decoded to {type(stored).__name__}")
-    return dataclasses.replace(cp, values={**cp.values, **values})
-
-
-def decode_metadata(data: bytes, codec: Serializer = serde.DEFAULT) -> dict[str, Any]:
-    value = _loads(data, "checkpoint metadata", codec)
-    return dict(value) if value is not None else {}
-
-
 def decode_write(row: WriteRow, codec: Serializer = serde.DEFAULT) -> TaskWrite:
-    value = _loads(row.data, f"the {row.kind!r} write of task {row.task_name!r}", codec)
+    value = loads_named(row.data, f"the {row.kind!r} write of task {row.task_name!r}", codec)
     return TaskWrite(row.task_id, row.task_name, row.kind, value)  # type: ignore[arg-type]
-
-
-def wanted_blobs(
-    body: bytes, codec: Serializer = serde.DEFAULT
-) -> tuple[Checkpoint, list[tuple[str, str]]]:
-    """The checkpoint (with its inline values only) and the ``(key, version)`` blobs its other
-    values live in."""
-    cp = decode_checkpoint(body, {}, codec)
-    return cp, list(blob_versions(cp).items())
-
-
-def blob_versions(cp: Checkpoint) -> dict[str, str]:
-    """The versions of the values of a decoded ``cp`` that live in blobs (not inline)."""
-    if not cp.values:
-        return cp.versions
-    return {key: version for key, version in cp.versions.items() if key not in cp.values}
 
 
 Pool = Mapping[tuple[str, str], BlobRow]
@@ -590,7 +439,7 @@ def _value(
     if row.value is not None:
         value = row.value()
     else:
-        value = _loads(row.data, f"the value of key {key!r}", codec)
+        value = loads_named(row.data, f"the value of key {key!r}", codec)
     if steps and not isinstance(value, list):
         raise SerializationError(f"the stored value of key {key!r} is not a list: corrupted?")
     for step in reversed(steps):
@@ -601,7 +450,7 @@ def _value(
                 )
             del value[step.items :]
             continue
-        delta = _loads(step.data, f"a delta of key {key!r}", codec)
+        delta = loads_named(step.data, f"a delta of key {key!r}", codec)
         if not isinstance(delta, list):
             raise SerializationError(f"a stored delta of key {key!r} is not a list: corrupted?")
         value.extend(delta)
@@ -633,15 +482,6 @@ def named(exc: SerializationError, thread_id: str, ns: str, checkpoint_id: str) 
         path=exc.path,
         type_name=exc.type_name,
     )
-
-
-def _loads(data: bytes, what: str, codec: Serializer) -> Any:
-    try:
-        return codec.loads(data)
-    except SerializationError as exc:
-        raise SerializationError(
-            f"cannot load {what}: {exc}", path=exc.path, type_name=exc.type_name
-        ) from exc
 
 
 def referenced_blobs(

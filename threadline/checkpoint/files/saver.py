@@ -29,6 +29,13 @@ from threadline.checkpoint.base import (
     metadata_matches,
     thread_status,
 )
+from threadline.checkpoint.bodies import (
+    blob_versions,
+    decode_metadata,
+    encode_body,
+    encode_metadata,
+    wanted_blobs,
+)
 from threadline.checkpoint.chains import HeldChains
 from threadline.checkpoint.files.disk import (
     ROOT_NS_DIR,
@@ -56,17 +63,12 @@ from threadline.checkpoint.layout import (
     EncodedCheckpoint,
     Pool,
     WriteRow,
-    blob_versions,
     checkpoint_values,
-    decode_metadata,
     decode_write,
-    encode_body,
-    encode_metadata,
     encode_record,
     encode_writes,
     full_blobs,
     referenced_blobs,
-    wanted_blobs,
 )
 from threadline.checkpoint.rules import age_cutoff, check_keep_last, check_put, created_ts, now_iso
 from threadline.errors import SaverUnavailableError, SerializationError

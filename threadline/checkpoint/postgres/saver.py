@@ -21,6 +21,7 @@ from threadline.checkpoint.base import (
     ThreadStatus,
     metadata_matches,
 )
+from threadline.checkpoint.bodies import blob_versions, decode_metadata, wanted_blobs
 from threadline.checkpoint.bytecache import HeldBlobs
 from threadline.checkpoint.chains import HeldChains
 from threadline.checkpoint.formats import migrations_from
@@ -30,16 +31,13 @@ from threadline.checkpoint.layout import (
     EncodedCheckpoint,
     WriteRow,
     blob_refs,
-    blob_versions,
     checkpoint_values,
     corrupted,
-    decode_metadata,
     decode_write,
     encode_record,
     encode_writes,
     full_blobs,
     loading,
-    wanted_blobs,
 )
 from threadline.checkpoint.postgres.batcher import PutBatchers
 from threadline.checkpoint.postgres.cache import BlobCache
