@@ -386,11 +386,13 @@ class CoreSaver(BaseSaver):
                 cache.popitem(last=False)
 
     def _remember_head(self, thread_id: str, ns: str, cp: Checkpoint) -> None:
+        key, head = (thread_id, ns), (cp.id, dict(cp.versions))
+        heads = self._heads
         with self._lock:
-            self._heads[(thread_id, ns)] = (cp.id, dict(cp.versions))
-            self._heads.move_to_end((thread_id, ns))
-            while len(self._heads) > _HEADS_CACHED:
-                self._heads.popitem(last=False)
+            heads[key] = head
+            heads.move_to_end(key)
+            if len(heads) > _HEADS_CACHED:
+                heads.popitem(last=False)
 
     def _forget(
         self, thread_id: str, ns: str | None = None, pairs: Iterable[Pair] | None = None
