@@ -16,6 +16,7 @@ exists: nothing needs checking).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
@@ -90,7 +91,7 @@ class CoreSaver(BaseSaver):
         self._cached = not backend.in_process
         self._lock = threading.Lock()  # guards the two caches
         self._meta: OrderedDict[tuple[str, str, str, str], BlobRow] = OrderedDict()
-        # (thread, ns) -> (id, versions) of the checkpoint this saver last saved there
+        # (thread, ns) -> (id, blob versions) of the checkpoint this saver last saved there
         self._heads: OrderedDict[tuple[str, str], tuple[str, dict[str, str]]] = OrderedDict()
 
     def close(self) -> None:
@@ -200,10 +201,11 @@ class CoreSaver(BaseSaver):
         base_of = self._base_lookup(thread_id, ns)
         encoded = encode_record(record, base_of, self.serde, backend.compaction, True, True)
         status = thread_status(cp, record.pending_writes) if ns == "" else None
+        refs = blob_refs(cp, encoded)  # a new dict: the head cache keeps it
         with backend.transaction(True) as tx:
             head = tx.head(thread_id, ns)
             check_put(record, head, fork=fork)
-            blobs = self._complete(tx, record, encoded, head)
+            blobs = self._complete(tx, record, encoded, refs, head)
             tx.insert(thread_id, ns, encoded.row, blobs, encoded.prefixes)
             if encoded.writes:
                 tx.add_writes(thread_id, ns, cp.id, encoded.writes)
@@ -211,7 +213,7 @@ class CoreSaver(BaseSaver):
                 tx.set_thread(thread_id, status, cp.id, [t.name for t in cp.next])
             if self.retention is not None:
                 self._retain(tx, thread_id, ns, cp.id, self.retention)
-        self._remember_head(thread_id, ns, cp)
+        self._remember_head(thread_id, ns, cp.id, refs)
         if self._cached and (blobs or encoded.prefixes):
             self._remember(thread_id, ns, [*blobs, *encoded.prefixes])
 
@@ -220,6 +222,7 @@ class CoreSaver(BaseSaver):
         tx: Transaction,
         record: CheckpointRecord,
         encoded: EncodedCheckpoint,
+        refs: dict[str, str],
         head: str | None,
     ) -> list[BlobRow]:
         """The blobs to insert, after checking (in the transaction) what they rely on.
@@ -231,9 +234,8 @@ class CoreSaver(BaseSaver):
         blob a stored checkpoint uses stays while it exists. So in the usual case (a run saving
         on top of the head it saved last) nothing is read here.
         """
-        thread_id, ns, cp = record.thread_id, record.checkpoint_ns, record.checkpoint
+        thread_id, ns = record.thread_id, record.checkpoint_ns
         blobs = encoded.blobs
-        refs = blob_refs(cp, encoded)
         if not blobs and not refs:  # every value is in the row itself
             return []
         known = self._heads.get((thread_id, ns))
@@ -359,7 +361,7 @@ class CoreSaver(BaseSaver):
 
         backend = self.backend
         if not self._cached:
-            return lambda key, version: backend.blob(thread_id, ns, key, version)
+            return functools.partial(backend.blob, thread_id, ns)
 
         def base_of(key: str, version: str) -> BlobRow | None:
             cache_key = (thread_id, ns, key, version)
@@ -385,8 +387,8 @@ class CoreSaver(BaseSaver):
             while len(cache) > _META_CACHED:
                 cache.popitem(last=False)
 
-    def _remember_head(self, thread_id: str, ns: str, cp: Checkpoint) -> None:
-        key, head = (thread_id, ns), (cp.id, dict(cp.versions))
+    def _remember_head(self, thread_id: str, ns: str, cp_id: str, refs: dict[str, str]) -> None:
+        key, head = (thread_id, ns), (cp_id, refs)
         heads = self._heads
         with self._lock:
             heads[key] = head

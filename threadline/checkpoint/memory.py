@@ -159,11 +159,17 @@ class MemoryBackend:
     ) -> None:
         key = (thread_id, ns)
         if blobs or prefixes:
-            stored = self._blobs.setdefault(key, {})
+            stored = self._blobs.get(key)
+            if stored is None:
+                stored = self._blobs[key] = {}
             for b in blobs:
-                stored.setdefault((b.key, b.version), b)
+                if (b.key, b.version) not in stored:
+                    stored[(b.key, b.version)] = b
             self._prefix(stored, prefixes)
-        self._checkpoints.setdefault(key, {})[row.checkpoint_id] = row
+        checkpoints = self._checkpoints.get(key)
+        if checkpoints is None:
+            checkpoints = self._checkpoints[key] = {}
+        checkpoints[row.checkpoint_id] = row
         self._heads[key] = row.checkpoint_id
 
     @staticmethod
