@@ -910,3 +910,31 @@ def test_another_tools_database_is_refused(tmp_path: Path) -> None:
     with pytest.raises(SaverUnavailableError, match="did not create"):
         SqliteSaver(path)
     assert query(path, "SELECT name FROM sqlite_master WHERE type = 'table'") == [("checkpoints",)]
+
+
+def test_a_counter_step_costs_at_most_200_bytes_of_checkpoint_rows(tmp_path: Path) -> None:
+    """A step that only moves a counter writes one compact row (its body leaves out what the
+    row's columns hold): at most 200 bytes of the checkpoints table's pages a checkpoint."""
+    from typing import TypedDict
+
+    from threadline.graph import END, START, StateGraph
+
+    class Counter(TypedDict):
+        n: int
+
+    builder = StateGraph(Counter)
+    builder.add_node("inc", lambda s: {"n": s["n"] + 1})
+    builder.add_edge(START, "inc")
+    builder.add_conditional_edges("inc", lambda s: END if s["n"] >= 2000 else "inc")
+    path = tmp_path / "counter.db"
+    with SqliteSaver(path) as saver:
+        config = {"configurable": {"thread_id": "t"}, "recursion_limit": 4000}
+        assert builder.compile(checkpointer=saver).invoke({"n": 0}, config) == {"n": 2000}
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        (count,) = conn.execute("SELECT count(*) FROM checkpoints").fetchone()
+        (pages,) = conn.execute(
+            "SELECT SUM(pgsize) FROM dbstat WHERE name = 'checkpoints'"
+        ).fetchone()
+        (bodies,) = conn.execute("SELECT MAX(length(body)) FROM checkpoints").fetchone()
+    assert count == 2002 and pages / count <= 200 and bodies < 40
