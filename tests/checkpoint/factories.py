@@ -17,6 +17,8 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
+from toy_backend import DictRowsSaver
+
 from threadline.checkpoint import BaseSaver, InMemorySaver, SqliteSaver
 
 SaverFactory = Callable[..., AbstractContextManager[BaseSaver]]
@@ -29,6 +31,13 @@ def memory_saver(tmp_path: Path, **options: Any) -> Iterator[BaseSaver]:
 
 
 @contextmanager
+def toy_saver(tmp_path: Path, **options: Any) -> Iterator[BaseSaver]:
+    """``toy_backend.DictRowsBackend``: a backend written only against the protocol."""
+    with DictRowsSaver(**options) as saver:
+        yield saver
+
+
+@contextmanager
 def sqlite_saver(tmp_path: Path, **options: Any) -> Iterator[BaseSaver]:
     with SqliteSaver(tmp_path / "checkpoints.db", **options) as saver:
         yield saver
@@ -37,6 +46,7 @@ def sqlite_saver(tmp_path: Path, **options: Any) -> Iterator[BaseSaver]:
 SAVER_FACTORIES: dict[str, SaverFactory] = {
     "memory": memory_saver,
     "sqlite": sqlite_saver,
+    "toy": toy_saver,
     "redis": __import__("test_redis_saver").redis_saver,  # skips when Redis is unreachable
     "files": __import__("test_file_saver").file_saver,
     "postgres": __import__("test_postgres_saver").postgres_saver,  # skips when unreachable

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import itertools
 import json
 import math
@@ -24,7 +22,6 @@ import pytest
 from builders import item, step
 
 from threadline import serde
-from threadline.checkpoint import layout
 from threadline.checkpoint.base import (
     BaseSaver,
     Checkpoint,
@@ -34,9 +31,8 @@ from threadline.checkpoint.base import (
     StorageHints,
     TaskWrite,
 )
-from threadline.checkpoint.files import FORMAT_VERSION, FileSaver
+from threadline.checkpoint.files import FileSaver
 from threadline.checkpoint.files import saver as saver_module
-from threadline.checkpoint.files.disk import b64
 from threadline.checkpoint.ids import new_checkpoint_id
 from threadline.checkpoint.urls import from_url
 from threadline.errors import ConcurrentUpdateError, SaverUnavailableError, SerializationError
@@ -274,38 +270,6 @@ def test_inline_values_json_cannot_show_keep_the_row_bytes(saver: FileSaver) -> 
     assert got.checkpoint.versions == record.checkpoint.versions
 
 
-def test_files_written_with_their_bytes_and_a_sha256_still_load(tmp_path: Path) -> None:
-    """Folders written before rows were made again from their fields, values shown as JSON and
-    checksums were CRC-32s: rows with base64 bytes, msgpack blobs, SHA-256 everywhere."""
-    write = TaskWrite("a", "n", "result", {"x": 1})
-
-    def sha256_of(doc: dict[str, Any], data: bytes) -> dict[str, Any]:
-        del doc["crc32"]
-        return {**doc, "sha256": hashlib.sha256(data).hexdigest()}
-
-    with FileSaver(tmp_path / "store", previews=False) as saver:  # binary blobs
-        cps = chain(saver, "t1", 3)
-        saver.put_writes("t1", "", cps[-1].id, [write])
-        folder = ns_dir(saver, "t1")
-        for path in (folder / "checkpoints").iterdir():
-            row = json.loads(path.read_text())
-            body, metadata = saver_module._rebuilt(row) or (b"", b"")
-            stored = sha256_of(row["stored"], body + metadata)
-            row["stored"] = {"body": b64(body), "metadata": b64(metadata), **stored}
-            path.write_text(json.dumps(row))
-        for path in (folder / "blobs").iterdir():
-            line, _, data = path.read_bytes().partition(b"\n")
-            header = sha256_of(json.loads(line), data)
-            path.write_bytes(json.dumps(header).encode() + b"\n" + data)
-        for path in (folder / "writes").rglob("*.json"):
-            doc = json.loads(path.read_text())
-            path.write_text(json.dumps(sha256_of(doc, base64.b64decode(doc["data"]))))
-    with FileSaver(tmp_path / "store") as saver:
-        assert [r.checkpoint for r in saver.list("t1")] == cps[::-1]
-        got = saver.get_tuple("t1")
-        assert got is not None and got.pending_writes == (write,)
-
-
 def test_huge_values_are_cut_short_in_the_preview(saver: FileSaver) -> None:
     text, items = ("x" * 100_000, b"x"), [(i,) for i in range(10_000)]  # tuples: not JSON
     cp, hints = make({"text": text, "items": items, "raw": b"\0" * 100})  # too long to inline
@@ -352,89 +316,32 @@ def test_a_newer_format_is_refused(tmp_path: Path) -> None:
         FileSaver(tmp_path / "store")
 
 
-def as_format_1(record: Any, base_of: Any, codec: Any, *_: Any, **__: Any) -> Any:
-    """``encode_record`` as format 1 used it: every value in a blob."""
-    return layout.encode_record(record, base_of, codec)
-
-
-def set_format(directory: Path, version: int) -> None:
-    marker = {"format": "threadline.files", "version": version}
-    (directory / "FORMAT.json").write_text(json.dumps(marker))
-
-
-def format_of(directory: Path) -> Any:
-    return json.loads((directory / "FORMAT.json").read_text())["version"]
-
-
-def test_a_format_1_folder_with_scalars_in_blobs_loads_and_goes_on(
+def test_an_older_format_is_migrated_when_opened(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Format 1 stored every value in a blob; format 2 keeps small scalars in the rows. An old
-    folder loads as it is, is marked 2 (which an older threadline refuses) and goes on; its
-    old scalar blobs go once no kept row needs them."""
-    directory = tmp_path / "store"
-    records: list[CheckpointRecord] = []
-    with monkeypatch.context() as patch:
-        patch.setattr(saver_module, "encode_record", as_format_1)
-        with FileSaver(directory) as saver:
-            for i in range(2):
-                parent = records[-1].checkpoint if records else None
-                records.append(step("t1", {"n": i, "k": "kept", "log": [i]}, parent))
-                saver.put(records[-1])
-            folder = ns_dir(saver, "t1")
-    first, second = (r.checkpoint.id for r in records)
-    old_blobs = {f"{key}@{cid}.blob" for key in ("n", "log") for cid in (first, second)}
-    old_blobs.add(f"k@{first}.blob")
-    assert {p.name for p in (folder / "blobs").iterdir()} == old_blobs
-    set_format(directory, 1)
-
-    with FileSaver(directory) as saver:
-        assert format_of(directory) == FORMAT_VERSION == 2
-        assert [r.checkpoint for r in saver.list("t1")] == [r.checkpoint for r in records[::-1]]
-        records.append(step("t1", {"n": 2, "k": "kept", "log": [2]}, records[-1].checkpoint))
-        saver.put(records[-1])
-        third = records[-1].checkpoint.id
-        assert {p.name for p in (folder / "blobs").iterdir()} == old_blobs | {f"log@{third}.blob"}
-        assert [r.checkpoint for r in saver.list("t1")] == [r.checkpoint for r in records[::-1]]
-        assert saver.prune("t1", keep_last=1) == 2  # "k" is in the kept row: its blob goes
-        assert {p.name for p in (folder / "blobs").iterdir()} == {f"log@{third}.blob"}
-        got = saver.get_tuple("t1")
-        assert got is not None and got.checkpoint == records[-1].checkpoint
-
-    monkeypatch.setattr(saver_module, "FORMAT_VERSION", 1)  # the threadline before format 2
-    with pytest.raises(SaverUnavailableError, match=r"format version 2, newer.*upgrade threadline"):
-        FileSaver(directory)
-
-
-def test_a_format_1_folder_it_cannot_mark_when_opened_is_marked_by_the_first_put(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Opening a folder it may not write (say, read-only) still reads it; a put marks it before
-    it writes a row older code could not read."""
+    """A synthetic format 2 adds a file: a format-1 folder is migrated and marked 2 when
+    opened, and its checkpoints load; a folder older than any migration is refused."""
     directory = tmp_path / "store"
     with FileSaver(directory) as saver:
         (a,) = chain(saver, "t1", 1)
-    set_format(directory, 1)
-    real_write_file = saver_module.write_file
+    migrated: list[str] = []
 
-    def no_marker(path: str, data: bytes, **options: Any) -> None:
-        if os.path.basename(path) == "FORMAT.json":
-            raise PermissionError(path)
-        real_write_file(path, data, **options)
+    def to_2(folder: str) -> None:
+        migrated.append(folder)
+        (Path(folder) / "NOTES").write_text("format 2")
 
-    with monkeypatch.context() as patch:
-        patch.setattr(saver_module, "write_file", no_marker)
-        saver = FileSaver(directory)
+    monkeypatch.setattr(saver_module, "FORMAT_VERSION", 2)
+    monkeypatch.setattr(saver_module, "MIGRATIONS", {1: to_2})
+    with FileSaver(directory) as saver:
+        assert json.loads((directory / "FORMAT.json").read_text())["version"] == 2
         got = saver.get_tuple("t1")
         assert got is not None and got.checkpoint == a
-        with pytest.raises(SaverUnavailableError, match="make the directory writable") as info:
-            saver.put(rec("t1", *make({"i": 1}, a)))
-        assert isinstance(info.value.__cause__, PermissionError)
-    assert format_of(directory) == 1 and [r.checkpoint for r in saver.list("t1")] == [a]
-    b, hints = make({"i": 1}, a)
-    saver.put(rec("t1", b, hints))
-    assert format_of(directory) == 2
-    assert [r.checkpoint for r in saver.list("t1")] == [b, a]
+    FileSaver(directory)  # migrated once
+    assert migrated == [str(directory)] and (directory / "NOTES").read_text() == "format 2"
+    marker = {"format": "threadline.files", "version": 0}
+    (directory / "FORMAT.json").write_text(json.dumps(marker))
+    with pytest.raises(SaverUnavailableError, match="format version 0, which this threadline"):
+        FileSaver(directory)
 
 
 def test_an_unusable_directory_is_reported(tmp_path: Path) -> None:
@@ -1068,30 +975,6 @@ def test_a_prefix_row_file_is_readable(saver: FileSaver) -> None:
     header = json.loads(text)
     assert text == json.dumps(header) + "\n"  # the header line alone: no bytes of its own
     assert header["items"] == 1 and header["size"] == 0 and header["base"] > first
-
-
-def test_a_folder_written_before_list_lengths_were_kept_still_loads_and_grows(
-    tmp_path: Path,
-) -> None:
-    """Blob headers without ``items`` (format 1 as first released) load as they are; those rows
-    are never turned into prefix rows, and the list goes on and compacts later."""
-    records: list[CheckpointRecord] = []
-    with FileSaver(tmp_path / "store") as saver:
-        grow(saver, records, 6, 2000)  # a full blob and deltas, no compaction yet
-        for path in (ns_dir(saver, "t1") / "blobs").iterdir():
-            line, _, data = path.read_bytes().partition(b"\n")
-            header = json.loads(line)
-            del header["items"]
-            path.write_bytes(json.dumps(header).encode() + b"\n" + data)
-    with FileSaver(tmp_path / "store") as saver:
-        grow(saver, records, 60, 2000)
-        for r in records:
-            got = saver.get_tuple("t1", "", r.checkpoint.id)
-            assert got is not None and got.checkpoint.values == r.checkpoint.values
-        files = blob_files(saver)
-    old = [data for h, data in files.values() if "items" not in h]
-    assert len(old) == 6 and all(old)  # never turned into prefix rows
-    assert any(h["base"] is not None and h["chain_bytes"] == 0 for h, _ in files.values())
 
 
 # -- loading a long thread again -----------------------------------------------------------------

@@ -46,7 +46,6 @@ from psycopg import sql
 from services import postgres_url, require_postgres
 
 from threadline import serde
-from threadline.checkpoint import layout
 from threadline.checkpoint.base import (
     Checkpoint,
     CheckpointRecord,
@@ -54,9 +53,11 @@ from threadline.checkpoint.base import (
     Retention,
     StorageHints,
 )
+from threadline.checkpoint.bodies import wanted_blobs
 from threadline.checkpoint.ids import new_checkpoint_id
-from threadline.checkpoint.layout import BlobRow, Compaction, referenced_blobs, wanted_blobs
+from threadline.checkpoint.layout import BlobRow, Compaction, referenced_blobs
 from threadline.checkpoint.postgres import SCHEMA_VERSION, PostgresSaver, batcher, mask_url
+from threadline.checkpoint.postgres import connections as connections_module
 from threadline.checkpoint.postgres import saver as saver_module
 from threadline.errors import SaverUnavailableError, SerializationError
 
@@ -652,56 +653,41 @@ async def test_tables_of_a_newer_threadline_are_refused(url: str) -> None:
         await other.aclose()
 
 
-def test_setup_migrates_version_1_and_keeps_its_data(url: str) -> None:
-    """Version 1 had the same tables but no ``threadline_put``: a schema at version 1 (its
-    function dropped, its version set back) is brought to the current version by ``setup``,
-    and its checkpoints load and can be built on."""
+def test_setup_migrates_an_older_schema_and_keeps_its_data(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A synthetic version 2 adds a column and needs ``threadline_put`` made again: a schema at
+    version 1 (its function dropped) is brought to version 2 by ``setup``, and its checkpoints
+    load and can be built on; a schema older than any migration is refused."""
     records = chain("t1", 4)
     with postgres_saver() as old:
         for record in records[:3]:
             old.put(record)
         query(old.schema, "DROP FUNCTION {s}.threadline_put")
-        query(old.schema, "UPDATE {s}.threadline_schema_version SET version = 1")
+        monkeypatch.setattr(saver_module, "SCHEMA_VERSION", 2)
+        monkeypatch.setattr(connections_module, "SCHEMA_VERSION", 2)
+        monkeypatch.setattr(
+            saver_module, "MIGRATIONS", {1: ("ALTER TABLE {blobs} ADD COLUMN note text",)}
+        )
         with PostgresSaver(url, schema=old.schema) as new:
             with pytest.raises(SaverUnavailableError, match=r"call saver.setup\(\)"):
                 new.put(records[3])
             new.setup()
-            assert query(old.schema, "SELECT version FROM {s}.threadline_schema_version") == [
-                (SCHEMA_VERSION,)
-            ]
+            new.setup()  # migrated once: the column is not added again
+            assert query(old.schema, "SELECT version FROM {s}.threadline_schema_version") == [(2,)]
+            assert query(old.schema, "SELECT count(note) FROM {s}.threadline_blobs") == [(0,)]
             got = new.get_tuple("t1")
             assert got is not None and got.checkpoint == records[2].checkpoint
             new.put(records[3])
             assert [r.checkpoint for r in new.list("t1")] == [
                 r.checkpoint for r in reversed(records)
             ]
-
-
-def test_setup_takes_version_4_whose_scalars_are_blobs(
-    url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Version 4 stored every value in a blob; version 5 keeps small scalars in the bodies.
-    Old checkpoints load as they are, and the thread goes on."""
-
-    def as_version_4(record: Any, base_of: Any, codec: Any, compaction: Any, **_: Any) -> Any:
-        return layout.encode_record(record, base_of, codec, compaction)  # never inline
-
-    first = step("t1", {"n": 1, "k": "kept"}, None)
-    second = step("t1", {"n": 2, "k": "kept"}, first.checkpoint)
-    with postgres_saver() as old:
-        with monkeypatch.context() as patch:
-            patch.setattr(saver_module, "encode_record", as_version_4)
-            old.put(first)
-        assert sorted(r[0] for r in _stored(old.schema, "t1")) == ["k", "n"]
-        query(old.schema, "UPDATE {s}.threadline_schema_version SET version = 4")
-        with PostgresSaver(url, schema=old.schema) as new:
+        query(old.schema, "UPDATE {s}.threadline_schema_version SET version = 0")
+        with (
+            PostgresSaver(url, schema=old.schema) as new,
+            pytest.raises(SaverUnavailableError, match="format version 0, which this"),
+        ):
             new.setup()
-            assert query(old.schema, "SELECT version FROM {s}.threadline_schema_version") == [
-                (SCHEMA_VERSION,)
-            ]
-            new.put(second)
-            assert [r.checkpoint for r in new.list("t1")] == [second.checkpoint, first.checkpoint]
-        assert sorted(r[0] for r in _stored(old.schema, "t1")) == ["k", "n"]
 
 
 def put_and_list_rows(saver: PostgresSaver, records: list[CheckpointRecord]) -> list[Any]:
@@ -719,35 +705,6 @@ def put_and_list_rows(saver: PostgresSaver, records: list[CheckpointRecord]) -> 
 def eager_compaction(monkeypatch: pytest.MonkeyPatch) -> None:
     """Full copies after 16 KB of deltas (twice the last copy): compaction in a small test."""
     monkeypatch.setattr(saver_module, "COMPACTION", Compaction(ratio=2.0, rewrite_full=False))
-
-
-@pytest.mark.usefixtures("eager_compaction")
-def test_setup_migrates_version_2_whose_blobs_have_no_lengths(url: str) -> None:
-    """Version 2 did not record list lengths: its rows load as they are and are never turned
-    into prefix rows; the list goes on growing and compacting."""
-    records = chain("t1", 60, size=2000)
-    with postgres_saver() as old:
-        for record in records[:6]:
-            old.put(record)
-        query(old.schema, "ALTER TABLE {s}.threadline_blobs DROP COLUMN items")
-        query(old.schema, "UPDATE {s}.threadline_schema_version SET version = 2")
-        with PostgresSaver(url, schema=old.schema) as new:
-            new.setup()
-            assert query(old.schema, "SELECT version FROM {s}.threadline_schema_version") == [
-                (SCHEMA_VERSION,)
-            ]
-            for record in records[6:]:
-                new.put(record)
-            for record in records:
-                got = new.get_tuple("t1", "", record.checkpoint.id)
-                assert got is not None and got.checkpoint == record.checkpoint
-        rows = query(
-            old.schema,
-            "SELECT items IS NULL, length(data), chain_bytes FROM {s}.threadline_blobs"
-            " WHERE key = 'messages'",
-        )
-        assert sum(1 for unknown, size, _ in rows if unknown and size > 0) == 6
-        assert any(not unknown and size == 0 and chain == 0 for unknown, size, chain in rows)
 
 
 def test_a_growing_list_is_stored_once_as_deltas(saver: PostgresSaver) -> None:

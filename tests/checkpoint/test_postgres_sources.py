@@ -18,7 +18,7 @@ from test_postgres_saver import postgres_saver, query, url
 from threadline import END, START, StateGraph
 from threadline.checkpoint import Retention
 from threadline.checkpoint.layout import BlobRow, WriteRow
-from threadline.checkpoint.postgres import SCHEMA_VERSION, PostgresSaver
+from threadline.checkpoint.postgres import PostgresSaver
 from threadline.checkpoint.postgres.sources import MIN_BYTES, RecentWrites
 from threadline.errors import SerializationError
 from threadline.serde import Serializer
@@ -129,28 +129,6 @@ def test_sealed_or_short_values_are_stored_whole(url: str) -> None:
     with postgres_saver() as saver:
         chat(saver).invoke({"messages": [say(MIN_BYTES // 2)]}, config())
         assert sourced(saver) == []
-
-
-def test_setup_adds_the_source_columns_to_version_3(url: str) -> None:
-    with postgres_saver() as old:
-        first = step("t1", {"x": "a" * 200}, None)
-        old.put(first)
-        query(
-            old.schema,
-            "ALTER TABLE {s}.threadline_blobs DROP COLUMN src_id, DROP COLUMN src_task,"
-            " DROP COLUMN src_at, DROP COLUMN src_len",
-        )
-        query(old.schema, "UPDATE {s}.threadline_schema_version SET version = 3")
-        with PostgresSaver(url, schema=old.schema) as new:
-            new.setup()
-            assert query(old.schema, "SELECT version FROM {s}.threadline_schema_version") == [
-                (SCHEMA_VERSION,)
-            ]
-            got = new.get_tuple("t1")
-            assert got is not None and got.checkpoint == first.checkpoint
-            graph = chat(new)
-            graph.invoke({"messages": [say()]}, config("t2"))
-            assert len(sourced(new, "t2")) == 1
 
 
 def test_recent_writes_match_only_the_parent_they_were_stored_with() -> None:

@@ -38,7 +38,6 @@ from redis.crc import key_slot
 from services import redis_url, require_redis
 
 from threadline import serde
-from threadline.checkpoint import layout
 from threadline.checkpoint.base import (
     Checkpoint,
     CheckpointRecord,
@@ -49,9 +48,7 @@ from threadline.checkpoint.base import (
     thread_status,
 )
 from threadline.checkpoint.ids import new_checkpoint_id
-from threadline.checkpoint.layout import BlobRow, encode_record
 from threadline.checkpoint.redis import SCHEMA_VERSION, RedisSaver, mask_url
-from threadline.checkpoint.redis import operations as redis_operations
 from threadline.checkpoint.redis import requests as redis_requests
 from threadline.checkpoint.redis import saver as saver_module
 from threadline.checkpoint.redis.scripts import SCRIPTS
@@ -703,162 +700,30 @@ def test_a_newer_layout_is_refused(client: redis.Redis) -> None:
     unlink_prefix(prefix)
 
 
-# -- data written by the previous layout ----------------------------------------------------------
-
-
-def put_v1(client: redis.Redis, prefix: str, rec: CheckpointRecord, stored: dict) -> None:
-    """Write ``rec`` as layout version 1 did (threadline 0.1): row, writes and write order in
-    three keys, blobs as hashes of their fields. ``stored`` collects blob rows for deltas."""
-    tag = f"{prefix}:{{t:{_quoted(rec.thread_id)}}}"
-    qns, cp = _quoted(rec.checkpoint_ns), rec.checkpoint
-    enc = encode_record(rec, lambda key, version: stored.get((key, str(version))))
-    ref = {k: f":b:{qns}:{_quoted(k)}:{_quoted(str(v))}" for k, v in cp.versions.items()}
-    row = {
-        "checkpoint_id": cp.id,
-        "step": cp.step,
-        "created_at": cp.created_at,
-        "body": enc.row.body,
-        "metadata": enc.row.metadata,
-        "blobs": "\n".join(ref.values()),
-    }
-    if cp.parent_id is not None:
-        row["parent_id"] = cp.parent_id
-    suffixes = [f":cp:{qns}:{cp.id}", f":idx:{qns}", ":ns"]
-    client.hset(tag + suffixes[0], mapping=row)
-    client.zadd(tag + suffixes[1], {cp.id: 0})
-    client.sadd(tag + ":ns", rec.checkpoint_ns)
-    for b in enc.blobs:
-        fields = {
-            "key": b.key,
-            "version": b.version,
-            "start": b.start,
-            "data": b.data,
-            "chain_bytes": b.chain_bytes,
-            "full_bytes": b.full_bytes,
-        }
-        if b.base is not None:
-            fields |= {"base": b.base, "base_ref": f":b:{qns}:{_quoted(b.key)}:{_quoted(b.base)}"}
-        suffix = f":b:{qns}:{_quoted(b.key)}:{_quoted(b.version)}"
-        client.hset(tag + suffix, mapping=fields)
-        suffixes.append(suffix)
-        stored[(b.key, b.version)] = dataclasses.replace(b, data=b"")
-    for w in enc.writes:
-        wid = f"{w.kind}:{w.task_id}"
-        client.hset(
-            tag + f":w:{qns}:{cp.id}", mapping={"d:" + wid: w.data, "n:" + wid: w.task_name}
-        )
-        client.rpush(tag + f":wo:{qns}:{cp.id}", wid)
-        suffixes += [f":w:{qns}:{cp.id}", f":wo:{qns}:{cp.id}"]
-    if rec.checkpoint_ns == "":
-        client.hset(
-            tag + ":meta",
-            mapping={
-                "thread_id": rec.thread_id,
-                "checkpoint_id": cp.id,
-                "status": "idle",
-                "has_next": "0",
-                "next": b"\x01\x00\x90",
-                "updated_at": cp.created_at,
-            },
-        )
-        suffixes.append(":meta")
-        client.zadd(f"{prefix}:threads", {rec.thread_id: 1})
-    client.sadd(tag + ":keys", *suffixes)
-    client.set(f"{prefix}:schema_version", 1)
-
-
-def test_data_of_layout_1_is_migrated_and_reads_back(client: redis.Redis) -> None:
-    prefix = f"{SESSION_PREFIX}:v1"
-    stored: dict[tuple[str, str], BlobRow] = {}
-    cps: list[Checkpoint] = []
-    parent: Checkpoint | None = None
-    for i in range(8):  # a growing list (deltas) and a value set once
-        messages = [*(parent.values["messages"] if parent else []), f"message {i}"]
-        cp = step(parent, {"messages": messages, "big": "b" * 500})
-        writes: tuple[TaskWrite, ...] = ()
-        if i == 7:  # odd task names, and an order that is not the task ids'
-            writes = (
-                TaskWrite("t1", "a node", "interrupt", {"ask": i}),
-                TaskWrite("t0", "n\n2", "result", i),
-            )
-        put_v1(
-            client, prefix, record("a:b{c}", cp, parent, metadata={"i": i}, writes=writes), stored
-        )
-        cps.append(cp)
-        parent = cp
-    child = step(None, {"x": 1})
-    put_v1(client, prefix, record("a:b{c}", child, ns="child:1"), {})
-    client.pexpire(f"{prefix}:{{t:{_quoted('a:b{c}')}}}:keys", 50_000)
-    try:
-        with RedisSaver(REDIS_URL, prefix=prefix) as saver:
-            assert client.get(f"{prefix}:schema_version") == str(SCHEMA_VERSION).encode()
-            got = saver.get_tuple("a:b{c}")
-            assert got is not None and got.checkpoint == cps[-1]
-            assert [(w.task_id, w.task_name, w.value) for w in got.pending_writes] == [
-                ("t1", "a node", {"ask": 7}), ("t0", "n\n2", 7)]  # fmt: skip
-            assert [r.checkpoint for r in saver.list("a:b{c}")] == cps[::-1]
-            assert [r.metadata["i"] for r in saver.list("a:b{c}", filter={"i": 3})] == [3]
-            assert saver.get_tuple("a:b{c}", "child:1") is not None
-            assert [t.thread_id for t in saver.list_threads()] == ["a:b{c}"]
-            kinds = {k.split("}:", 1)[1].split(":", 1)[0] for k in keys_of(client, saver)
-                     if "}:" in k}  # fmt: skip
-            assert kinds == {"keys", "meta", "ns", "idx", "c", "w", "b"}
-            assert all(0 < client.pttl(k) <= 50_000 for k in keys_of(client, saver) if "}:" in k)
-            last = cps[-1]  # the chain goes on from a migrated blob, as a delta
-            nxt = step(last, {**last.values, "messages": [*last.values["messages"], "more"]})
-            with RedisSaver(REDIS_URL, prefix=prefix) as fresh:  # no migration the second time
-                fresh.put(record("a:b{c}", nxt, last))
-            tag = f"{prefix}:{{t:{_quoted('a:b{c}')}}}"
-            new_blob = f"{tag}:b::messages:{nxt.versions['messages']}"
-            assert (
-                base_ref(client, new_blob) == f":b::messages:{last.versions['messages']}".encode()
-            )
-            again = saver.get_tuple("a:b{c}")
-            assert again is not None and again.checkpoint == nxt
-    finally:
-        unlink_prefix(prefix)
-
-
-def test_data_of_layout_2_with_scalars_in_blobs_loads_and_goes_on(
+def test_an_older_layout_is_migrated_when_a_saver_starts(
     client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Layout 2 stored every value in a blob; layout 3 keeps small scalars in the checkpoint.
-    Starting a saver moves the marker (so that a layout 2 threadline refuses the data); the old
-    checkpoints load as they are, and the thread goes on from them."""
+    """A synthetic layout 2 adds a key per thread: data of layout 1 is migrated when a saver
+    starts and the version key moves; a layout older than any migration is refused."""
+    prefix = f"{SESSION_PREFIX}:older"
+    first = step(None, {"n": 1, "items": [1]})
+    with RedisSaver(REDIS_URL, prefix=prefix) as saver:
+        saver.put(record("t", first))
 
-    def as_layout_2(record: Any, base_of: Any, codec: Any, *args: Any, **_: Any) -> Any:
-        return layout.encode_record(record, base_of, codec, *args)  # never inline
+    def to_2(migrated_prefix: str) -> Any:
+        yield redis_requests.Call("set", (f"{migrated_prefix}:layout-2-note", "migrated"))
 
-    prefix = f"{SESSION_PREFIX}:v2"
     try:
-        with monkeypatch.context() as patch:
-            patch.setattr(redis_operations, "encode_record", as_layout_2)
-            with RedisSaver(REDIS_URL, prefix=prefix) as old:
-                first = step(None, {"n": 1, "k": "kept", "items": [1]})
-                old.put(record("t", first))
-                second = step(first, {"n": 2, "k": "kept", "items": [1]})
-                old.put(record("t", second, first))
-        tag = f"{prefix}:{{t:t}}"
-        old_blobs = sorted(k.removeprefix(tag) for k in keys_under(client, tag) if ":b:" in k)
-        assert [b.rsplit(":", 1)[0] for b in old_blobs] == [":b::items", ":b::k", ":b::n", ":b::n"]
-        client.set(f"{prefix}:schema_version", 2)
+        monkeypatch.setattr(saver_module, "SCHEMA_VERSION", 2)
+        monkeypatch.setattr(saver_module, "MIGRATIONS", {1: to_2})
         with RedisSaver(REDIS_URL, prefix=prefix) as saver:
-            assert client.get(f"{prefix}:schema_version") == str(SCHEMA_VERSION).encode()
-            third = step(second, {"n": 3, "k": "kept", "items": [1]})  # "k", "items" unchanged
-            saver.put(record("t", third, second))
-            assert [r.checkpoint for r in saver.list("t")] == [third, second, first]
-            new_blobs = sorted(k.removeprefix(tag) for k in keys_under(client, tag) if ":b:" in k)
-            assert new_blobs == old_blobs  # "n" and "k" live in the new checkpoint: no blob
-            assert saver.prune("t", keep_last=1) == 2  # only "items" is still used
-            assert [k.removeprefix(tag) for k in keys_under(client, tag) if ":b:" in k] == [
-                f":b::items:{first.id}"
-            ]
+            assert client.get(f"{prefix}:schema_version") == b"2"
+            assert client.get(f"{prefix}:layout-2-note") == b"migrated"
             got = saver.get_tuple("t")
-            assert got is not None and got.checkpoint == third
-        with monkeypatch.context() as patch:  # a threadline that reads layout 2 stays away
-            patch.setattr(saver_module, "SCHEMA_VERSION", 2)
-            with pytest.raises(SaverUnavailableError, match="upgrade threadline"):
-                RedisSaver(REDIS_URL, prefix=prefix)
+            assert got is not None and got.checkpoint == first
+        client.set(f"{prefix}:schema_version", 0)
+        with pytest.raises(SaverUnavailableError, match="format version 0, which this threadline"):
+            RedisSaver(REDIS_URL, prefix=prefix)
     finally:
         unlink_prefix(prefix)
 
@@ -896,32 +761,6 @@ def test_compaction_turns_old_versions_into_prefix_rows(
     assert stored < 1.2 * len(serde.DEFAULT.dumps(cps[-1].values["log"]))
     with RedisSaver(REDIS_URL, prefix=saver.prefix) as fresh:  # nothing cached: reads follow
         for cp in cps:  # prefix rows to later versions, in the read script
-            got = fresh.get_tuple("t", "", cp.id)
-            assert got is not None and got.checkpoint == cp
-
-
-@pytest.mark.parametrize("fields", [5, 6])
-def test_blobs_without_a_length_or_checksum_field_still_load_and_grow(
-    saver: RedisSaver, client: redis.Redis, fields: int
-) -> None:
-    """Blob headers written before lengths were kept have five fields, before checksums six."""
-    cps = conversation(saver, "t", 8)
-    for k in blob_keys(client, saver, "t"):
-        header, _, data = client.get(k).partition(b"\n")
-        client.set(k, b"|".join(header.split(b"|")[:fields]) + b"\n" + data, keepttl=True)
-    with RedisSaver(REDIS_URL, prefix=saver.prefix) as fresh:
-        for cp in cps:
-            got = fresh.get_tuple("t", "", cp.id)
-            assert got is not None and got.checkpoint == cp
-        parent = cps[-1]
-        for i in range(40):
-            log = [*parent.values["messages"], f"more {i}" + "y" * 2000]
-            cp = step(parent, {**parent.values, "messages": log})
-            fresh.put(record("t", cp, parent))
-            parent = cp
-        got = fresh.get_tuple("t")
-        assert got is not None and got.checkpoint == parent
-        for cp in cps:
             got = fresh.get_tuple("t", "", cp.id)
             assert got is not None and got.checkpoint == cp
 

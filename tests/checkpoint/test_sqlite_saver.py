@@ -26,11 +26,9 @@ from threadline.checkpoint import (
     SqliteSaver,
     StorageHints,
     TaskWrite,
-    layout,
-    new_checkpoint_id,
 )
 from threadline.checkpoint.sqlite import SCHEMA_VERSION
-from threadline.checkpoint.sqlite import saver as sqlite_saver
+from threadline.checkpoint.sqlite import migration as sqlite_migration
 from threadline.errors import ConcurrentUpdateError, SaverUnavailableError, SerializationError
 
 TABLES = ("checkpoints", "blobs", "writes", "threads")
@@ -819,252 +817,9 @@ def test_a_stale_blob_cache_is_caught_in_the_transaction(tmp_path: Path) -> None
     assert query(path, "SELECT base FROM blobs") == [(None,)]  # stored in full, not as a delta
 
 
-# -- migrating a version-1 database --------------------------------------------------------------
-
-V1_SCHEMA = (
-    """
-    CREATE TABLE IF NOT EXISTS threadline_schema_version (
-        version INTEGER NOT NULL
-    )
-    """,
-    """
-    CREATE TABLE IF NOT EXISTS checkpoints (
-        thread_id     TEXT    NOT NULL,
-        checkpoint_ns TEXT    NOT NULL DEFAULT '',
-        checkpoint_id TEXT    NOT NULL,
-        parent_id     TEXT,
-        step          INTEGER NOT NULL,
-        created_at    TEXT    NOT NULL,
-        checkpoint    BLOB    NOT NULL,
-        values_blob   BLOB    NOT NULL,
-        metadata      BLOB    NOT NULL,
-        PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
-    )
-    """,
-    """
-    CREATE TABLE IF NOT EXISTS writes (
-        thread_id     TEXT    NOT NULL,
-        checkpoint_ns TEXT    NOT NULL DEFAULT '',
-        checkpoint_id TEXT    NOT NULL,
-        task_id       TEXT    NOT NULL,
-        kind          TEXT    NOT NULL,
-        task_name     TEXT    NOT NULL,
-        seq           INTEGER NOT NULL,
-        value         BLOB    NOT NULL,
-        PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, kind)
-    )
-    """,
-)
-
-V1_UPSERT_CHECKPOINT = """
-    INSERT INTO checkpoints (
-        thread_id, checkpoint_ns, checkpoint_id, parent_id, step, created_at,
-        checkpoint, values_blob, metadata
-    ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
-        parent_id = excluded.parent_id,
-        step = excluded.step,
-        created_at = excluded.created_at,
-        checkpoint = excluded.checkpoint,
-        values_blob = excluded.values_blob,
-        metadata = excluded.metadata
-"""
-
-V1_UPSERT_WRITE = """
-    INSERT INTO writes (
-        thread_id, checkpoint_ns, checkpoint_id, task_id, kind, task_name, seq, value
-    ) VALUES (
-        ?, ?, ?, ?, ?, ?,
-        (SELECT COALESCE(MAX(seq), -1) + 1 FROM writes
-          WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?),
-        ?
-    )
-    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, kind) DO UPDATE SET
-        task_name = excluded.task_name,
-        value = excluded.value
-"""
-
-
-def v1_put(conn: sqlite3.Connection, record: CheckpointRecord) -> None:
-    """What the version-1 ``SqliteSaver.put`` did: the values of a checkpoint in one blob."""
-    cp = record.checkpoint
-    conn.execute(
-        V1_UPSERT_CHECKPOINT,
-        (
-            record.thread_id,
-            record.checkpoint_ns,
-            cp.id,
-            cp.parent_id,
-            cp.step,
-            cp.created_at,
-            serde.dumps(dataclasses.replace(cp, values={})),
-            serde.dumps(cp.values),
-            serde.dumps(dict(record.metadata)),
-        ),
-    )
-    v1_put_writes(conn, record.thread_id, record.checkpoint_ns, cp.id, record.pending_writes)
-
-
-def v1_put_writes(
-    conn: sqlite3.Connection, thread_id: str, ns: str, checkpoint_id: str, writes: Any
-) -> None:
-    for x in writes:
-        conn.execute(
-            V1_UPSERT_WRITE,
-            (
-                thread_id,
-                ns,
-                checkpoint_id,
-                x.task_id,
-                x.kind,
-                x.task_name,
-                thread_id,
-                ns,
-                checkpoint_id,
-                serde.dumps(x.value),
-            ),
-        )
-
-
-@serde.register(name="tests.checkpoint.Ticket")
-@dataclass(frozen=True)
-class Ticket:
-    title: str
-    tags: tuple[str, ...] = ()
-
-
-def v1_cp(values: dict[str, Any], parent: Checkpoint | None, **fields: Any) -> Checkpoint:
-    """A checkpoint as version 1 made them: versions were counters."""
-    return Checkpoint(
-        id=new_checkpoint_id(),
-        parent_id=parent.id if parent else None,
-        step=parent.step + 1 if parent else -1,
-        values=values,
-        versions={k: (parent.step + 2 if parent else 1) for k in values},
-        next=fields.get("next", ()),
-        created_at=fields.get("created_at", datetime.now(UTC).isoformat()),
-        barriers=fields.get("barriers", {}),
-        updated_by=fields.get("updated_by", ()),
-    )
-
-
-@pytest.fixture
-def v1_database(tmp_path: Path) -> tuple[Path, dict[str, list[CheckpointRecord]]]:
-    """A version-1 file: two threads, a subgraph namespace, writes, rich and registered values."""
-    path = tmp_path / "v1.db"
-    made: dict[str, list[CheckpointRecord]] = {"chat": [], "chat/sub": [], "done": []}
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL").fetchone()
-    conn.execute("BEGIN IMMEDIATE")
-    for statement in V1_SCHEMA:
-        conn.execute(statement)
-    conn.execute("INSERT INTO threadline_schema_version (version) VALUES (1)")
-    parent: Checkpoint | None = None
-    for i in range(4):
-        values = {
-            "messages": [f"message {j}" for j in range(i + 1)],
-            "ticket": Ticket("bug", ("p1",)),
-            "when": datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC),
-            "pair": (i, {"nested": {1, 2}}),
-        }
-        next_ = (PlannedTask("review", arg={"n": (i,)}, send=True),) if i == 3 else ()
-        cp = v1_cp(values, parent, next=next_, barriers={"j": ("a",)}, updated_by=("agent",))
-        writes = (TaskWrite("task-r", "review", "interrupt", {"ask": "ok?"}),) if i == 3 else ()
-        record = CheckpointRecord("chat", "", cp, {"step": cp.step, "source": "loop"}, writes)
-        v1_put(conn, record)
-        made["chat"].append(record)
-        parent = cp
-    sub = CheckpointRecord("chat", "review:1", v1_cp({"x": 1}, None), {})
-    v1_put(conn, sub)
-    sub_writes = (TaskWrite("s", "n", "result", 5),)
-    v1_put_writes(conn, "chat", "review:1", sub.checkpoint.id, sub_writes)
-    made["chat/sub"].append(dataclasses.replace(sub, pending_writes=sub_writes))
-    done = CheckpointRecord("done", "", v1_cp({"answer": 42}, None), {"source": "input"})
-    v1_put(conn, done)
-    made["done"].append(done)
-    conn.execute("COMMIT")
-    conn.close()
-    return path, made
-
-
-def test_a_version_1_database_is_migrated_on_open(
-    v1_database: tuple[Path, dict[str, list[CheckpointRecord]]],
-) -> None:
-    path, made = v1_database
-    with SqliteSaver(path) as saver:
-        assert query(path, "SELECT version FROM threadline_schema_version") == [(SCHEMA_VERSION,)]
-        for key, ns in (("chat", ""), ("chat/sub", "review:1"), ("done", "")):
-            thread_id = key.split("/")[0]
-            listed = list(saver.list(thread_id, ns))
-            expected = made[key][::-1]
-            assert [r.checkpoint.id for r in listed] == [r.checkpoint.id for r in expected]
-            for got, want in zip(listed, expected, strict=True):
-                cp = want.checkpoint
-                # Every value now lives under the checkpoint's own id (v1 versions were ints).
-                assert got.checkpoint == dataclasses.replace(
-                    cp, versions=dict.fromkeys(cp.values, cp.id)
-                )
-                assert got.metadata == want.metadata
-                assert got.pending_writes == want.pending_writes
-        sub = saver.get_tuple("chat", "review:1")
-        assert sub is not None and sub.pending_writes == (TaskWrite("s", "n", "result", 5),)
-        infos = {i.thread_id: i for i in saver.list_threads()}
-        assert infos["chat"].status == "interrupted"
-        assert infos["chat"].next == ("review",)
-        assert infos["chat"].checkpoint_id == made["chat"][-1].checkpoint.id
-        assert infos["done"].status == "idle"
-
-        # The thread goes on, storing only what changes, on top of the migrated values.
-        head = saver.get_tuple("chat")
-        assert head is not None
-        values = {**head.checkpoint.values, "messages": [*head.checkpoint.values["messages"], "+"]}
-        nxt = step("chat", values, head.checkpoint)
-        assert nxt.hints is not None and nxt.hints.changed == {"messages"}
-        saver.put(nxt)
-        got = saver.get_tuple("chat")
-        assert got is not None and got.checkpoint == nxt.checkpoint
-    tables = {r[0] for r in query(path, "SELECT name FROM sqlite_master WHERE type = 'table'")}
-    assert tables == {*TABLES, "threadline_schema_version"}
-    with SqliteSaver(path) as again:  # opening a migrated file again changes nothing
-        assert len(list(again.list("chat"))) == 5
-
-
-def test_migration_does_not_need_the_classes_of_stored_values(tmp_path: Path) -> None:
-    """Values of classes not registered when the file is opened migrate as they are."""
-
-    @serde.register(name="tests.checkpoint.Ghost")
-    @dataclass(frozen=True)
-    class Ghost:
-        boo: str
-
-    path = tmp_path / "v1.db"
-    cp = v1_cp({"ghost": Ghost("b" * 7), "plain": [1, 2]}, None)
-    with closing(sqlite3.connect(path)) as conn, conn:
-        for statement in V1_SCHEMA:
-            conn.execute(statement)
-        conn.execute("INSERT INTO threadline_schema_version (version) VALUES (1)")
-        v1_put(conn, CheckpointRecord("t1", "", cp, {}))
-        # Rename the stored class to one nobody registered (same length: msgpack stays valid).
-        (blob,) = conn.execute("SELECT values_blob FROM checkpoints").fetchone()
-        blob = blob.replace(b"checkpoint.Ghost", b"checkpoint.Ghozt")
-        conn.execute("UPDATE checkpoints SET values_blob = ?", (blob,))
-    with SqliteSaver(path) as saver:
-        with pytest.raises(SerializationError, match="'ghost'"):
-            saver.get_tuple("t1")  # exactly as it would have failed before the migration
-
-        @serde.register(name="tests.checkpoint.Ghozt")
-        @dataclass(frozen=True)
-        class Ghozt:
-            boo: str
-
-        got = saver.get_tuple("t1")
-        assert got is not None
-        assert got.checkpoint.values == {"ghost": Ghozt("bbbbbbb"), "plain": [1, 2]}
-
-
 def test_reading_versions_from_a_stored_body_needs_no_classes() -> None:
+    from threadline.checkpoint.bodies import body_versions
     from threadline.checkpoint.layout import encode_record
-    from threadline.checkpoint.sqlite.migration import body_versions
 
     @serde.register(name="tests.checkpoint.Payload")
     @dataclass(frozen=True)
@@ -1079,184 +834,48 @@ def test_reading_versions_from_a_stored_body_needs_no_classes() -> None:
     assert body_versions(b"garbage") is None
 
 
-def test_a_version_1_file_that_cannot_be_migrated_is_left_as_it_was(
-    v1_database: tuple[Path, dict[str, list[CheckpointRecord]]],
-) -> None:
-    path, made = v1_database
-    broken = made["chat"][1].checkpoint.id
-    execute(path, "UPDATE checkpoints SET values_blob = x'0100c1' WHERE checkpoint_id = ?", broken)
-    with pytest.raises(SaverUnavailableError, match=broken) as info:
-        SqliteSaver(path)
-    assert "'chat'" in str(info.value) and "version 1" in str(info.value)
-    assert query(path, "SELECT version FROM threadline_schema_version") == [(1,)]
-    assert query(path, "SELECT COUNT(*) FROM checkpoints") == [(6,)]  # still the v1 table
-    execute(path, "DELETE FROM checkpoints WHERE checkpoint_id = ?", broken)
-    with SqliteSaver(path) as saver:
-        assert len(list(saver.list("chat"))) == 3
+# -- migrating an older format ---------------------------------------------------------------
 
 
-# -- migrating a version-2 database --------------------------------------------------------------
-
-# Version 2 stored the same rows as version 3 in a rowid checkpoints table, with two more indexes.
-V2_CHECKPOINTS = """
-    CREATE TABLE checkpoints (
-        thread_id     TEXT    NOT NULL,
-        checkpoint_ns TEXT    NOT NULL DEFAULT '',
-        checkpoint_id TEXT    NOT NULL,
-        parent_id     TEXT,
-        step          INTEGER NOT NULL,
-        created_at    TEXT    NOT NULL,
-        created_ts    REAL,
-        body          BLOB    NOT NULL,
-        metadata      BLOB    NOT NULL,
-        PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
-    )
-"""
-V2_INDEXES = (
-    "CREATE INDEX threads_by_status ON threads (status, updated_at, thread_id)",
-    "CREATE INDEX blobs_by_chain ON blobs (thread_id, checkpoint_ns, key, start)",
-)
-
-
-def as_version_4(path: Path) -> None:
-    """Turn a current file into the version-4 layout: thread rows ordered by an index.
-
-    Version 4 rewrote a thread's row at every put, so its rows name the newest checkpoint; the
-    rows of a current file name it too after the last put that changed a status, as here."""
-    with closing(sqlite3.connect(path)) as conn, conn:
-        conn.execute("CREATE INDEX threads_by_update ON threads (updated_at, thread_id)")
-        conn.execute("UPDATE threadline_schema_version SET version = 4")
-
-
-def as_version_3(path: Path) -> None:
-    """Turn a current file into the version-3 layout: blobs do not record list lengths."""
-    as_version_4(path)
-    with closing(sqlite3.connect(path)) as conn, conn:
-        conn.execute("ALTER TABLE blobs DROP COLUMN items")
-        conn.execute("UPDATE threadline_schema_version SET version = 3")
-
-
-def as_version_2(path: Path) -> None:
-    """Turn a current file into the version-2 layout of the same rows, as version 2 wrote it."""
-    as_version_3(path)
-    with closing(sqlite3.connect(path)) as conn, conn:
-        conn.execute("ALTER TABLE checkpoints RENAME TO current")
-        conn.execute(V2_CHECKPOINTS)
-        conn.execute("INSERT INTO checkpoints SELECT * FROM current")
-        conn.execute("DROP TABLE current")
-        for index in V2_INDEXES:
-            conn.execute(index)
-        conn.execute("UPDATE threadline_schema_version SET version = 2")
-
-
-def test_a_version_2_database_is_migrated_on_open(tmp_path: Path) -> None:
-    path = tmp_path / "v2.db"
-    with SqliteSaver(path) as saver:
-        parent: Checkpoint | None = None
-        for turn in range(6):
-            record = step("chat", {"messages": [item(i) for i in range(turn + 1)]}, parent)
-            saver.put(record)
-            parent = record.checkpoint
-        assert parent is not None
-        saver.put_writes("chat", "", parent.id, [TaskWrite("t", "n", "result", 5)])
-        saver.put(step("other", {"x": 1}, None, ns="child:1"))
-        before = list(saver.list("chat"))
-        threads = saver.list_threads()
-    as_version_2(path)
-    with SqliteSaver(path) as saver:
-        assert query(path, "SELECT version FROM threadline_schema_version") == [(SCHEMA_VERSION,)]
-        assert list(saver.list("chat")) == before
-        assert saver.list_threads() == threads
-        assert saver.get_tuple("other", "child:1") is not None
-        saver.put(step("chat", {"messages": [item(0)]}, parent))  # and the thread goes on
-        assert len(list(saver.list("chat"))) == 7
-    schema = dict(query(path, "SELECT name, sql FROM sqlite_master WHERE sql IS NOT NULL"))
-    assert schema["checkpoints"].rstrip().endswith("WITHOUT ROWID")
-    assert "threads_by_status" not in schema and "blobs_by_chain" not in schema
-    assert {*TABLES, "threadline_schema_version"} <= set(schema)
-    assert not any(name.startswith("threadline_v2") for name in schema)
-
-
-def test_a_version_3_database_is_migrated_and_its_chains_still_load(tmp_path: Path) -> None:
-    """Rows written without lengths stay as they are; the list goes on and compacts later."""
-    path = tmp_path / "v3.db"
-    records: list[CheckpointRecord] = []
-    messages: list[str] = []
-    parent: Checkpoint | None = None
-
-    def grow(saver: SqliteSaver, n: int) -> None:
-        nonlocal messages, parent
-        for _ in range(n):
-            messages = [*messages, item(len(messages), 2000)]
-            records.append(step("t1", {"messages": messages}, parent))
-            saver.put(records[-1])
-            parent = records[-1].checkpoint
-
-    with SqliteSaver(path) as saver:
-        grow(saver, 6)  # a full blob and deltas, no compaction yet
-    as_version_3(path)
-    with SqliteSaver(path) as saver:
-        assert query(path, "SELECT version FROM threadline_schema_version") == [(SCHEMA_VERSION,)]
-        grow(saver, 60)
-        for r in records:
-            got = saver.get_tuple("t1", "", r.checkpoint.id)
-            assert got is not None and got.checkpoint.values == r.checkpoint.values
-    old = query(path, "SELECT length(data) FROM blobs WHERE items IS NULL")
-    assert len(old) == 6 and all(size > 0 for (size,) in old)  # never turned into prefixes
-    assert (
-        query(path, "SELECT COUNT(*) FROM blobs WHERE chain_bytes = 0 AND base IS NOT NULL")[0][0]
-        > 0
-    )
-
-
-def test_a_version_4_database_is_migrated_and_lists_its_threads(tmp_path: Path) -> None:
-    path = tmp_path / "v4.db"
-    with SqliteSaver(path) as saver:
-        heads = {}
-        for name in ("a", "b"):
-            heads[name] = step(name, {"x": 1}, None, next=(PlannedTask("n"),))
-            saver.put(heads[name])
-        threads = saver.list_threads()
-    as_version_4(path)
-    with SqliteSaver(path) as saver:
-        assert query(path, "SELECT version FROM threadline_schema_version") == [(SCHEMA_VERSION,)]
-        assert saver.list_threads() == threads
-        saver.put(step("a", {"x": 2}, heads["a"].checkpoint))  # and the thread goes on
-        assert [(i.thread_id, i.status) for i in saver.list_threads()] == [
-            ("a", "idle"),
-            ("b", "running"),
-        ]
-    schema = dict(query(path, "SELECT name, sql FROM sqlite_master WHERE sql IS NOT NULL"))
-    assert "threads_by_update" not in schema
-
-
-def test_a_version_5_database_with_scalars_in_blobs_loads_and_goes_on(
+def test_an_older_schema_is_migrated_on_open_in_one_transaction(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Version 5 stored every value in a blob; version 6 keeps small scalars in the rows."""
-    path = tmp_path / "v5.db"
-
-    def as_version_5(record: Any, base_of: Any, codec: Any, inline: bool = False) -> Any:
-        return layout.encode_record(record, base_of, codec)  # inline as version 5 never did
-
-    with monkeypatch.context() as patch:
-        patch.setattr(sqlite_saver, "encode_record", as_version_5)
-        with SqliteSaver(path) as saver:
-            first = step("t1", {"n": 1, "k": "kept"}, None)
-            saver.put(first)
-    assert query(path, "SELECT key FROM blobs ORDER BY key") == [("k",), ("n",)]
-    execute(path, "UPDATE threadline_schema_version SET version = 5")
+    """A synthetic version 2 adds a table: a version-1 file is migrated when opened, its
+    data kept; a migration that fails leaves the file as it was; a file older than any known
+    migration is refused."""
+    path = tmp_path / "old.db"
     with SqliteSaver(path) as saver:
-        assert query(path, "SELECT version FROM threadline_schema_version") == [(SCHEMA_VERSION,)]
-        second = step("t1", {"n": 2, "k": "kept"}, first.checkpoint)
-        saver.put(second)
-        assert [t.checkpoint for t in saver.list("t1")] == [second.checkpoint, first.checkpoint]
-        assert query(path, "SELECT key FROM blobs ORDER BY key") == [("k",), ("n",)]
-        # The new row holds "k" (unchanged, same version) itself: its old blob is not needed.
-        assert saver.prune("t1", keep_last=1) == 1
-        assert query(path, "SELECT key FROM blobs") == []
+        first = step("t1", {"log": [item(0)], "n": 1}, None)
+        saver.put(first)
+
+    def to_v2(conn: sqlite3.Connection) -> None:
+        conn.execute("CREATE TABLE threadline_v2_marker (x INTEGER)")
+
+    def broken(conn: sqlite3.Connection) -> None:
+        conn.execute("CREATE TABLE threadline_half_done (x INTEGER)")
+        raise SaverUnavailableError("cannot migrate this file")
+
+    monkeypatch.setattr(sqlite_migration, "SCHEMA_VERSION", 2)
+    monkeypatch.setattr(sqlite_migration, "MIGRATIONS", {1: broken})
+    with pytest.raises(SaverUnavailableError, match="cannot migrate this file"):
+        SqliteSaver(path)
+    assert query(path, "SELECT version FROM threadline_schema_version") == [(1,)]
+    tables = {name for (name,) in query(path, "SELECT name FROM sqlite_master")}
+    assert "threadline_half_done" not in tables
+
+    monkeypatch.setattr(sqlite_migration, "MIGRATIONS", {1: to_v2})
+    with SqliteSaver(path) as saver:
+        assert query(path, "SELECT version FROM threadline_schema_version") == [(2,)]
         got = saver.get_tuple("t1")
-        assert got is not None and got.checkpoint == second.checkpoint
+        assert got is not None and got.checkpoint == first.checkpoint
+        saver.put(step("t1", {"log": [item(0), item(1)], "n": 2}, first.checkpoint))
+    with SqliteSaver(path):  # opening a migrated file again migrates nothing
+        pass
+    assert query(path, "SELECT COUNT(*) FROM threadline_v2_marker") == [(0,)]
+
+    execute(path, "UPDATE threadline_schema_version SET version = 0")
+    with pytest.raises(SaverUnavailableError, match="format version 0, which this threadline"):
+        SqliteSaver(path)
 
 
 def test_a_put_that_keeps_the_status_writes_no_thread_row(tmp_path: Path) -> None:
@@ -1285,33 +904,37 @@ def test_a_put_that_keeps_the_status_writes_no_thread_row(tmp_path: Path) -> Non
         assert saver.list_threads()[0].status == "idle"
 
 
-def test_checkpoint_bodies_stored_as_whole_records_still_load(tmp_path: Path) -> None:
-    """Bodies written before the plain-list form (``layout.BODY_TAG``) were typed records."""
-    path = tmp_path / "old-bodies.db"
-    records = []
-    parent: Checkpoint | None = None
-    with SqliteSaver(path) as saver:
-        for i in range(4):
-            records.append(step("t1", {"log": [item(j) for j in range(i + 1)], "i": [i]}, parent))
-            saver.put(records[-1])
-            parent = records[-1].checkpoint
-    with closing(sqlite3.connect(path)) as conn, conn:
-        for r in records:
-            old = dataclasses.replace(r.checkpoint, values={})
-            conn.execute(
-                "UPDATE checkpoints SET body = ? WHERE checkpoint_id = ?",
-                (serde.DEFAULT.dumps(old), r.checkpoint.id),
-            )
-    with SqliteSaver(path) as saver:
-        assert [t.checkpoint for t in saver.list("t1")] == [r.checkpoint for r in records[::-1]]
-        assert saver.prune("t1", keep_last=1) == 3  # reads versions from the old bodies
-        got = saver.get_tuple("t1")
-        assert got is not None and got.checkpoint == records[-1].checkpoint
-
-
 def test_another_tools_database_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "other.db"
     execute(path, "CREATE TABLE checkpoints (thread_id TEXT, checkpoint BLOB)")
     with pytest.raises(SaverUnavailableError, match="did not create"):
         SqliteSaver(path)
     assert query(path, "SELECT name FROM sqlite_master WHERE type = 'table'") == [("checkpoints",)]
+
+
+def test_a_counter_step_costs_at_most_200_bytes_of_checkpoint_rows(tmp_path: Path) -> None:
+    """A step that only moves a counter writes one compact row (its body leaves out what the
+    row's columns hold): at most 200 bytes of the checkpoints table's pages a checkpoint."""
+    from typing import TypedDict
+
+    from threadline.graph import END, START, StateGraph
+
+    class Counter(TypedDict):
+        n: int
+
+    builder = StateGraph(Counter)
+    builder.add_node("inc", lambda s: {"n": s["n"] + 1})
+    builder.add_edge(START, "inc")
+    builder.add_conditional_edges("inc", lambda s: END if s["n"] >= 2000 else "inc")
+    path = tmp_path / "counter.db"
+    with SqliteSaver(path) as saver:
+        config = {"configurable": {"thread_id": "t"}, "recursion_limit": 4000}
+        assert builder.compile(checkpointer=saver).invoke({"n": 0}, config) == {"n": 2000}
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        (count,) = conn.execute("SELECT count(*) FROM checkpoints").fetchone()
+        (pages,) = conn.execute(
+            "SELECT SUM(pgsize) FROM dbstat WHERE name = 'checkpoints'"
+        ).fetchone()
+        (bodies,) = conn.execute("SELECT MAX(length(body)) FROM checkpoints").fetchone()
+    assert count == 2002 and pages / count <= 200 and bodies < 40

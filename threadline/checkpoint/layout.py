@@ -20,8 +20,7 @@ twice) keeps what it loads.
 
 Small scalars (``inlined``) may instead live in the row itself, every checkpoint's row holding
 all of them, changed or not (``encode_record(inline=True)``): a step that moves a counter then
-writes one row, and a row loads them without a lookup. A body without them is what every
-release wrote, and loads as ever.
+writes one row, and a row loads them without a lookup.
 
 Backends (SQLite, PostgreSQL, Redis, files) store these rows as they are; the functions here do
 all encoding, decoding and compaction decisions, so every backend stores the same bytes.
@@ -39,9 +38,15 @@ from threadline import serde
 from threadline.checkpoint.base import (
     Checkpoint,
     CheckpointRecord,
-    PlannedTask,
     StorageHints,
     TaskWrite,
+)
+from threadline.checkpoint.bodies import (
+    blob_versions,
+    dumps_named,
+    encode_body,
+    encode_metadata,
+    loads_named,
 )
 from threadline.errors import SerializationError
 from threadline.serde import Serializer
@@ -168,8 +173,13 @@ def encode_record(
     codec: Serializer = serde.DEFAULT,
     compaction: Compaction = REPLACE,
     inline: bool = False,
+    compact: bool = False,
 ) -> EncodedCheckpoint:
     """Encode a record; raises ``SerializationError`` before anything is stored.
+
+    With ``compact``, the body leaves out what the row stores in its own columns (id, parent,
+    step, created_at: ``COMPACT_TAG``); only a backend that gives them back to
+    ``decode_checkpoint`` may use it.
 
     With ``inline``, small scalar values (``inlined``) go into the body, changed or not,
     instead of blobs: a step that only bumps a counter then writes one row, not two.
@@ -210,7 +220,7 @@ def encode_record(
         cp.parent_id,
         cp.step,
         cp.created_at,
-        encode_body(cp, codec, small),
+        encode_body(cp, codec, small, compact),
         encode_metadata(record.metadata, cp.id, codec),
     )
     writes = encode_writes(record.pending_writes, codec) if record.pending_writes else ()
@@ -242,68 +252,6 @@ def inlined(values: Mapping[str, Any]) -> dict[str, Any]:
         for key, value in values.items()
         if type(value) in INLINE_TYPES or (type(value) in (str, bytes) and len(value) <= INLINE_LEN)
     }
-
-
-def encode_body(
-    cp: Checkpoint, codec: Serializer = serde.DEFAULT, inline: Mapping[str, Any] | None = None
-) -> bytes:
-    """A checkpoint's row body: everything but its values (they live in blobs), except the
-    ``inline`` ones."""
-    return _dumps(_body(cp, inline), codec, "checkpoint {}", cp.id)
-
-
-def encode_metadata(
-    metadata: Mapping[str, Any], checkpoint_id: str, codec: Serializer = serde.DEFAULT
-) -> bytes:
-    return _dumps(_plain(metadata), codec, "the metadata of checkpoint {}", checkpoint_id)
-
-
-BODY_TAG = "cp2"
-"""First item of a checkpoint body in the plain-list form; bodies without it are whole
-``Checkpoint`` records (as stored before), which still load."""
-
-
-def _body(cp: Checkpoint, inline: Mapping[str, Any] | None = None) -> list[Any]:
-    """The checkpoint as its row stores it, values aside (they live in blobs).
-
-    Plain lists in a fixed order: about 120 bytes smaller per checkpoint than the typed record
-    (no class or field names), and faster to encode and decode. Only task arguments (``Send``
-    payloads) may hold typed values. Inline values, if any, come last (a body without them is
-    what every release wrote).
-    """
-    body = [
-        BODY_TAG,
-        cp.id,
-        cp.parent_id,
-        cp.step,
-        cp.created_at,
-        cp.versions,
-        [[t.name, t.arg, t.send] for t in cp.next],
-        {key: list(names) for key, names in cp.barriers.items()} if cp.barriers else {},
-        list(cp.updated_by),
-    ]
-    if inline:
-        body.append(_plain(inline))
-    return body
-
-
-def _from_body(body: list[Any]) -> Checkpoint:
-    """The checkpoint of a body; its ``values`` are the inline ones."""
-    _, cp_id, parent_id, step, created_at, versions, next_, barriers, updated_by = body[:9]
-    inline = body[9] if len(body) > 9 else {}
-    if type(inline) is not dict or not inline.keys() <= versions.keys():
-        raise ValueError("its inline values are not a dict of versioned keys")
-    return Checkpoint(
-        cp_id,
-        parent_id,
-        step,
-        inline,
-        versions,
-        tuple(PlannedTask(name, arg, send) for name, arg, send in next_),
-        created_at,
-        {key: tuple(names) for key, names in barriers.items()},
-        tuple(updated_by),
-    )
 
 
 def _blob(
@@ -357,7 +305,7 @@ def _compacted(
     """The chain ending at ``base``, rewritten as prefixes of the new ``full`` blob.
 
     Walks base pointers down to the chain's full blob. It stops at a prefix row (its own chain
-    was compacted already) and skips rows of unknown length (written before lengths were kept).
+    was compacted already).
     """
     rewritten: list[BlobRow] = []
     row: BlobRow | None = base
@@ -383,24 +331,10 @@ def encode_writes(
             w.task_id,
             w.kind,
             w.task_name,
-            _dumps(w.value, codec, "the {!r} write of task {!r}", w.kind, w.task_name),
+            dumps_named(w.value, codec, "the {!r} write of task {!r}", w.kind, w.task_name),
         )
         for w in writes
     )
-
-
-def _plain(mapping: Mapping[str, Any]) -> dict[str, Any]:
-    return mapping if type(mapping) is dict else dict(mapping)
-
-
-def _dumps(obj: Any, codec: Serializer, what: str, *args: Any) -> bytes:
-    """Encode ``obj``; a failure's message says what failed (``what`` formatted with ``args``,
-    only then), its path stays relative to it."""
-    try:
-        return codec.dumps(obj)
-    except SerializationError as exc:
-        message = f"{what.format(*args)}: {exc}"
-        raise SerializationError(message, path=exc.path, type_name=exc.type_name) from exc
 
 
 def full_blobs(
@@ -423,46 +357,9 @@ def full_blobs(
 
 
 # ----------------------------------------------------------------------------------- decoding
-def decode_checkpoint(
-    body: bytes, values: dict[str, Any], codec: Serializer = serde.DEFAULT
-) -> Checkpoint:
-    stored = _loads(body, "a checkpoint", codec)
-    if isinstance(stored, list) and stored and stored[0] == BODY_TAG:
-        try:
-            cp = _from_body(stored)
-        except (TypeError, ValueError, AttributeError) as exc:
-            raise SerializationError(f"a stored checkpoint is malformed: {exc}") from exc
-    elif isinstance(stored, Checkpoint):
-        cp = stored
-    else:
-        raise SerializationError(f"stored checkpoint decoded to {type(stored).__name__}")
-    return dataclasses.replace(cp, values={**cp.values, **values})
-
-
-def decode_metadata(data: bytes, codec: Serializer = serde.DEFAULT) -> dict[str, Any]:
-    value = _loads(data, "checkpoint metadata", codec)
-    return dict(value) if value is not None else {}
-
-
 def decode_write(row: WriteRow, codec: Serializer = serde.DEFAULT) -> TaskWrite:
-    value = _loads(row.data, f"the {row.kind!r} write of task {row.task_name!r}", codec)
+    value = loads_named(row.data, f"the {row.kind!r} write of task {row.task_name!r}", codec)
     return TaskWrite(row.task_id, row.task_name, row.kind, value)  # type: ignore[arg-type]
-
-
-def wanted_blobs(
-    body: bytes, codec: Serializer = serde.DEFAULT
-) -> tuple[Checkpoint, list[tuple[str, str]]]:
-    """The checkpoint (with its inline values only) and the ``(key, version)`` blobs its other
-    values live in."""
-    cp = decode_checkpoint(body, {}, codec)
-    return cp, list(blob_versions(cp).items())
-
-
-def blob_versions(cp: Checkpoint) -> dict[str, str]:
-    """The versions of the values of a decoded ``cp`` that live in blobs (not inline)."""
-    if not cp.values:
-        return cp.versions
-    return {key: version for key, version in cp.versions.items() if key not in cp.values}
 
 
 Pool = Mapping[tuple[str, str], BlobRow]
@@ -542,7 +439,7 @@ def _value(
     if row.value is not None:
         value = row.value()
     else:
-        value = _loads(row.data, f"the value of key {key!r}", codec)
+        value = loads_named(row.data, f"the value of key {key!r}", codec)
     if steps and not isinstance(value, list):
         raise SerializationError(f"the stored value of key {key!r} is not a list: corrupted?")
     for step in reversed(steps):
@@ -553,7 +450,7 @@ def _value(
                 )
             del value[step.items :]
             continue
-        delta = _loads(step.data, f"a delta of key {key!r}", codec)
+        delta = loads_named(step.data, f"a delta of key {key!r}", codec)
         if not isinstance(delta, list):
             raise SerializationError(f"a stored delta of key {key!r} is not a list: corrupted?")
         value.extend(delta)
@@ -575,20 +472,16 @@ def loading(thread_id: str, ns: str, checkpoint_id: str) -> Iterator[None]:
     try:
         yield
     except SerializationError as exc:
-        raise SerializationError(
-            f"thread {thread_id!r} (namespace {ns!r}), checkpoint {checkpoint_id}: {exc}",
-            path=exc.path,
-            type_name=exc.type_name,
-        ) from exc
+        raise named(exc, thread_id, ns, checkpoint_id) from exc
 
 
-def _loads(data: bytes, what: str, codec: Serializer) -> Any:
-    try:
-        return codec.loads(data)
-    except SerializationError as exc:
-        raise SerializationError(
-            f"cannot load {what}: {exc}", path=exc.path, type_name=exc.type_name
-        ) from exc
+def named(exc: SerializationError, thread_id: str, ns: str, checkpoint_id: str) -> Exception:
+    """``exc`` naming the checkpoint it was raised loading."""
+    return SerializationError(
+        f"thread {thread_id!r} (namespace {ns!r}), checkpoint {checkpoint_id}: {exc}",
+        path=exc.path,
+        type_name=exc.type_name,
+    )
 
 
 def referenced_blobs(

@@ -3,7 +3,7 @@
 Layout (``FileSaver("checkpoints")`` after one run of thread ``order-42``)::
 
     checkpoints/
-    ├── FORMAT.json                      format marker and version (2)
+    ├── FORMAT.json                      format marker and version (1)
     └── threads/
         └── t-order-42/                  "t-" + the percent-encoded thread id
             ├── .lock .gate              flock: shared by writers, exclusive for delete/copy

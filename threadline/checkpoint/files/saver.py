@@ -5,7 +5,6 @@ from __future__ import annotations
 import binascii
 import dataclasses
 import fcntl
-import hashlib
 import json
 import os
 import secrets
@@ -13,7 +12,7 @@ import shutil
 import threading
 import time
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from typing import Any
@@ -29,6 +28,13 @@ from threadline.checkpoint.base import (
     ThreadStatus,
     metadata_matches,
     thread_status,
+)
+from threadline.checkpoint.bodies import (
+    blob_versions,
+    decode_metadata,
+    encode_body,
+    encode_metadata,
+    wanted_blobs,
 )
 from threadline.checkpoint.chains import HeldChains
 from threadline.checkpoint.files.disk import (
@@ -51,22 +57,18 @@ from threadline.checkpoint.files.disk import (
     write_key,
 )
 from threadline.checkpoint.files.preview import preview_changes, safe_render
+from threadline.checkpoint.formats import migrations_from
 from threadline.checkpoint.layout import (
     BlobRow,
     EncodedCheckpoint,
     Pool,
     WriteRow,
-    blob_versions,
     checkpoint_values,
-    decode_metadata,
     decode_write,
-    encode_body,
-    encode_metadata,
     encode_record,
     encode_writes,
     full_blobs,
     referenced_blobs,
-    wanted_blobs,
 )
 from threadline.checkpoint.rules import age_cutoff, check_keep_last, check_put, created_ts, now_iso
 from threadline.errors import SaverUnavailableError, SerializationError
@@ -75,16 +77,10 @@ from threadline.serde import _format as fmt
 
 __all__ = ["FORMAT_VERSION", "FileSaver"]
 
-# Version 1 took ``items``, prefix rows, rows made again from their fields, JSON blobs and
-# CRC-32s without a new number: older code never loads a wrong value from them (it raises
-# ``SerializationError`` on each: a prefix row, a row without base64 bytes, a file without a
-# SHA-256), and what it writes loads here and is left as it is by compaction. Version 2: rows
-# hold small scalar values (``layout.inlined``) that have no blob file. Version-1 code would
-# call such a row corrupted (its fields no longer make its bytes, or a blob is missing), never
-# load a wrong value, but an older threadline should say "upgrade" instead. A version-1 folder
-# loads as it is and is marked 2 when opened (or, if it cannot be written then, by the first
-# ``put``, before its row).
-FORMAT_VERSION = 2
+#: The folder format; ``MIGRATIONS[n]`` rewrites a folder of version ``n`` as ``n + 1`` (see
+#: ``formats``; none yet).
+FORMAT_VERSION = 1
+MIGRATIONS: dict[int, Callable[[str], None]] = {}
 _FORMAT_NAME = "threadline.files"
 
 
@@ -94,10 +90,8 @@ def _checksum(data: bytes) -> dict[str, int]:
 
 
 def _checks(fields: Mapping[str, Any], data: bytes) -> bool:
-    """Whether ``data`` matches the file's checksum (files written before kept a SHA-256)."""
-    if "crc32" in fields:
-        return fields["crc32"] == zlib.crc32(data)
-    return fields.get("sha256") == hashlib.sha256(data).hexdigest()
+    """Whether ``data`` matches the file's checksum."""
+    return fields.get("crc32") == zlib.crc32(data)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -225,7 +219,6 @@ class FileSaver(BaseSaver):
         self._swept: set[str] = set()
         self._swept_lock = threading.Lock()  # guards the two caches below
         self._created: dict[str, tuple[int, float | None]] = {}  # row path -> (inode, created)
-        self._unmarked = False  # FORMAT.json names an older version still (``_mark_format``)
         self._chains = HeldChains(codec=self.serde)  # long delta chains, joined and decoded
         try:
             make_dirs(self._threads)
@@ -278,25 +271,13 @@ class FileSaver(BaseSaver):
                 f"checkpoint directory {self.directory!r} has format version {version!r}, newer "
                 f"than this threadline understands ({FORMAT_VERSION}); upgrade threadline"
             )
-        if version < FORMAT_VERSION:
-            self._unmarked = True
-            with suppress(SaverUnavailableError):  # a read-only folder still loads; ``put``
-                self._mark_format()  # marks it first
-
-    def _mark_format(self) -> None:
-        """Mark an older folder with this format: its rows are about to hold values (inline
-        ones) that older code cannot read, so an older threadline must refuse the folder."""
-        marker = {"format": _FORMAT_NAME, "version": FORMAT_VERSION}
-        try:
+        where = f"checkpoint directory {self.directory!r}"
+        steps = migrations_from(version, FORMAT_VERSION, MIGRATIONS, where)
+        for migrate in steps:
+            migrate(self.directory)
+        if steps:
+            marker = {"format": _FORMAT_NAME, "version": FORMAT_VERSION}
             write_file(os.path.join(self.directory, "FORMAT.json"), json_bytes(marker))
-        except OSError as exc:
-            raise SaverUnavailableError(
-                f"checkpoint directory {self.directory!r} has an older format, which this "
-                f"threadline moves to version {FORMAT_VERSION} before it writes there, and its "
-                f"FORMAT.json cannot be written ({exc}); make the directory writable (loading "
-                "needs no change); nothing was written"
-            ) from exc
-        self._unmarked = False
 
     def _empty_trash(self) -> None:
         """Finish deletions a crash interrupted, and drop stale temp files at the top."""
@@ -840,8 +821,6 @@ class FileSaver(BaseSaver):
     def put(self, record: CheckpointRecord, *, fork: bool = False) -> None:
         cp = record.checkpoint
         thread_id, ns = record.thread_id, record.checkpoint_ns
-        if self._unmarked:  # opened read-only as an older format: mark it before any new row
-            self._mark_format()
         with self._writing(thread_id, ns) as ns_dir:
             head_hint = self._head_file(ns_dir)
             head = self._head(ns_dir)

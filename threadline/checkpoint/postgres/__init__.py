@@ -14,7 +14,7 @@ Tables (in ``schema``, all named ``threadline_*``; DDL in ``schema.py``):
 - ``blobs``: one immutable row per stored value (full, or a delta on a list), keyed by
   (thread, namespace, key, version), with a CRC-32 of its bytes checked on load.
 - ``writes``: pending writes, in insertion order (``seq``).
-- ``schema_version`` (5).
+- ``schema_version`` (1).
 
 Round trips: ``put`` is one statement, a call of the server-side function ``threadline_put``
 (head, row, blobs, check, writes) with two parameters (its fields as JSON, its bytes), so in

@@ -21,24 +21,23 @@ from threadline.checkpoint.base import (
     ThreadStatus,
     metadata_matches,
 )
+from threadline.checkpoint.bodies import blob_versions, decode_metadata, wanted_blobs
 from threadline.checkpoint.bytecache import HeldBlobs
 from threadline.checkpoint.chains import HeldChains
+from threadline.checkpoint.formats import migrations_from
 from threadline.checkpoint.layout import (
     BlobRow,
     Compaction,
     EncodedCheckpoint,
     WriteRow,
     blob_refs,
-    blob_versions,
     checkpoint_values,
     corrupted,
-    decode_metadata,
     decode_write,
     encode_record,
     encode_writes,
     full_blobs,
     loading,
-    wanted_blobs,
 )
 from threadline.checkpoint.postgres.batcher import PutBatchers
 from threadline.checkpoint.postgres.cache import BlobCache
@@ -60,7 +59,7 @@ from threadline.checkpoint.postgres.rows import (
     tip_params,
     writes_params,
 )
-from threadline.checkpoint.postgres.schema import SCHEMA_VERSION
+from threadline.checkpoint.postgres.schema import MIGRATIONS, SCHEMA_VERSION
 from threadline.checkpoint.postgres.sources import RecentWrites
 from threadline.checkpoint.postgres.statements import Queries
 from threadline.checkpoint.rules import (
@@ -180,13 +179,12 @@ class PostgresSaver(BaseSaver):
         found = results[-1].rows[0][0]
         if found is not None and found > SCHEMA_VERSION:
             raise self._db.too_new(found)
-        # Version 1 -> 2 added ``threadline_put`` (tables unchanged): the DDL below, which is
-        # idempotent, is that migration; 2 -> 3 and 3 -> 4 add columns first.
-        stmts = [Stmt(ddl, prepare=False) for ddl in q.ddl]
-        if found is not None and found < 4:
-            stmts.insert(0, Stmt(q.ddl_add_source, prepare=False))
-        if found is not None and found < 3:
-            stmts.insert(0, Stmt(q.ddl_add_items, prepare=False))
+        stmts = [
+            Stmt(q.format(migration), prepare=False)
+            for step in migrations_from(found, SCHEMA_VERSION, MIGRATIONS, f"schema {q.schema}")
+            for migration in step
+        ]
+        stmts += [Stmt(ddl, prepare=False) for ddl in q.ddl]
         if found is None:
             stmts.append(
                 Stmt(

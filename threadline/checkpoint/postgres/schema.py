@@ -1,17 +1,16 @@
-"""The PostgreSQL saver's tables and server-side functions, and ``setup``'s migrations.
+"""The PostgreSQL saver's tables (schema version 1) and server-side functions.
 
-Version 1 had the tables; version 2 added ``threadline_put`` (``put`` in one statement);
-version 3 added ``blobs.items`` (a list's length) and compaction's prefix rows to the put;
-version 4 the ``blobs.src_*`` columns of a value whose bytes are inside a write; version 5
-changed no table: checkpoint bodies may hold small scalar values (``layout.inlined``), which
-an older threadline would call malformed, so its ``setup`` refuses such tables. The
-functions raise SQLSTATE ``TL409`` when a put lost its compare-and-set and ``TL410`` when values
+The functions raise SQLSTATE ``TL409`` when a put lost its compare-and-set and ``TL410`` when values
 a checkpoint relies on are not stored; ``connections.map_error`` turns them into exceptions.
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 1
+#: ``MIGRATIONS[n]``: the statements (templates over ``statements.Queries.names``) that turn
+#: tables of version ``n`` into version ``n + 1``, run by ``setup`` in its transaction before
+#: the (idempotent) DDL below; see ``formats``. None yet.
+MIGRATIONS: dict[int, tuple[str, ...]] = {}
 
 CAS_SQLSTATE = "TL409"  # raised by threadline_advance_head when the head moved
 REFS_SQLSTATE = "TL410"  # raised by threadline_check_refs when values are not stored
@@ -24,27 +23,11 @@ CREATE TABLE IF NOT EXISTS {version} (
 )
 """
 
-# Version 2 -> 3, run only on older tables (an ALTER, even one that changes nothing, makes
-# connections re-plan their prepared statements): rows stored before list lengths were kept
-# have none, and are never compacted into prefix rows.
-# Migrations run their ALTERs inside ``DO``: psycopg, seeing an ``ALTER`` command tag in a
-# pipeline, forgets the connection's prepared statements while later ones are being prepared,
-# and the next load fails with 'prepared statement "_pg3_2" does not exist'.
-DDL_ADD_ITEMS = "DO $m$ BEGIN ALTER TABLE {blobs} ADD COLUMN IF NOT EXISTS items bigint; END $m$"
-# Version 3 -> 4: a blob whose bytes are inside a write of the same thread (the run's input, as
+# ``blobs.src_*``: a blob whose bytes are inside a write of the same thread (the run's input, as
 # the ``__start__`` task's result) keeps only their header in ``data`` and says where the rest
 # is: bytes ``src_at`` (0-based) to ``src_at + src_len`` of the ``result`` write of task
 # ``src_task`` at checkpoint ``src_id``. Loads append them (``BLOB_DATA``); a prune that drops
 # that write copies them into the row first.
-DDL_ADD_SOURCE = """
-DO $m$ BEGIN
-ALTER TABLE {blobs} ADD COLUMN IF NOT EXISTS src_id text COLLATE "C",
-                    ADD COLUMN IF NOT EXISTS src_task text COLLATE "C",
-                    ADD COLUMN IF NOT EXISTS src_at integer,
-                    ADD COLUMN IF NOT EXISTS src_len integer;
-END $m$
-"""
-
 DDL = (
     """
 CREATE TABLE IF NOT EXISTS {heads} (
@@ -196,9 +179,7 @@ $threadline$
     # ``o + off``. (A JSON text and one ``bytea`` cost the client far less to send than a dozen
     # typed parameters, arrays above all: psycopg adapts those element by element in Python.)
     # ``prefixes`` (compaction) turn stored versions into prefix rows of a blob inserted above;
-    # they are tiny, so the rewrite leaves little behind. (Tables of version 4 also hold the
-    # typed-parameter overloads of ``put`` / ``put_many`` of earlier releases; they are left for
-    # processes still running one.)
+    # they are tiny, so the rewrite leaves little behind.
     """
 CREATE OR REPLACE FUNCTION {put}(p jsonb, p_data bytea) RETURNS void
 LANGUAGE plpgsql AS $threadline$

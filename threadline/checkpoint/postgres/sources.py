@@ -4,7 +4,7 @@ A run's input is saved as the ``__start__`` task's write of the input checkpoint
 checkpoint stores the values that input set: the same bytes again (a message appended to a
 list is that list's delta, a key set outright its full blob). The saver remembers the writes of
 the checkpoint it just stored; a put on top of it stores such a value as its header and where
-the rest is inside the write (``schema.DDL_ADD_SOURCE``), so the input is stored once.
+the rest is inside the write (``blobs.src_*``, see ``schema``), so the input is stored once.
 """
 
 from __future__ import annotations

@@ -8,8 +8,6 @@ from psycopg import sql
 
 from threadline.checkpoint.postgres.schema import (
     DDL,
-    DDL_ADD_ITEMS,
-    DDL_ADD_SOURCE,
     DDL_VERSION_TABLE,
 )
 
@@ -81,7 +79,7 @@ SELECT c.checkpoint_id, c.body, c.metadata FROM {cps} c
 # ``tip_*`` name the tips of chains the saver holds every row of (``chains.HeldChains``): the
 # walk stops at a tip whose row still has that CRC-32, so only rows above it are read.
 # A blob's bytes (of a row ``b`` of the thread): its ``data``, followed, when they are
-# inside a write (``schema.DDL_ADD_SOURCE``), by that slice of the write. A write that is gone
+# inside a write (``blobs.src_*``, see ``schema``), by that slice of the write. A write that is gone
 # adds nothing: the bytes then fail their CRC-32, a clear error rather than a wrong value.
 _BLOB_DATA = """b.data || CASE WHEN b.src_id IS NULL THEN ''::bytea ELSE COALESCE(substring(
     (SELECT w.data FROM {writes} w
@@ -305,8 +303,6 @@ class Queries:
         f = self.format
         self.ddl_version_table = f(DDL_VERSION_TABLE)
         self.ddl = tuple(f(stmt) for stmt in DDL)
-        self.ddl_add_items = f(DDL_ADD_ITEMS)
-        self.ddl_add_source = f(DDL_ADD_SOURCE)
         self.put = f(_PUT)
         self.put_many = f(_PUT_MANY)
         self.put_hot = f(_PUT_HOT).encode()  # libpq takes bytes: encoded once, not per put

@@ -12,7 +12,6 @@ The package, by layer:
 - ``saver.py`` — ``RedisSaver``: retries after a lost connection, setup, the public API;
 - ``clients.py`` — its clients: made from a URL, or the program's own (``redis_client=``);
 - ``aio.py`` — ``AsyncRedisSaver``, langgraph-redis's async name, on an async client too;
-- ``migration.py`` — rewriting data of an older layout when a saver starts;
 - ``cache.py`` — blob metadata kept for delta encoding, and the bytes of large blobs kept
   between loads.
 

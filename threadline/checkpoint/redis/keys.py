@@ -1,4 +1,4 @@
-"""The key layout (version 3) and how values are packed into it.
+"""The key layout (version 1) and how values are packed into it.
 
 ``P`` is the prefix; ``T`` = ``P:{t:<thread>}``, whose hash tag puts every key of one thread in
 one slot. Thread ids, namespaces, state keys and versions are percent-encoded in key names
@@ -24,12 +24,6 @@ Nothing is stored twice: a checkpoint's id, parent and step live only in its bod
 Small scalar values (``layout.inlined``) live in the checkpoint's body, changed or not, and
 have no blob key: a step that only moves a counter writes one checkpoint key. The header of a
 checkpoint names only the blobs of its other values.
-
-Version 1 kept a checkpoint's row, writes and write order in two hashes and a list (``cp``,
-``w``, ``wo``), repeated the body's id, parent and step as fields, and stored a blob as a hash
-of its fields; ``migration.py`` rewrites such data in place. Version 2 had every value in a
-blob; its data is version 3 data as it is (only the marker moves), but an older threadline
-would call a body holding values malformed, so the new number keeps it away.
 """
 
 from __future__ import annotations
@@ -43,7 +37,7 @@ from urllib.parse import quote, unquote
 from threadline.checkpoint.layout import BlobRow, CheckpointRow, WriteRow
 
 #: The version of the key layout; a store written by a newer layout is refused.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 1
 
 HEADER_READ = 512  # bytes read to get a blob's header (all of it, if the header is longer)
 
@@ -96,9 +90,8 @@ def blob_prefix(qns: str) -> str:
 # A blob is "<kind>|<start>|<chain_bytes>|<full_bytes>|<base>|<items>|<crc>\n<data>": kind ``f``
 # (full), ``d`` (delta) or ``p`` (prefix row, no data: the first <items> items of version <base>),
 # versions quoted, <items> empty when unknown, <crc> the CRC-32 of <data> (empty for a prefix
-# row). Blobs stored before list lengths were kept have five fields, those stored before
-# checksums were kept six. The scripts read ``<base>``, to follow a delta or a prefix row, and
-# ``read`` compares ``<crc>`` with the blobs whose bytes the saver holds already.
+# row). The scripts read ``<base>``, to follow a delta or a prefix row, and ``read`` compares
+# ``<crc>`` with the blobs whose bytes the saver holds already.
 _KINDS = {"f", "d", "p"}
 
 
@@ -119,8 +112,7 @@ def pack_blob(blob: BlobRow) -> bytes:
 def unpack_blob(suffix: str, stored: bytes, *, with_data: bool = True) -> BlobRow:
     """The blob stored under ``suffix`` (``:b:<ns>:<key>:<version>``); ValueError if damaged."""
     fields, data = _blob_header(stored)
-    kind, start, chain_bytes, full_bytes, base, *rest = fields
-    items = rest[0] if rest else ""
+    kind, start, chain_bytes, full_bytes, base, items, _ = fields
     _, _, _, key, version = suffix.split(":")
     return BlobRow(
         key=unquote(key),
@@ -135,15 +127,15 @@ def unpack_blob(suffix: str, stored: bytes, *, with_data: bool = True) -> BlobRo
 
 
 def stored_crc(stored: bytes) -> int | None:
-    """The CRC-32 a stored blob's header records for its data (None: none recorded)."""
+    """The CRC-32 a stored blob's header records for its data (None for a prefix row)."""
     fields, _ = _blob_header(stored)
-    return int(fields[6]) if len(fields) > 6 and fields[6] else None
+    return int(fields[6]) if fields[6] else None
 
 
 def _blob_header(stored: bytes) -> tuple[list[str], bytes]:
     header, sep, data = stored.partition(b"\n")
     fields = header.decode().split("|")
-    if not sep or fields[0] not in _KINDS or not 5 <= len(fields) <= 7:
+    if not sep or fields[0] not in _KINDS or len(fields) != 7:
         raise ValueError("the blob's header is damaged")
     return fields, data
 

@@ -27,21 +27,19 @@ from threadline.checkpoint.base import (
     ThreadStatus,
     metadata_matches,
 )
+from threadline.checkpoint.bodies import blob_versions, decode_metadata, wanted_blobs
 from threadline.checkpoint.bytecache import HeldBlobs
 from threadline.checkpoint.chains import HeldChains
 from threadline.checkpoint.layout import (
     BlobRow,
     EncodedCheckpoint,
     blob_refs,
-    blob_versions,
     checkpoint_values,
-    decode_metadata,
     decode_write,
     encode_record,
     encode_writes,
     full_blobs,
     referenced_blobs,
-    wanted_blobs,
 )
 from threadline.checkpoint.redis.cache import BlobCache
 from threadline.checkpoint.redis.keys import (

@@ -12,7 +12,7 @@ import itertools
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any, Self
 
 import redis
@@ -31,14 +31,18 @@ from threadline.checkpoint.base import (
     ThreadInfo,
     ThreadStatus,
 )
+from threadline.checkpoint.formats import migrations_from
 from threadline.checkpoint.redis import requests as wire
 from threadline.checkpoint.redis.clients import Clients, ttl_seconds
 from threadline.checkpoint.redis.keys import SCHEMA_VERSION
-from threadline.checkpoint.redis.migration import migrate_v1
 from threadline.checkpoint.redis.operations import Operations
 from threadline.checkpoint.redis.requests import Call, Emit, Load, Op, Request, T, text
 from threadline.errors import SaverUnavailableError
 from threadline.serde import DEFAULT, Serializer
+
+#: ``MIGRATIONS[n]`` rewrites the data under a prefix from layout ``n`` to ``n + 1`` (see
+#: ``formats``; none yet), before the version key is moved.
+MIGRATIONS: dict[int, Callable[[str], Op[Any]]] = {}
 
 _SEND_ATTEMPTS = 3  # a request whose connection broke is sent again (idempotent ones only)
 _SEND_BACKOFF = 0.05  # seconds, doubled after each failure
@@ -141,18 +145,19 @@ class RedisSaver(BaseSaver):
         yield Call("set", (key, SCHEMA_VERSION), {"nx": True})
         found = yield Call("get", (key,))
         version = _version(found)
-        if version in (1, 2):  # version 2 data is version 3 data: only the marker moves
-            if version == 1:
-                yield from migrate_v1(self.prefix)
-            yield Call("set", (key, SCHEMA_VERSION))
-            version = SCHEMA_VERSION
-        yield Load()
-        if version != SCHEMA_VERSION:
+        if version > SCHEMA_VERSION or version < 0:
             raise SaverUnavailableError(
                 f"Redis at {self._where} holds threadline data under prefix "
                 f"{self.prefix!r} with layout version {text(found)}, which this threadline does "
                 f"not understand (it reads version {SCHEMA_VERSION}); upgrade threadline"
             )
+        where = f"Redis at {self._where} (prefix {self.prefix!r})"
+        steps = migrations_from(version, SCHEMA_VERSION, MIGRATIONS, where)
+        for migrate in steps:
+            yield from migrate(self.prefix)
+        if steps:
+            yield Call("set", (key, SCHEMA_VERSION))
+        yield Load()
 
     def _unavailable(self, exc: BaseException) -> SaverUnavailableError:
         return SaverUnavailableError(f"cannot reach Redis at {self._where}: {exc}")

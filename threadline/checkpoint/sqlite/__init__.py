@@ -24,11 +24,13 @@ The package, by layer:
 
 - ``schema.py`` — the tables and the statements that write their rows;
 - ``connection.py`` — the connection: opened on a path, or a caller's checked and prepared;
-- ``migration.py`` — opening a file: WAL mode, the version check, migrating versions 1 to 5
+- ``migration.py`` — opening a file: WAL mode, the version check, migrations (none yet)
   (in one transaction; a failure leaves the file as it was);
 - ``queries.py`` — reading and writing rows inside a transaction: blobs and their delta
-  chains, whole checkpoints, writes;
-- ``saver.py`` — ``SqliteSaver``: the connection, its lock and transactions, the public API.
+  chains, writes;
+- ``backend.py`` — ``SqliteBackend``: the backend protocol (``checkpoint.backend``) on the
+  connection, its lock and transactions, and the bytes and chains it holds;
+- ``saver.py`` — ``SqliteSaver``: ``core.CoreSaver`` (the public API) over that backend.
 """
 
 from threadline.checkpoint.sqlite.saver import SqliteSaver

@@ -1,4 +1,4 @@
-"""Reading and writing rows inside a transaction: blobs, whole checkpoints, writes."""
+"""Reading and writing rows inside a transaction: blobs and their chains, writes."""
 
 from __future__ import annotations
 
@@ -7,31 +7,16 @@ import functools
 import json
 import sqlite3
 import zlib
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from threadline.checkpoint import bytecache
-from threadline.checkpoint.base import Checkpoint, CheckpointRecord
 from threadline.checkpoint.bytecache import ByteCache
 from threadline.checkpoint.chains import HeldChains
-from threadline.checkpoint.layout import (
-    BlobRow,
-    WriteRow,
-    checkpoint_values,
-    corrupted,
-    decode_metadata,
-    decode_write,
-    loading,
-    missing_rows,
-    wanted_blobs,
-)
+from threadline.checkpoint.layout import BlobRow, WriteRow, missing_rows
 from threadline.checkpoint.sqlite.schema import UPSERT_WRITE
-from threadline.serde import DEFAULT, Serializer
 
 CHUNK = 400  # pairs per query: 802 parameters, under the 999 of older SQLite builds
-
-Row = tuple[str, bytes, bytes]  # checkpoint_id, body, metadata
 
 
 @functools.lru_cache(maxsize=1024)
@@ -43,16 +28,6 @@ def names_json(names: tuple[str, ...]) -> str:
 def meta_row(r: Sequence[Any]) -> BlobRow:
     """A blob row from the ``BLOB_META`` columns: everything but the data."""
     return BlobRow(r[0], r[1], r[2], r[3], r[4], r[5], b"", r[6])
-
-
-def ids_past(conn: sqlite3.Connection, thread_id: str, ns: str, keep: int) -> list[str]:
-    """Ids of a namespace's checkpoints other than the newest ``keep``."""
-    rows = conn.execute(
-        "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
-        "ORDER BY checkpoint_id DESC LIMIT -1 OFFSET ?",
-        (thread_id, ns, keep),
-    ).fetchall()
-    return [r[0] for r in rows]
 
 
 _META_COLUMNS = "b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes, b.items"
@@ -170,7 +145,7 @@ def _deferred(pool: dict[tuple[str, str], BlobRow]) -> list[tuple[str, str]]:
     ]
 
 
-def _fill_large(
+def fill_large(
     conn: sqlite3.Connection,
     thread_id: str,
     ns: str,
@@ -204,47 +179,31 @@ def _fill_large(
     return verified
 
 
-@dataclass(frozen=True, slots=True)
-class Loaded:
-    """What a checkpoint row needs to become a record, fetched in the read transaction."""
-
-    checkpoint: Checkpoint  # without values
-    metadata: bytes
-    pool: dict[tuple[str, str], BlobRow]  # shared by the checkpoints fetched together
-    crcs: dict[tuple[str, str], int]
-    verified: set[tuple[str, str]]  # rows whose checksum needs no second look
-    writes: list[WriteRow]
-
-
-def fetch(
+def values_of(
     conn: sqlite3.Connection,
     thread_id: str,
     ns: str,
-    rows: Sequence[Row],
-    codec: Serializer = DEFAULT,
-    cache: ByteCache | None = None,
-    chains: HeldChains | None = None,
-) -> list[Loaded]:
-    """Everything needed to decode ``rows``: blobs with their chains, then writes.
+    wanted: Sequence[Mapping[str, str]],
+    chains: HeldChains,
+) -> tuple[dict[tuple[str, str], BlobRow], dict[tuple[str, str], int], set[tuple[str, str]]]:
+    """The blob rows ``wanted`` (versions of checkpoints) need, their stored CRC-32s, and the
+    rows that came from ``chains`` (held, so checked already).
 
     Usually two blob queries (the rows, then the chains of the deltas among them); prefix rows
     of compacted chains lead to later versions, fetched the same way until nothing is missing.
     A row that is the tip of a chain ``chains`` holds (same CRC-32) needs no chain: it comes
-    back as its whole value, or with the held rows below it.
+    back as its whole value, or with the held rows below it. Large rows come without their
+    data (``fill_large``).
     """
-    if not rows:
-        return []
-    decoded = [(wanted_blobs(body, codec), metadata) for _, body, metadata in rows]
     crcs: dict[tuple[str, str], int] = {}
     pool: dict[tuple[str, str], BlobRow] = {}
     held: dict[tuple[str, str], BlobRow] = {}
-    wanted = {kv for (_, pairs), _ in decoded for kv in pairs}
-    while wanted:
-        found = blob_rows(conn, thread_id, ns, wanted, crcs=crcs)
-        if chains is not None:
-            below = chains.rows_below(thread_id, ns, {kv: crcs[kv] for kv in found})
-            held.update(below)
-            found.update(below)
+    pairs = {kv for versions in wanted for kv in versions.items()}
+    while pairs:
+        found = blob_rows(conn, thread_id, ns, pairs, crcs=crcs)
+        below = chains.rows_below(thread_id, ns, {kv: crcs[kv] for kv in found})
+        held.update(below)
+        found.update(below)
         pool.update(found)
         deltas = [
             row
@@ -255,47 +214,8 @@ def fetch(
             pool.update({(r.key, r.version): r for r in chain})
         if not found:
             break  # assemble_values names what is missing
-        wanted = set().union(*(missing_rows(dict(pairs), pool) for (_, pairs), _ in decoded))
-    verified = _fill_large(conn, thread_id, ns, pool, crcs, cache or ByteCache(0)) | held.keys()
-    ids = [r[0] for r in rows]
-    writes: dict[str, list[WriteRow]] = {cid: [] for cid in ids}
-    for i in range(0, len(ids), CHUNK):
-        chunk = ids[i : i + CHUNK]
-        marks = ", ".join("?" * len(chunk))
-        for cid, task_id, kind, task_name, value in conn.execute(
-            "SELECT checkpoint_id, task_id, kind, task_name, value FROM writes "
-            f"WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id IN ({marks}) "
-            "ORDER BY checkpoint_id, seq",
-            [thread_id, ns, *chunk],
-        ):
-            writes[cid].append(WriteRow(task_id, kind, task_name, value))
-    return [
-        Loaded(cp, metadata, pool, crcs, verified, writes[cp.id]) for (cp, _), metadata in decoded
-    ]
-
-
-def to_record(
-    thread_id: str, ns: str, loaded: Loaded, codec: Serializer = DEFAULT
-) -> CheckpointRecord:
-    cp = loaded.checkpoint
-
-    def check(row: BlobRow) -> None:
-        """The CRC-32 of every blob a value is rebuilt from must match."""
-        kv = (row.key, row.version)
-        crc = loaded.crcs.get(kv)
-        if crc is not None and kv not in loaded.verified and zlib.crc32(row.data) != crc:
-            raise corrupted(row)
-
-    with loading(thread_id, ns, cp.id):
-        return CheckpointRecord(
-            thread_id=thread_id,
-            checkpoint_ns=ns,
-            checkpoint=dataclasses.replace(
-                cp, values=checkpoint_values(cp, loaded.pool, codec, check)
-            ),
-            metadata=decode_metadata(loaded.metadata, codec),
-            pending_writes=tuple(decode_write(w, codec) for w in loaded.writes),
-        )
+        pairs = set().union(*(missing_rows(versions, pool) for versions in wanted))
+    return pool, crcs, set(held)
 
 
 def insert_writes(

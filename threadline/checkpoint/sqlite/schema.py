@@ -1,4 +1,4 @@
-"""The SQLite tables (schema version 6) and the statements that write their rows.
+"""The SQLite tables (schema version 1) and the statements that write their rows.
 
 ``checkpoints`` is a ``WITHOUT ROWID`` table: its primary key is the table, so a put writes one
 b-tree, not a table and an index. ``blobs`` keeps a rowid (its rows hold values of any size) and
@@ -6,7 +6,7 @@ has no index but its primary key: a delta chain is a range of it (see ``queries.
 Every b-tree a put touches costs it a page written to the WAL.
 """
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 1
 
 SCHEMA = (
     """
@@ -17,7 +17,6 @@ SCHEMA = (
         parent_id     TEXT,
         step          INTEGER NOT NULL,
         created_at    TEXT    NOT NULL,
-        created_ts    REAL,
         body          BLOB    NOT NULL,
         metadata      BLOB    NOT NULL,
         PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
@@ -65,9 +64,8 @@ SCHEMA = (
 
 INSERT_CHECKPOINT = """
     INSERT INTO checkpoints (
-        thread_id, checkpoint_ns, checkpoint_id, parent_id, step, created_at, created_ts,
-        body, metadata
-    ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+        thread_id, checkpoint_ns, checkpoint_id, parent_id, step, created_at, body, metadata
+    ) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 """
 
 # A (key, version) stored already holds the same value (perhaps as a prefix row): keep it.
@@ -143,9 +141,6 @@ LIST_THREADS = """
      ORDER BY at DESC, t.thread_id DESC LIMIT ?
 """
 
-HEAD = """
-    SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?
-"""
 
 # A put's two reads in one statement: the head (its compare-and-set) and the thread's status.
 # The status is written when it changes: a put that leaves it as it was (most steps of a run)
@@ -158,23 +153,20 @@ HEAD_AND_STATUS = """
            (SELECT status FROM threads WHERE thread_id = ?)
 """
 
-SELECT_BODY = """
-    SELECT body FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?
-"""
 
 SELECT_ONE = """
-    SELECT checkpoint_id, body, metadata FROM checkpoints
+    SELECT checkpoint_id, parent_id, step, created_at, body, metadata FROM checkpoints
      WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?
 """
 
 SELECT_LATEST = """
-    SELECT checkpoint_id, body, metadata FROM checkpoints
+    SELECT checkpoint_id, parent_id, step, created_at, body, metadata FROM checkpoints
      WHERE thread_id = ? AND checkpoint_ns = ?
      ORDER BY checkpoint_id DESC LIMIT 1
 """
 
 SELECT_PAGE = """
-    SELECT checkpoint_id, body, metadata FROM checkpoints
+    SELECT checkpoint_id, parent_id, step, created_at, body, metadata FROM checkpoints
      WHERE thread_id = ? AND checkpoint_ns = ? AND (? IS NULL OR checkpoint_id < ?)
      ORDER BY checkpoint_id DESC LIMIT ?
 """

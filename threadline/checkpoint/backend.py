@@ -1,0 +1,184 @@
+"""The protocol a storage backend implements: row-level primitives inside a transaction.
+
+``core.CoreSaver`` implements the whole saver API (``BaseSaver``) once — encoding, the
+compare-and-set, completing what a put relies on, retention, pruning, copies, thread status,
+caches — over a ``Backend``. A backend stores the rows ``layout`` makes, as they are, and
+answers a few questions about them; it never decodes a value.
+
+Writing a backend (see ``tests/checkpoint/test_toy_backend.py`` for a complete one over dicts):
+
+1. ``transaction(write)`` opens one transaction: everything done through the ``Transaction``
+   it yields sees one snapshot and, for a write transaction, commits together or not at all
+   (an exception rolls it back). Write transactions of one thread must not interleave (a lock,
+   ``BEGIN IMMEDIATE``, a ``flock``...): the compare-and-set reads the head and writes on top
+   of it in the same transaction.
+2. A thread has namespaces (``""`` is the root); each holds checkpoint rows (``CheckpointRow``,
+   ordered by id), blob rows (``BlobRow`` by ``(key, version)``) and pending writes per
+   checkpoint (``WriteRow`` by ``(task_id, kind)``, kept in first-write order; a write with the
+   same key replaces the old one in place). The root namespace has a thread row: status, head
+   id and planned task names as of the last ``set_thread``, with the time it was written.
+3. Run ``tests/checkpoint/test_conformance.py`` on it (one line in ``factories.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Protocol
+
+from threadline.checkpoint.base import ThreadStatus
+from threadline.checkpoint.layout import BlobRow, CheckpointRow, Compaction, WriteRow
+
+Pair = tuple[str, str]  # (key, version) of a blob row
+Check = Callable[[BlobRow], None]  # raises ``layout.corrupted(row)`` if a row's bytes are damaged
+
+
+@dataclass(slots=True)
+class StoredCheckpoint:
+    """A checkpoint as read: its ``CheckpointRow`` and its pending writes in the order they were
+    first saved."""
+
+    row: CheckpointRow
+    writes: tuple[WriteRow, ...] = ()
+
+
+@dataclass(slots=True)
+class ThreadRow:
+    """A thread as ``list_threads`` reads it: the thread row's status and the head's row.
+
+    ``updated_at`` is the later of the thread row's write and the head's ``created_at``.
+    """
+
+    thread_id: str
+    status: ThreadStatus
+    head: str
+    updated_at: str
+    body: bytes  # the head's body (its planned task names are read from it)
+
+
+class Transaction(Protocol):
+    """Reads and writes of one transaction (see the module docstring)."""
+
+    # -- reads ---------------------------------------------------------------------------------
+    def head(self, thread_id: str, ns: str) -> str | None:
+        """The newest checkpoint id of a namespace (``None`` if it has none)."""
+        ...
+
+    def status(self, thread_id: str) -> ThreadStatus | None:
+        """The status the thread row records (``None``: no thread row)."""
+        ...
+
+    def checkpoint(
+        self, thread_id: str, ns: str, checkpoint_id: str | None
+    ) -> StoredCheckpoint | None:
+        """One checkpoint with its writes (``None``: the newest)."""
+        ...
+
+    def page(
+        self, thread_id: str, ns: str, before: str | None, limit: int
+    ) -> list[StoredCheckpoint]:
+        """Up to ``limit`` checkpoints with their writes, newest first, ids below ``before``."""
+        ...
+
+    def values(
+        self, thread_id: str, ns: str, wanted: Sequence[Mapping[str, str]]
+    ) -> tuple[dict[Pair, BlobRow], Check | None]:
+        """The blob rows (with their data) that rebuilding each of ``wanted`` (the versions of
+        one or more checkpoints) needs: each named row and, following ``base``, every row below
+        it down to a full blob (``layout._value``);
+        and what checks a row's bytes (``None``: nothing to check), run by the core on each
+        row a value is rebuilt from. Rows that are missing are left out; ``layout`` reports
+        them."""
+        ...
+
+    def blob_meta(self, thread_id: str, ns: str, pairs: Collection[Pair]) -> dict[Pair, BlobRow]:
+        """Those of ``pairs`` stored in the namespace (their data may be left out)."""
+        ...
+
+    def all_blob_meta(self, thread_id: str, ns: str) -> dict[Pair, BlobRow]:
+        """Every blob row of the namespace, without data (to collect unused ones)."""
+        ...
+
+    def ids(self, thread_id: str, ns: str) -> list[tuple[str, str]]:
+        """``(id, created_at)`` of every checkpoint of the namespace, newest first."""
+        ...
+
+    def bodies(self, thread_id: str, ns: str) -> list[tuple[str, bytes]]:
+        """``(id, body)`` of every checkpoint of the namespace (to see which blobs they use)."""
+        ...
+
+    def namespaces(self, thread_id: str) -> list[str]:
+        """The namespaces of a thread that hold checkpoints."""
+        ...
+
+    # -- writes --------------------------------------------------------------------------------
+    def insert(
+        self,
+        thread_id: str,
+        ns: str,
+        row: CheckpointRow,
+        blobs: Sequence[BlobRow],
+        prefixes: Sequence[BlobRow],
+    ) -> None:
+        """Store a new checkpoint row and its new blobs. A blob whose ``(key, version)`` is
+        stored already is kept as it is. ``prefixes`` then replace the stored rows of their
+        ``(key, version)`` (compaction; a pair no longer stored stays gone). A backend may also
+        point stored prefix rows whose ``base`` is one of theirs at their ``base`` (so no value
+        loads through two prefix rows); values load either way."""
+        ...
+
+    def add_writes(
+        self, thread_id: str, ns: str, checkpoint_id: str, writes: Sequence[WriteRow]
+    ) -> None:
+        """Store pending writes of a checkpoint (same ``(task_id, kind)``: replaced in place)."""
+        ...
+
+    def set_thread(
+        self, thread_id: str, status: ThreadStatus, head: str, next_names: Sequence[str]
+    ) -> None:
+        """Write the thread row (its time: now, increasing)."""
+        ...
+
+    def delete(self, thread_id: str, ns: str, ids: Collection[str]) -> None:
+        """Delete checkpoints and their writes; the thread row too once the root is empty."""
+        ...
+
+    def delete_blobs(self, thread_id: str, ns: str, pairs: Collection[Pair]) -> None: ...
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete every row of the thread (checkpoints, blobs, writes, thread row)."""
+        ...
+
+    def copy_thread(self, source: str, target: str) -> None:
+        """Copy every row of ``source`` to ``target``, which has no checkpoints (rows it still
+        has, writes or blobs without checkpoints, are replaced); its thread row's time: now."""
+        ...
+
+    def threads(self, status: ThreadStatus | None, limit: int | None) -> list[ThreadRow]:
+        """Threads with a root checkpoint, most recently updated first (``ThreadRow``)."""
+        ...
+
+
+class Backend(Protocol):
+    """Where rows live. ``in_process``: calls do no I/O (async calls run inline)."""
+
+    compaction: Compaction
+    in_process: bool
+
+    def transaction(self, write: bool) -> AbstractContextManager[Transaction]: ...
+
+    def blob(self, thread_id: str, ns: str, key: str, version: str) -> BlobRow | None:
+        """A stored blob row (its data may be left out), read outside any transaction: what a
+        delta being encoded extends. It may be stale by the time the put commits; the put's
+        transaction checks what it relies on (``Transaction.blob_meta``)."""
+        ...
+
+    def loaded(
+        self, thread_id: str, ns: str, versions: Mapping[str, str], pool: Mapping[Pair, BlobRow]
+    ) -> None:
+        """The newest checkpoint of a namespace was loaded from ``pool`` and every row it used
+        passed its check: a backend that holds chains (``chains.HeldChains``) may hold them."""
+        ...
+
+    def close(self) -> None: ...

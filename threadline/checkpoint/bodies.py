@@ -1,0 +1,249 @@
+"""A checkpoint's row body and metadata: encoding, decoding, and reading a few fields raw.
+
+The body is everything of a checkpoint but the values its blobs hold: a plain msgpack list
+(``BODY_TAG``), or in a compact form (``COMPACT_TAG``) without what the row keeps in its own
+columns, for backends that give those back when decoding. ``body_versions`` and ``body_next``
+read the versions and planned task names of a stored body at the msgpack level, leaving typed
+values as opaque bytes, so pruning and listing threads never need the classes inside values
+registered (and never decode what they do not need).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import ormsgpack
+
+from threadline import serde
+from threadline.checkpoint.base import Checkpoint, PlannedTask
+from threadline.errors import SerializationError
+from threadline.serde import Serializer
+
+
+def encode_body(
+    cp: Checkpoint,
+    codec: Serializer = serde.DEFAULT,
+    inline: Mapping[str, Any] | None = None,
+    compact: bool = False,
+) -> bytes:
+    """A checkpoint's row body: everything but its values (they live in blobs), except the
+    ``inline`` ones."""
+    body = _compact_body(cp, inline) if compact else _body(cp, inline)
+    return dumps_named(body, codec, "checkpoint {}", cp.id)
+
+
+def encode_metadata(
+    metadata: Mapping[str, Any], checkpoint_id: str, codec: Serializer = serde.DEFAULT
+) -> bytes:
+    return dumps_named(plain(metadata), codec, "the metadata of checkpoint {}", checkpoint_id)
+
+
+BODY_TAG = "cp2"
+"""First item of a checkpoint body: what tells a body from any other stored list."""
+
+
+COMPACT_TAG = 3
+"""First item of a compact body: ``[COMPACT_TAG, versions, next, barriers, updated_by,
+(inline)]``, where a version equal to the checkpoint's own id (a value it changed) is nil and
+a planned task without argument that is not a ``Send`` is its name alone."""
+
+
+RowFields = tuple[str, str | None, int, str]
+"""What a compact body leaves to its row: ``(id, parent_id, step, created_at)``."""
+
+
+def _body(cp: Checkpoint, inline: Mapping[str, Any] | None = None) -> list[Any]:
+    """The checkpoint as its row stores it, values aside (they live in blobs).
+
+    Plain lists in a fixed order: about 120 bytes smaller per checkpoint than the typed record
+    (no class or field names), and faster to encode and decode. Only task arguments (``Send``
+    payloads) may hold typed values. Inline values, if any, come last.
+    """
+    body = [
+        BODY_TAG,
+        cp.id,
+        cp.parent_id,
+        cp.step,
+        cp.created_at,
+        cp.versions,
+        [[t.name, t.arg, t.send] for t in cp.next],
+        {key: list(names) for key, names in cp.barriers.items()} if cp.barriers else {},
+        list(cp.updated_by),
+    ]
+    if inline:
+        body.append(plain(inline))
+    return body
+
+
+def _compact_body(cp: Checkpoint, inline: Mapping[str, Any] | None) -> list[Any]:
+    own = cp.id
+    body = [
+        COMPACT_TAG,
+        {key: None if v == own else v for key, v in cp.versions.items()},
+        [t.name if t.arg is None and not t.send else [t.name, t.arg, t.send] for t in cp.next],
+        {key: list(names) for key, names in cp.barriers.items()} if cp.barriers else {},
+        list(cp.updated_by),
+    ]
+    if inline:
+        body.append(plain(inline))
+    return body
+
+
+def _from_compact(body: list[Any], row: RowFields) -> Checkpoint:
+    own, parent_id, step, created_at = row
+    _, versions, next_, barriers, updated_by = body[:5]
+    inline = body[5] if len(body) > 5 else {}
+    if type(inline) is not dict or not inline.keys() <= versions.keys():
+        raise ValueError("its inline values are not a dict of versioned keys")
+    return Checkpoint(
+        own,
+        parent_id,
+        step,
+        inline,
+        {key: own if v is None else v for key, v in versions.items()},
+        tuple(PlannedTask(t) if type(t) is str else PlannedTask(t[0], t[1], t[2]) for t in next_),
+        created_at,
+        {key: tuple(names) for key, names in barriers.items()} if barriers else {},
+        tuple(updated_by),
+    )
+
+
+def _from_body(body: list[Any]) -> Checkpoint:
+    """The checkpoint of a body; its ``values`` are the inline ones."""
+    _, cp_id, parent_id, step, created_at, versions, next_, barriers, updated_by = body[:9]
+    inline = body[9] if len(body) > 9 else {}
+    if type(inline) is not dict or not inline.keys() <= versions.keys():
+        raise ValueError("its inline values are not a dict of versioned keys")
+    return Checkpoint(
+        cp_id,
+        parent_id,
+        step,
+        inline,
+        versions,
+        tuple(PlannedTask(name, arg, send) for name, arg, send in next_),
+        created_at,
+        {key: tuple(names) for key, names in barriers.items()},
+        tuple(updated_by),
+    )
+
+
+def plain(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    return mapping if type(mapping) is dict else dict(mapping)
+
+
+def dumps_named(obj: Any, codec: Serializer, what: str, *args: Any) -> bytes:
+    """Encode ``obj``; a failure's message says what failed (``what`` formatted with ``args``,
+    only then), its path stays relative to it."""
+    try:
+        return codec.dumps(obj)
+    except SerializationError as exc:
+        message = f"{what.format(*args)}: {exc}"
+        raise SerializationError(message, path=exc.path, type_name=exc.type_name) from exc
+
+
+def decode_checkpoint(
+    body: bytes,
+    values: dict[str, Any],
+    codec: Serializer = serde.DEFAULT,
+    row: RowFields | None = None,
+) -> Checkpoint:
+    """The checkpoint of a body; a compact one needs its ``row``'s fields."""
+    stored = loads_named(body, "a checkpoint", codec)
+    tag = stored[0] if isinstance(stored, list) and stored else None
+    if tag == BODY_TAG or (tag == COMPACT_TAG and row is not None):
+        try:
+            cp = _from_body(stored) if tag == BODY_TAG else _from_compact(stored, row)  # type: ignore[arg-type]
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise SerializationError(f"a stored checkpoint is malformed: {exc}") from exc
+    else:
+        raise SerializationError(f"stored checkpoint decoded to {type(stored).__name__}")
+    return dataclasses.replace(cp, values={**cp.values, **values})
+
+
+def decode_metadata(data: bytes, codec: Serializer = serde.DEFAULT) -> dict[str, Any]:
+    value = loads_named(data, "checkpoint metadata", codec)
+    return dict(value) if value is not None else {}
+
+
+def wanted_blobs(
+    body: bytes, codec: Serializer = serde.DEFAULT
+) -> tuple[Checkpoint, list[tuple[str, str]]]:
+    """The checkpoint (with its inline values only) and the ``(key, version)`` blobs its other
+    values live in."""
+    cp = decode_checkpoint(body, {}, codec)
+    return cp, list(blob_versions(cp).items())
+
+
+def blob_versions(cp: Checkpoint) -> dict[str, str]:
+    """The versions of the values of a decoded ``cp`` that live in blobs (not inline)."""
+    if not cp.values:
+        return cp.versions
+    return {key: version for key, version in cp.versions.items() if key not in cp.values}
+
+
+def loads_named(data: bytes, what: str, codec: Serializer) -> Any:
+    try:
+        return codec.loads(data)
+    except SerializationError as exc:
+        raise SerializationError(
+            f"cannot load {what}: {exc}", path=exc.path, type_name=exc.type_name
+        ) from exc
+
+
+# ------------------------------------------------------------------- raw msgpack
+
+_PLAIN_HEADER = b"\x01\x00"  # serde format version 1, no flags (no compression, no encryption)
+
+
+def _raw_body(body: bytes) -> tuple[Any, Any, Any] | None:
+    """``(versions, planned tasks, inline values)`` of a plain body, typed values left as opaque
+    bytes; ``None`` if the body is compressed, sealed or not a body. A compact body's own
+    versions are still nil (``layout.COMPACT_TAG``)."""
+    if body[:2] != _PLAIN_HEADER:
+        return None
+    stored = ormsgpack.unpackb(body[2:], ext_hook=lambda code, data: data)
+    if type(stored) is not list or not stored:
+        return None
+    if stored[0] == BODY_TAG and len(stored) >= 9:  # see layout._body
+        return stored[5], stored[6], stored[9] if len(stored) > 9 else None
+    if stored[0] == COMPACT_TAG and len(stored) >= 5:  # see layout._compact_body
+        return stored[1], stored[2], stored[5] if len(stored) > 5 else None
+    return None
+
+
+def body_versions(body: bytes, checkpoint_id: str | None = None) -> dict[str, str] | None:
+    """The versions of the values a stored checkpoint body keeps in blobs (not those it holds
+    inline), or ``None`` if it cannot be read. A compact body needs its ``checkpoint_id``."""
+    try:
+        stored = _raw_body(body)
+        if stored is not None:
+            versions, _, inline = stored
+            if type(inline) is dict:
+                versions = {k: v for k, v in versions.items() if k not in inline}
+            versions = {k: checkpoint_id if v is None else v for k, v in versions.items()}
+            if type(versions) is dict and all(type(v) is str for v in versions.values()):
+                return versions
+    except Exception:
+        pass
+    row = (checkpoint_id, None, 0, "") if checkpoint_id is not None else None
+    try:
+        return blob_versions(decode_checkpoint(body, {}, serde.DEFAULT, row))
+    except SerializationError:
+        return None
+
+
+def body_next(body: bytes, codec: serde.Serializer = serde.DEFAULT) -> tuple[str, ...]:
+    """The names of the tasks a stored checkpoint body plans (their arguments left undecoded,
+    so a ``Send`` payload of an unregistered class does not keep a thread out of a listing)."""
+    try:
+        stored = _raw_body(body)
+        if stored is not None:
+            names = tuple(t if type(t) is str else t[0] for t in stored[1])
+            if all(type(n) is str for n in names):
+                return names
+    except Exception:
+        pass
+    cp = decode_checkpoint(body, {}, codec, ("", None, 0, ""))
+    return tuple(t.name for t in cp.next)

@@ -1,0 +1,411 @@
+"""The saver API written once, over a ``backend.Backend`` of row-level primitives.
+
+``CoreSaver`` does everything but storing rows: it encodes a record (``layout``) before any
+transaction, then in one write transaction checks the compare-and-set (``rules.check_put``),
+makes sure what the new rows rely on is stored (else stores those values whole), inserts the
+rows, records the thread's status when it changes, and applies retention. Loads read a
+checkpoint and the blob rows its values need in one read transaction and decode outside it.
+Pruning, retention and copies decide here which rows go; the backend deletes or copies them.
+
+It remembers, per saver, the metadata of blob rows it stored or read (so encoding a delta
+rarely asks the backend for its base) and the versions of the head it saved last in each
+namespace (a put on top of that head relies only on blobs that head uses, which stay while it
+exists: nothing needs checking).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import threading
+from collections import OrderedDict
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from threadline.checkpoint.backend import Backend, Check, Pair, StoredCheckpoint, Transaction
+from threadline.checkpoint.base import (
+    BaseSaver,
+    Checkpoint,
+    CheckpointRecord,
+    Retention,
+    TaskWrite,
+    ThreadInfo,
+    ThreadStatus,
+    metadata_matches,
+    thread_status,
+)
+from threadline.checkpoint.bodies import (
+    blob_versions,
+    body_next,
+    body_versions,
+    decode_checkpoint,
+    decode_metadata,
+)
+from threadline.checkpoint.layout import (
+    BaseLookup,
+    BlobRow,
+    EncodedCheckpoint,
+    Pool,
+    blob_refs,
+    checkpoint_values,
+    decode_write,
+    encode_record,
+    encode_writes,
+    full_blobs,
+    named,
+    referenced_blobs,
+)
+from threadline.checkpoint.rules import (
+    age_cutoff,
+    check_keep_last,
+    check_put,
+    created_ts,
+    status_of,
+)
+from threadline.errors import SerializationError
+from threadline.serde import DEFAULT, Serializer
+
+_PAGE_SIZE = 64  # checkpoints ``list`` reads per transaction
+_META_CACHED = 4096  # blob rows (metadata only) remembered for ``base_of``
+_HEADS_CACHED = 1024  # (thread, namespace) heads whose versions are remembered
+
+_Loaded = tuple[StoredCheckpoint, Checkpoint, Pool, Check | None]
+
+
+class CoreSaver(BaseSaver):
+    """A saver over ``backend``; ``retention`` prunes older checkpoints at each put (in its
+    transaction). ``copy_thread`` raises ``ValueError`` if the target has checkpoints."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        retention: Retention | None = None,
+        serde: Serializer | None = None,
+    ) -> None:
+        self.backend = backend
+        self.retention = retention
+        self.serde = serde or DEFAULT
+        self.in_process = backend.in_process
+        # An in-process backend answers as fast as the caches would: none then.
+        self._cached = not backend.in_process
+        self._lock = threading.Lock()  # guards the two caches
+        self._meta: OrderedDict[tuple[str, str, str, str], BlobRow] = OrderedDict()
+        # (thread, ns) -> (id, blob versions) of the checkpoint this saver last saved there
+        self._heads: OrderedDict[tuple[str, str], tuple[str, dict[str, str]]] = OrderedDict()
+
+    def close(self) -> None:
+        """Release the backend's connections; the caches go too."""
+        self.backend.close()
+        with self._lock:
+            self._meta.clear()
+            self._heads.clear()
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def get_tuple(
+        self, thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None
+    ) -> CheckpointRecord | None:
+        with self.backend.transaction(False) as tx:
+            stored = tx.checkpoint(thread_id, checkpoint_ns, checkpoint_id)
+            if stored is None:
+                return None
+            (loaded,) = self._load(tx, thread_id, checkpoint_ns, [stored])
+        record = self._record(thread_id, checkpoint_ns, loaded)  # checks every row it uses
+        if checkpoint_id is None and loaded[2]:
+            self.backend.loaded(thread_id, checkpoint_ns, blob_versions(loaded[1]), loaded[2])
+        return record
+
+    def list(
+        self,
+        thread_id: str,
+        checkpoint_ns: str = "",
+        *,
+        filter: Mapping[str, Any] | None = None,
+        before: str | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointRecord]:
+        if limit is not None and limit <= 0:
+            return
+        page_size = min(limit, _PAGE_SIZE) if limit is not None and not filter else _PAGE_SIZE
+        produced = 0
+        while True:
+            # One page per transaction; decoded and yielded with the transaction closed.
+            with self.backend.transaction(False) as tx:
+                rows = tx.page(thread_id, checkpoint_ns, before, page_size)
+                matching = [
+                    stored
+                    for stored in rows
+                    if not filter
+                    or metadata_matches(decode_metadata(stored.row.metadata, self.serde), filter)
+                ]
+                loaded = self._load(tx, thread_id, checkpoint_ns, matching)
+            for item in loaded:
+                yield self._record(thread_id, checkpoint_ns, item)
+                produced += 1
+                if limit is not None and produced >= limit:
+                    return
+            if len(rows) < page_size:
+                return
+            before = rows[-1].row.checkpoint_id
+
+    def _load(
+        self, tx: Transaction, thread_id: str, ns: str, stored: Sequence[StoredCheckpoint]
+    ) -> list[_Loaded]:
+        """Checkpoint bodies decoded and the blob rows their values need, read in ``tx``."""
+        decoded = []
+        for item in stored:
+            row = item.row
+            fields = (row.checkpoint_id, row.parent_id, row.step, row.created_at)
+            try:
+                cp = decode_checkpoint(row.body, {}, self.serde, fields)
+            except SerializationError as exc:
+                raise named(exc, thread_id, ns, row.checkpoint_id) from exc
+            decoded.append((item, cp, blob_versions(cp)))
+        wanted = [versions for _, _, versions in decoded if versions]
+        pool, check = tx.values(thread_id, ns, wanted) if wanted else ({}, None)
+        return [(item, cp, pool, check) for item, cp, _ in decoded]
+
+    def _record(self, thread_id: str, ns: str, loaded: _Loaded) -> CheckpointRecord:
+        stored, cp, pool, check = loaded
+        codec = self.serde
+        try:
+            return CheckpointRecord(
+                thread_id,
+                ns,
+                dataclasses.replace(cp, values=checkpoint_values(cp, pool, codec, check)),
+                decode_metadata(stored.row.metadata, codec),
+                tuple([decode_write(w, codec) for w in stored.writes]) if stored.writes else (),
+            )
+        except SerializationError as exc:
+            raise named(exc, thread_id, ns, cp.id) from exc
+
+    def list_threads(
+        self, *, status: ThreadStatus | None = None, limit: int | None = None
+    ) -> list[ThreadInfo]:
+        if limit is not None and limit <= 0:
+            return []
+        with self.backend.transaction(False) as tx:
+            rows = tx.threads(status, limit)
+        return [
+            ThreadInfo(r.thread_id, r.status, r.head, r.updated_at, body_next(r.body, self.serde))
+            for r in rows
+        ]
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def put(self, record: CheckpointRecord, *, fork: bool = False) -> None:
+        thread_id, ns, cp = record.thread_id, record.checkpoint_ns, record.checkpoint
+        backend = self.backend
+        # Encoding (and looking up the blobs deltas extend) happens before the transaction.
+        base_of = self._base_lookup(thread_id, ns)
+        encoded = encode_record(record, base_of, self.serde, backend.compaction, True, True)
+        status = thread_status(cp, record.pending_writes) if ns == "" else None
+        refs = blob_refs(cp, encoded)  # a new dict: the head cache keeps it
+        with backend.transaction(True) as tx:
+            head = tx.head(thread_id, ns)
+            check_put(record, head, fork=fork)
+            blobs = self._complete(tx, record, encoded, refs, head)
+            tx.insert(thread_id, ns, encoded.row, blobs, encoded.prefixes)
+            if encoded.writes:
+                tx.add_writes(thread_id, ns, cp.id, encoded.writes)
+            if status is not None and tx.status(thread_id) != status:
+                tx.set_thread(thread_id, status, cp.id, [t.name for t in cp.next])
+            if self.retention is not None:
+                self._retain(tx, thread_id, ns, cp.id, self.retention)
+        self._remember_head(thread_id, ns, cp.id, refs)
+        if self._cached and (blobs or encoded.prefixes):
+            self._remember(thread_id, ns, [*blobs, *encoded.prefixes])
+
+    def _complete(
+        self,
+        tx: Transaction,
+        record: CheckpointRecord,
+        encoded: EncodedCheckpoint,
+        refs: dict[str, str],
+        head: str | None,
+    ) -> list[BlobRow]:
+        """The blobs to insert, after checking (in the transaction) what they rely on.
+
+        A value the hints call unchanged must already be stored under its version, and a delta's
+        base must still be there with the chain it was computed against. Whatever is missing
+        (wrong hints, a concurrent prune or delete, a stale cache) is stored in full instead, so
+        a saved checkpoint always loads. Versions the current ``head`` uses need no read: every
+        blob a stored checkpoint uses stays while it exists. So in the usual case (a run saving
+        on top of the head it saved last) nothing is read here.
+        """
+        thread_id, ns = record.thread_id, record.checkpoint_ns
+        blobs = encoded.blobs
+        if not blobs and not refs:  # every value is in the row itself
+            return []
+        known = self._heads.get((thread_id, ns))
+        safe = known[1] if known is not None and head is not None and known[0] == head else {}
+        written = {(b.key, b.version): b for b in blobs}
+        needed = {(k, v) for k, v in refs.items() if (k, v) not in written and safe.get(k) != v}
+        deltas = [b for b in blobs if b.base is not None and safe.get(b.key) != b.base]
+        needed.update((b.key, b.base) for b in deltas if b.base is not None)
+        if not needed:
+            return list(blobs)
+        stored = tx.blob_meta(thread_id, ns, needed)
+        if self._cached:
+            self._remember(thread_id, ns, stored.values())
+        if len(stored) == len(needed) and not deltas:
+            return list(blobs)
+        redo = {k for k, v in refs.items() if (k, v) in needed and (k, v) not in stored}
+        for b in deltas:
+            base = stored.get((b.key, b.base or ""))
+            if base is None or (base.start, base.full_bytes, base.chain_bytes + len(b.data)) != (
+                b.start,
+                b.full_bytes,
+                b.chain_bytes,
+            ):
+                redo.add(b.key)
+        if redo:
+            written.update({(b.key, b.version): b for b in full_blobs(record, redo, self.serde)})
+        return list(written.values())
+
+    def put_writes(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        writes: Sequence[TaskWrite],
+    ) -> None:
+        encoded = encode_writes(writes, self.serde)
+        if not encoded:
+            return
+        with self.backend.transaction(True) as tx:
+            tx.add_writes(thread_id, checkpoint_ns, checkpoint_id, encoded)
+            if checkpoint_ns != "" or tx.head(thread_id, "") != checkpoint_id:
+                return  # not the thread's newest checkpoint: its status is unchanged
+            head = tx.checkpoint(thread_id, "", checkpoint_id)
+            assert head is not None
+            names = body_next(head.row.body, self.serde)
+            keys = [(w.task_id, w.kind) for w in head.writes]
+            # A write on the head moves the thread up in list_threads.
+            tx.set_thread(thread_id, status_of(names, keys), checkpoint_id, names)
+
+    def delete_thread(self, thread_id: str) -> None:
+        with self.backend.transaction(True) as tx:
+            tx.delete_thread(thread_id)
+        self._forget(thread_id)
+
+    # -- history -------------------------------------------------------------------------------
+
+    def prune(self, thread_id: str, *, keep_last: int) -> int:
+        check_keep_last(keep_last)
+        deleted = 0
+        with self.backend.transaction(True) as tx:
+            for ns in tx.namespaces(thread_id):
+                ids = [cid for cid, _ in tx.ids(thread_id, ns)[keep_last:]]
+                deleted += self._drop(tx, thread_id, ns, ids)
+        return deleted
+
+    def _retain(
+        self, tx: Transaction, thread_id: str, ns: str, head: str, retention: Retention
+    ) -> None:
+        ids = tx.ids(thread_id, ns)
+        drop: set[str] = set()
+        if retention.max_checkpoints is not None:
+            drop.update(cid for cid, _ in ids[retention.max_checkpoints :])
+        cutoff = age_cutoff(retention)
+        if cutoff is not None:
+            drop.update(
+                cid
+                for cid, created_at in ids
+                if cid < head and (ts := created_ts(created_at)) is not None and ts < cutoff
+            )
+        self._drop(tx, thread_id, ns, drop)
+
+    def _drop(self, tx: Transaction, thread_id: str, ns: str, ids: Collection[str]) -> int:
+        """Delete checkpoints of one namespace, their writes, and blobs no longer used."""
+        if not ids:
+            return 0
+        tx.delete(thread_id, ns, ids)
+        kept: list[dict[str, str]] = []
+        for checkpoint_id, body in tx.bodies(thread_id, ns):
+            versions = body_versions(body, checkpoint_id)
+            if versions is None:
+                return len(ids)  # an unreadable checkpoint: keep every blob rather than guess
+            kept.append(versions)
+        rows = tx.all_blob_meta(thread_id, ns)
+        used = referenced_blobs(kept, rows)
+        unused = [kv for kv in rows if kv not in used]
+        if unused:
+            tx.delete_blobs(thread_id, ns, unused)
+            self._forget(thread_id, ns, unused)
+        return len(ids)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint, value and write of a thread to an empty thread id.
+
+        Raises ``ValueError`` if the target already has checkpoints (including when it is the
+        source); copying a thread that has none does nothing. One transaction.
+        """
+        src, dst = source_thread_id, target_thread_id
+        with self.backend.transaction(True) as tx:
+            if tx.namespaces(dst):
+                raise ValueError(
+                    f"cannot copy thread {src!r} to {dst!r}: the target already has "
+                    "checkpoints; delete it first or pick another id"
+                )
+            if not tx.namespaces(src):
+                return
+            tx.copy_thread(src, dst)
+        self._forget(dst)
+
+    # -- caches --------------------------------------------------------------------------------
+
+    def _base_lookup(self, thread_id: str, ns: str) -> BaseLookup:
+        """``base_of`` for ``encode_record``: remembered rows, else a read of the backend."""
+
+        backend = self.backend
+        if not self._cached:
+            return functools.partial(backend.blob, thread_id, ns)
+
+        def base_of(key: str, version: str) -> BlobRow | None:
+            cache_key = (thread_id, ns, key, version)
+            with self._lock:
+                row = self._meta.get(cache_key)
+                if row is not None:
+                    self._meta.move_to_end(cache_key)
+                    return row
+            found = backend.blob(thread_id, ns, key, version)
+            if found is not None:
+                self._remember(thread_id, ns, [found])
+            return found
+
+        return base_of
+
+    def _remember(self, thread_id: str, ns: str, rows: Iterable[BlobRow]) -> None:
+        with self._lock:
+            cache = self._meta
+            for row in rows:
+                key = (thread_id, ns, row.key, row.version)
+                cache[key] = row.without_data()
+                cache.move_to_end(key)
+            while len(cache) > _META_CACHED:
+                cache.popitem(last=False)
+
+    def _remember_head(self, thread_id: str, ns: str, cp_id: str, refs: dict[str, str]) -> None:
+        key, head = (thread_id, ns), (cp_id, refs)
+        heads = self._heads
+        with self._lock:
+            heads[key] = head
+            heads.move_to_end(key)
+            if len(heads) > _HEADS_CACHED:
+                heads.popitem(last=False)
+
+    def _forget(
+        self, thread_id: str, ns: str | None = None, pairs: Iterable[Pair] | None = None
+    ) -> None:
+        with self._lock:
+            cache = self._meta
+            if pairs is not None and ns is not None:
+                for key, version in pairs:
+                    cache.pop((thread_id, ns, key, version), None)
+                return
+            for k in [k for k in cache if k[0] == thread_id and (ns is None or k[1] == ns)]:
+                del cache[k]
+            for h in [h for h in self._heads if h[0] == thread_id]:
+                del self._heads[h]

@@ -1,0 +1,391 @@
+"""``SqliteBackend``: the backend protocol (``checkpoint.backend``) over one SQLite connection.
+
+A transaction is a ``BEGIN`` (``BEGIN IMMEDIATE`` to write) under the backend's lock. Blobs of
+64 KB or more are read in a second query unless the process holds their bytes (``ByteCache``),
+and the newest value's delta chain is held (``HeldChains``): a load reads the rows a checkpoint
+names, and a delta that is the tip of a held chain with the CRC-32 held needs no chain read.
+What a write transaction adds to either is kept only once it commits.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import zlib
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+
+from threadline.checkpoint.backend import Check, Pair, StoredCheckpoint, ThreadRow
+from threadline.checkpoint.base import ThreadStatus
+from threadline.checkpoint.bytecache import ByteCache
+from threadline.checkpoint.chains import HeldChains
+from threadline.checkpoint.layout import REPLACE, BlobRow, CheckpointRow, WriteRow, corrupted
+from threadline.checkpoint.rules import now_iso
+from threadline.checkpoint.sqlite.connection import misuse
+from threadline.checkpoint.sqlite.queries import (
+    CHUNK,
+    blob_rows,
+    fill_large,
+    insert_writes,
+    meta_row,
+    names_json,
+    values_of,
+)
+from threadline.checkpoint.sqlite.schema import (
+    BLOB_META,
+    HEAD_AND_STATUS,
+    INSERT_BLOB,
+    INSERT_CHECKPOINT,
+    LIST_THREADS,
+    REPLACE_WITH_PREFIX,
+    SELECT_LATEST,
+    SELECT_ONE,
+    SELECT_PAGE,
+    UPSERT_THREAD,
+    repoint_prefixes,
+)
+from threadline.errors import SaverUnavailableError
+from threadline.serde import Serializer
+
+
+class SqliteBackend:
+    """Rows in a SQLite file (``schema.py``), through ``conn``."""
+
+    compaction = REPLACE
+    in_process = False
+
+    def __init__(self, conn: sqlite3.Connection, path: str, owns: bool, codec: Serializer):
+        self.conn: sqlite3.Connection | None = conn
+        self.path = path
+        self.owns = owns  # close() closes the connection (not one the program gave)
+        self.lock = threading.RLock()
+        self.bytes = ByteCache()  # large values' bytes, so a long conversation is not reread
+        self.chains = HeldChains(codec=codec)  # long delta chains, joined and decoded
+
+    def connection(self) -> sqlite3.Connection:
+        conn = self.conn
+        if conn is None:
+            raise SaverUnavailableError(f"SqliteSaver({self.path!r}) is closed")
+        return conn
+
+    def close(self) -> None:
+        with self.lock:
+            if self.conn is not None and self.owns:
+                self.conn.close()
+            self.conn = None
+            self.chains.clear()
+
+    @contextmanager
+    def transaction(self, write: bool) -> Iterator[_Tx]:
+        """Hold the lock and one transaction; roll back on any error. Reads use a (deferred)
+        transaction too, so a checkpoint, its values and its writes come from one snapshot."""
+        with self.lock:
+            conn = self.connection()
+            tx = _Tx(self, conn)
+            try:
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                try:
+                    yield tx
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if conn.in_transaction and not isinstance(exc, sqlite3.ProgrammingError):
+                    conn.execute("ROLLBACK")
+                raise self.unavailable(exc) from exc
+            for action in tx.committed:
+                action()
+            if tx.compacted:
+                self._release_free_pages()
+
+    def unavailable(self, exc: sqlite3.Error) -> Exception:
+        if isinstance(exc, sqlite3.OperationalError) or type(exc) is sqlite3.DatabaseError:
+            return misuse(exc, self.path) or SaverUnavailableError(
+                f"SQLite checkpoint database {self.path!r}: {exc}"
+            )
+        return misuse(exc, self.path) or exc
+
+    def _release_free_pages(self) -> None:
+        """Give the pages compaction freed back to the OS. Its own transaction:
+        ``executescript`` commits first. Best effort: free pages are reused anyway."""
+        with suppress(sqlite3.Error):
+            self.connection().executescript("PRAGMA incremental_vacuum;")
+
+    def blob(self, thread_id: str, ns: str, key: str, version: str) -> BlobRow | None:
+        with self.lock:
+            try:
+                found = (
+                    self.connection()
+                    .execute(
+                        f"SELECT {BLOB_META} FROM blobs WHERE thread_id = ? "
+                        "AND checkpoint_ns = ? AND key = ? AND version = ?",
+                        (thread_id, ns, key, version),
+                    )
+                    .fetchone()
+                )
+            except sqlite3.Error as exc:
+                raise self.unavailable(exc) from exc
+        return meta_row(found) if found is not None else None
+
+    def loaded(
+        self, thread_id: str, ns: str, versions: Mapping[str, str], pool: Mapping[Pair, BlobRow]
+    ) -> None:
+        self.chains.loaded(thread_id, ns, versions, pool)
+
+
+class _Tx:
+    """One transaction of a ``SqliteBackend`` (``checkpoint.backend.Transaction``)."""
+
+    def __init__(self, backend: SqliteBackend, conn: sqlite3.Connection) -> None:
+        self.backend = backend
+        self.conn = conn
+        self.committed: list[Callable[[], None]] = []  # cache updates, once it commits
+        self.compacted = False
+        self._status: tuple[str, ThreadStatus | None] | None = None  # read with a head
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def head(self, thread_id: str, ns: str) -> str | None:
+        # The put's two reads in one statement: the head (its compare-and-set) and the status.
+        head, status = self.conn.execute(HEAD_AND_STATUS, (thread_id, ns, thread_id)).fetchone()
+        self._status = (thread_id, status)
+        return head  # type: ignore[no-any-return]
+
+    def status(self, thread_id: str) -> ThreadStatus | None:
+        if self._status is not None and self._status[0] == thread_id:
+            return self._status[1]
+        row = self.conn.execute(
+            "SELECT status FROM threads WHERE thread_id = ?", (thread_id,)
+        ).fetchone()
+        return row[0] if row is not None else None
+
+    def checkpoint(
+        self, thread_id: str, ns: str, checkpoint_id: str | None
+    ) -> StoredCheckpoint | None:
+        if checkpoint_id is None:
+            row = self.conn.execute(SELECT_LATEST, (thread_id, ns)).fetchone()
+        else:
+            row = self.conn.execute(SELECT_ONE, (thread_id, ns, checkpoint_id)).fetchone()
+        return self._with_writes(thread_id, ns, [row])[0] if row is not None else None
+
+    def page(
+        self, thread_id: str, ns: str, before: str | None, limit: int
+    ) -> list[StoredCheckpoint]:
+        rows = self.conn.execute(SELECT_PAGE, (thread_id, ns, before, before, limit)).fetchall()
+        return self._with_writes(thread_id, ns, rows)
+
+    def _with_writes(
+        self,
+        thread_id: str,
+        ns: str,
+        rows: Sequence[tuple[str, str | None, int, str, bytes, bytes]],
+    ) -> list[StoredCheckpoint]:
+        ids = [r[0] for r in rows]
+        writes: dict[str, list[WriteRow]] = {cid: [] for cid in ids}
+        for i in range(0, len(ids), CHUNK):
+            chunk = ids[i : i + CHUNK]
+            marks = ", ".join("?" * len(chunk))
+            for cid, task_id, kind, task_name, value in self.conn.execute(
+                "SELECT checkpoint_id, task_id, kind, task_name, value FROM writes "
+                f"WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id IN ({marks}) "
+                "ORDER BY checkpoint_id, seq",
+                [thread_id, ns, *chunk],
+            ):
+                writes[cid].append(WriteRow(task_id, kind, task_name, value))
+        return [StoredCheckpoint(CheckpointRow(*row), tuple(writes[row[0]])) for row in rows]
+
+    def values(
+        self, thread_id: str, ns: str, wanted: Sequence[Mapping[str, str]]
+    ) -> tuple[dict[Pair, BlobRow], Check | None]:
+        backend = self.backend
+        pool, crcs, held = values_of(self.conn, thread_id, ns, wanted, backend.chains)
+        verified = fill_large(self.conn, thread_id, ns, pool, crcs, backend.bytes) | held
+
+        def check(row: BlobRow) -> None:
+            """The CRC-32 of every blob a value is rebuilt from must match."""
+            kv = (row.key, row.version)
+            crc = crcs.get(kv)
+            if crc is not None and kv not in verified and zlib.crc32(row.data) != crc:
+                raise corrupted(row)
+
+        return pool, check
+
+    def blob_meta(self, thread_id: str, ns: str, pairs: Collection[Pair]) -> dict[Pair, BlobRow]:
+        return blob_rows(self.conn, thread_id, ns, pairs)
+
+    def all_blob_meta(self, thread_id: str, ns: str) -> dict[Pair, BlobRow]:
+        return {
+            (r[0], r[1]): meta_row(r)
+            for r in self.conn.execute(
+                f"SELECT {BLOB_META} FROM blobs WHERE thread_id = ? AND checkpoint_ns = ?",
+                (thread_id, ns),
+            )
+        }
+
+    def ids(self, thread_id: str, ns: str) -> list[tuple[str, str]]:
+        return self.conn.execute(
+            "SELECT checkpoint_id, created_at FROM checkpoints WHERE thread_id = ? "
+            "AND checkpoint_ns = ? ORDER BY checkpoint_id DESC",
+            (thread_id, ns),
+        ).fetchall()
+
+    def bodies(self, thread_id: str, ns: str) -> list[tuple[str, bytes]]:
+        return self.conn.execute(
+            "SELECT checkpoint_id, body FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?",
+            (thread_id, ns),
+        ).fetchall()
+
+    def namespaces(self, thread_id: str) -> list[str]:
+        rows = self.conn.execute(
+            "SELECT DISTINCT checkpoint_ns FROM checkpoints WHERE thread_id = ?", (thread_id,)
+        )
+        return [ns for (ns,) in rows]
+
+    def threads(self, status: ThreadStatus | None, limit: int | None) -> list[ThreadRow]:
+        where = "WHERE t.status = ?" if status is not None else ""
+        params: list[object] = [status] if status is not None else []
+        params.append(-1 if limit is None else limit)
+        rows = self.conn.execute(LIST_THREADS.format(where=where), params).fetchall()
+        return [ThreadRow(*row) for row in rows]
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def insert(
+        self,
+        thread_id: str,
+        ns: str,
+        row: CheckpointRow,
+        blobs: Sequence[BlobRow],
+        prefixes: Sequence[BlobRow],
+    ) -> None:
+        conn = self.conn
+        conn.execute(
+            INSERT_CHECKPOINT,
+            (
+                thread_id,
+                ns,
+                row.checkpoint_id,
+                row.parent_id,
+                row.step,
+                row.created_at,
+                row.body,
+                row.metadata,
+            ),
+        )
+        if not blobs and not prefixes:
+            return
+        crcs = [zlib.crc32(b.data) for b in blobs]
+        conn.executemany(
+            INSERT_BLOB,
+            [
+                (
+                    thread_id,
+                    ns,
+                    b.key,
+                    b.version,
+                    b.start,
+                    b.base,
+                    b.chain_bytes,
+                    b.full_bytes,
+                    crc,
+                    b.data,
+                    b.items,
+                )
+                for b, crc in zip(blobs, crcs, strict=True)
+            ],
+        )
+        if prefixes:
+            conn.executemany(
+                REPLACE_WITH_PREFIX,
+                [
+                    (thread_id, ns, p.key, p.version, p.start, p.base, p.full_bytes, p.items)
+                    for p in prefixes
+                ],
+            )
+            self._repoint(thread_id, ns, prefixes)
+            self.compacted = True
+        backend = self.backend
+
+        def keep() -> None:
+            for b, crc in zip(blobs, crcs, strict=True):
+                backend.bytes.add((thread_id, ns, b.key, b.version, crc), b.data)
+            backend.chains.stored(thread_id, ns, blobs, crcs)
+
+        self.committed.append(keep)
+
+    def _repoint(self, thread_id: str, ns: str, prefixes: Sequence[BlobRow]) -> None:
+        by_target: dict[Pair, list[BlobRow]] = {}
+        for p in prefixes:
+            by_target.setdefault((p.key, p.base or ""), []).append(p)
+        for (key, target), rows in by_target.items():
+            for i in range(0, len(rows), CHUNK):
+                versions = [r.version for r in rows[i : i + CHUNK]]
+                self.conn.execute(
+                    repoint_prefixes(len(versions)),
+                    (target, target, rows[0].full_bytes, thread_id, ns, key, *versions),
+                )
+
+    def add_writes(
+        self, thread_id: str, ns: str, checkpoint_id: str, writes: Sequence[WriteRow]
+    ) -> None:
+        insert_writes(self.conn, thread_id, ns, checkpoint_id, writes)
+
+    def set_thread(
+        self, thread_id: str, status: ThreadStatus, head: str, next_names: Sequence[str]
+    ) -> None:
+        names = names_json(tuple(next_names))
+        self.conn.execute(UPSERT_THREAD, (thread_id, status, head, now_iso(), names))
+
+    def delete(self, thread_id: str, ns: str, ids: Collection[str]) -> None:
+        params = [(thread_id, ns, cid) for cid in ids]
+        where = "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
+        self.conn.executemany(f"DELETE FROM writes {where}", params)
+        self.conn.executemany(f"DELETE FROM checkpoints {where}", params)
+        if ns == "" and self.head(thread_id, "") is None:
+            self.conn.execute("DELETE FROM threads WHERE thread_id = ?", (thread_id,))
+
+    def delete_blobs(self, thread_id: str, ns: str, pairs: Collection[Pair]) -> None:
+        self.conn.executemany(
+            "DELETE FROM blobs WHERE thread_id = ? AND checkpoint_ns = ? AND key = ? "
+            "AND version = ?",
+            [(thread_id, ns, key, version) for key, version in pairs],
+        )
+
+    def delete_thread(self, thread_id: str) -> None:
+        for table in ("writes", "blobs", "checkpoints", "threads"):
+            self.conn.execute(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
+        self._forget(thread_id)
+
+    def _forget(self, thread_id: str) -> None:
+        backend = self.backend
+        self.committed.append(lambda: backend.bytes.forget_thread(thread_id))
+        self.committed.append(lambda: backend.chains.forget_thread(thread_id))
+
+    def copy_thread(self, source: str, target: str) -> None:
+        conn = self.conn
+        for table in ("writes", "blobs", "threads"):  # leftovers without checkpoints
+            conn.execute(f"DELETE FROM {table} WHERE thread_id = ?", (target,))
+        self._forget(target)
+        columns = "checkpoint_ns, checkpoint_id, parent_id, step, created_at, body, metadata"
+        conn.execute(
+            f"INSERT INTO checkpoints (thread_id, {columns}) SELECT ?, {columns} FROM checkpoints"
+            " WHERE thread_id = ?",
+            (target, source),
+        )
+        conn.execute(
+            "INSERT INTO blobs SELECT ?, checkpoint_ns, key, version, start, base, "
+            "chain_bytes, full_bytes, crc32, data, items FROM blobs WHERE thread_id = ?",
+            (target, source),
+        )
+        conn.execute(
+            "INSERT INTO writes SELECT ?, checkpoint_ns, checkpoint_id, task_id, kind, "
+            "task_name, seq, value FROM writes WHERE thread_id = ?",
+            (target, source),
+        )
+        conn.execute(
+            "INSERT INTO threads SELECT ?, status, checkpoint_id, ?, next FROM threads "
+            "WHERE thread_id = ?",
+            (target, now_iso(), source),
+        )
