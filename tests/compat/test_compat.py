@@ -13,10 +13,11 @@ import importlib.util
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from services import postgres_url, require_postgres
+from services import require_postgres
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -25,6 +26,7 @@ EXPECTED = HERE / "expected"
 SHIM = HERE / "shim.py"
 TIMEOUT = 60  # seconds per program
 POSTGRES_ENV = "THREADLINE_TEST_POSTGRES_URL"
+COMPAT_DATABASE = "threadline_compat"
 
 
 def known_failures() -> dict[str, str]:
@@ -64,8 +66,26 @@ def run_under_threadline(program: Path, env_extra: dict[str, str]) -> subprocess
     )
 
 
+@pytest.fixture(scope="session")
+def compat_postgres_url() -> Iterator[str]:
+    """A fresh database for the programs: they use the default schema, as LangGraph's docs do,
+    so tables an earlier run (or another version of threadline) left there must not be seen."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    url = require_postgres()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {COMPAT_DATABASE} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {COMPAT_DATABASE}")
+    yield make_conninfo(**{**conninfo_to_dict(url), "dbname": COMPAT_DATABASE})
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {COMPAT_DATABASE} WITH (FORCE)")
+
+
 @pytest.mark.parametrize("program", program_params())
-def test_program_prints_what_langgraph_prints(program: Path) -> None:
+def test_program_prints_what_langgraph_prints(
+    program: Path, request: pytest.FixtureRequest
+) -> None:
     expected_file = EXPECTED / f"{program.stem}.txt"
     assert expected_file.exists(), f"no recorded output: run tests/compat/record.py {program.stem}"
     source = program.read_text()
@@ -73,8 +93,7 @@ def test_program_prints_what_langgraph_prints(program: Path) -> None:
         pytest.skip("needs langchain-core")
     env_extra = {}
     if POSTGRES_ENV in source:
-        require_postgres()
-        env_extra[POSTGRES_ENV] = postgres_url()
+        env_extra[POSTGRES_ENV] = request.getfixturevalue("compat_postgres_url")
 
     result = run_under_threadline(program, env_extra)
 

@@ -4,9 +4,11 @@ that the tables are not from a newer threadline, and driver errors mapped to thr
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import re
 import threading
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -41,6 +43,18 @@ def password_of(url: str) -> str | None:
         return conninfo_to_dict(url).get("password")  # type: ignore[return-value]
     except Exception:
         return None
+
+
+# Pools a program left open, closed at exit while their worker threads can still stop: at
+# interpreter teardown Python 3.13 cannot join them, and each pool would wait 5 s per thread.
+_OPEN_POOLS: weakref.WeakSet[ConnectionPool] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_pools() -> None:
+    for pool in list(_OPEN_POOLS):
+        with contextlib.suppress(Exception):
+            pool.close(timeout=1.0)
 
 
 class Connections:
@@ -188,6 +202,7 @@ class Connections:
                     pool.close()
                     raise self.unreachable(exc) from exc
                 self._pool = pool
+                _OPEN_POOLS.add(pool)
             return self._pool
 
     async def _async_pool(self) -> AsyncConnectionPool:
