@@ -57,3 +57,9 @@ compat-record:
 	    'pydantic>=2.5,<3' 'psycopg[binary,pool]>=3.2,<4' && \
 	  touch .venv-lg/.installed; }
 	.venv-lg/bin/python tests/compat/record.py --python .venv-lg/bin/python $(COMPAT_ARGS)
+
+# Kill harness soak: thousands of SIGKILLs on every saver, each run continued in fresh processes
+# and checked (see docs/durability.md, "Kill harness"). `make soak SOAK_ARGS="--trials 100"`.
+.PHONY: soak
+soak: $(STAMP)
+	$(BIN)/python -m bench.kill_soak $(SOAK_ARGS)
