@@ -57,8 +57,11 @@ def replay(only: str, workdir: Path) -> int:
     with place(backend, server(backend), workdir) as harness:
         outcome = harness.trial(Trial(workload, durability, int(seed)))
     print(outcome)
-    print(f"work folder: {workdir}")
-    return 1 if outcome.failures else 0
+    if outcome.failures:
+        print(f"its files: {workdir}")
+        return 1
+    shutil.rmtree(workdir, ignore_errors=True)
+    return 0
 
 
 def main() -> int:

@@ -380,8 +380,15 @@ def run_round(spec: dict[str, Any]) -> None:
         "save_seconds": child.save_seconds,
         "seconds": time.perf_counter() - started,
     }
-    (workdir / f"round-{spec['round']}.json").write_text(json.dumps(report))
+    _write_whole(workdir / f"round-{spec['round']}.json", json.dumps(report))
     os._exit(0)
+
+
+def _write_whole(path: Path, text: str) -> None:
+    """Write ``path`` so a kill (a timer may still fire) leaves it whole or absent."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def _next_input(snapshot: Any, input_: Any) -> Any:
@@ -414,5 +421,4 @@ async def _around_async(flow: Any, input_: Any, spec: dict[str, Any]) -> None:
 
 def _finish(snapshot: Any, spec: dict[str, Any]) -> None:
     if _next_input(snapshot, None) is ...:
-        final = Path(spec["workdir"]) / "final.json"
-        final.write_text(json.dumps(snapshot.values, sort_keys=True))
+        _write_whole(Path(spec["workdir"]) / "final.json", json.dumps(snapshot.values))
