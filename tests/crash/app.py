@@ -12,13 +12,13 @@ times its saves, which the parent uses to aim the kills of later rounds. The sav
 
 - ``node`` / ``task``: inside a node / a task, after its side effect was logged
 - ``task-save``: a task has returned, its result is not saved yet
-- ``task-saved``: the task's result is saved, its caller does not have it yet
+- ``task-saved``: the task's result is saved (in ``sync`` mode its caller does not have it yet)
 - ``writes``: before the writes of a step that stops (an interrupt) are saved
 - ``put`` / ``put-done``: just before / just after a checkpoint is saved
-- ``put-inside``: in the middle of a save: before an SQL statement of the transaction
-  (SQLite, through ``set_trace_callback``), before an ``fsync`` or ``rename`` (files); for
-  PostgreSQL and Redis, whose saves are one statement or script, a timer fires while it is in
-  flight.
+- ``put-inside``: in the middle of a save (a checkpoint, or task results): before an SQL
+  statement of its transaction (SQLite, through ``set_trace_callback``), before an ``fsync``
+  or a rename (files); for PostgreSQL and Redis, whose saves are one statement or script, a
+  timer fires while it is in flight.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ import operator
 import os
 import signal
 import sqlite3
-import sys
 import threading
 import time
 import traceback
@@ -373,7 +372,6 @@ def run_round(spec: dict[str, Any]) -> None:
         saver.close()
     except BaseException:
         (workdir / f"error-{spec['round']}.txt").write_text(traceback.format_exc())
-        sys.stderr.flush()
         os._exit(3)
     report = {
         "hits": dict(child.hits),
