@@ -16,8 +16,8 @@ import pytest
 from tests.crash.harness import KILL_POINTS, Trial, place, trials
 from tests.services import require_postgres, require_redis
 
-# Trials per saver: about 1.7 kills each, ~300 kills in all, in about a minute on two cores.
-TRIALS = {"sqlite": 50, "files": 50, "postgres": 35, "redis": 45}
+# Trials per saver: about 1.7 kills each, ~500 kills in all, in about 30 s on two idle cores.
+TRIALS = {"sqlite": 100, "files": 100, "postgres": 45, "redis": 60}
 SEED = 13
 
 
