@@ -65,3 +65,9 @@ DECISION ?= approve
 agent-demo: $(STAMP)
 	$(BIN)/python examples/refund_agent.py start
 	$(BIN)/python examples/refund_agent.py resume $(DECISION)
+
+# Kill harness soak: thousands of SIGKILLs on every saver, each run continued in fresh processes
+# and checked (see docs/durability.md, "Kill harness"). `make soak SOAK_ARGS="--trials 100"`.
+.PHONY: soak
+soak: $(STAMP)
+	$(BIN)/python -m bench.kill_soak $(SOAK_ARGS)

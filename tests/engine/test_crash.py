@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -15,8 +16,12 @@ from pathlib import Path
 
 import pytest
 
+import threadline
 from tests.services import require_postgres, require_redis
 from threadline.checkpoint import from_url
+
+# The child process imports this checkout's threadline, whatever the environment has installed.
+CHILD_ENV = {**os.environ, "PYTHONPATH": str(Path(threadline.__file__).parents[1])}
 
 APP = textwrap.dedent(
     """
@@ -92,6 +97,7 @@ def test_a_killed_run_resumes_in_another_process_without_repeating_steps(backend
             [sys.executable, str(script), url, json.dumps(options), "crash", str(tmp_path)],
             stderr=subprocess.PIPE,
             text=True,
+            env=CHILD_ENV,
         )
         deadline = time.monotonic() + 60
         while not (tmp_path / "hanging").exists():
