@@ -13,16 +13,16 @@ from threadline.errors import ConcurrentUpdateError
 
 
 def blob_keys(saver: InMemorySaver, thread_id: str = "t1", ns: str = "") -> list[tuple[str, str]]:
-    return sorted(saver.backend._blobs.get((thread_id, ns), {}))
+    return sorted(saver._blobs.get((thread_id, ns), {}))
 
 
 def everything(saver: InMemorySaver) -> tuple[Any, ...]:
     return (
-        {k: dict(v) for k, v in saver.backend._checkpoints.items()},
-        {k: dict(v) for k, v in saver.backend._blobs.items()},
-        {k: dict(v) for k, v in saver.backend._writes.items()},
-        dict(saver.backend._heads),
-        dict(saver.backend._threads),
+        {k: dict(v) for k, v in saver._checkpoints.items()},
+        {k: dict(v) for k, v in saver._blobs.items()},
+        {k: dict(v) for k, v in saver._writes.items()},
+        dict(saver._heads),
+        dict(saver._updated),
     )
 
 
@@ -39,7 +39,7 @@ def test_only_what_changed_is_stored_and_only_as_bytes() -> None:
         parent = record.checkpoint
     keys = blob_keys(saver)
     assert [k for k, _ in keys] == ["big"]  # a small scalar lives in each checkpoint's body
-    for row in saver.backend._blobs[("t1", "")].values():
+    for row in saver._blobs[("t1", "")].values():
         assert type(row.data) is bytes
     assert [r.checkpoint.values["n"] for r in saver.list("t1")] == list(range(9, -1, -1))
 
@@ -65,7 +65,7 @@ def test_prune_and_retention_drop_values_nothing_uses() -> None:
         record = step("t1", values, parent)
         saver.put(record)
         parent = record.checkpoint
-    assert len(saver.backend._checkpoints[("t1", "")]) == 2
+    assert len(saver._checkpoints[("t1", "")]) == 2
 
     def counts() -> dict[str, int]:
         names = [k for k, _ in blob_keys(saver)]
@@ -92,7 +92,7 @@ def test_a_growing_list_costs_about_its_own_size() -> None:
         saver.put(record)
         parent = record.checkpoint
         records.append(record)
-    stored = sum(len(b.data) for b in saver.backend._blobs[("t1", "")].values())
+    stored = sum(len(b.data) for b in saver._blobs[("t1", "")].values())
     raw = 400 * 1000
     assert stored < 3 * raw  # full copies at every step would be about 200 times raw
     for record in records[::37]:

@@ -2,7 +2,7 @@
 
 Each table is a dict keyed by its primary key, as a database would keep it. A write
 transaction works on copies of the tables and swaps them in when it ends without an error, so
-a failed put leaves nothing behind (a real rollback, which ``MemoryBackend`` never needs). It is
+a failed put leaves nothing behind (a real rollback). It is
 in the conformance suite (``factories.py``) to show that the protocol and its docstrings are
 enough to write a backend.
 """
