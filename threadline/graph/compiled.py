@@ -2,48 +2,44 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import dataclasses
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
 from threadline.cache.base import BaseCache
 from threadline.checkpoint.base import BaseSaver, CheckpointRecord
 from threadline.errors import (
     AsyncNodeInSyncRunError,
-    CheckpointerRequiredError,
-    CheckpointNotFoundError,
     ConfigError,
     GraphValidationError,
-    ThreadIdRequiredError,
+)
+from threadline.graph.configs import (
+    checkpoint_metadata,
+    recursion_limit,
+    thread_id_of,
 )
 from threadline.graph.runnable import RunnableMethods
 from threadline.graph.schema import StateSchema
 from threadline.graph.spec import CallStyle, GraphSpec, NodeSpec
+from threadline.graph.state_access import StateAccess
 from threadline.graph.stream_shape import aforwarded, forwarded, stream_shape, take_version
-from threadline.graph.subgraph import nested_run, saved_ns
+from threadline.graph.subgraph import nested_run
 from threadline.graph.tracing import TraceReading
 from threadline.maintenance import ReleasePolicy, areleased, release_policy, released
 from threadline.runtime.context import current_task
 from threadline.runtime.drivers import Done, drive_async, drive_sync
-from threadline.runtime.hints import storage_hints
 from threadline.runtime.loop import Emit, RunLoop, RunSettings
 from threadline.runtime.migrate import VERSION_KEY, Migrations
-from threadline.runtime.planning import task_ns
 from threadline.runtime.runtime import coerce_context
-from threadline.runtime.snapshot import empty_snapshot, snapshot_of, updated_record
 from threadline.runtime.trace import RunTrace
-from threadline.types import RetryPolicy, StateSnapshot
+from threadline.types import RetryPolicy
 
 # LangGraph prints debug output for debug=True; we offer the same events as a stream mode.
 _DEBUG_TRUE = "debug=True is not supported; use stream_mode='debug' to receive debug events"
 DURABILITY = ("sync", "async", "exit")
-DEFAULT_RECURSION_LIMIT = 10_000
-_RESERVED_CONFIGURABLE = {"thread_id", "checkpoint_id", "checkpoint_ns"}
 
 
-class CompiledStateGraph(RunnableMethods, TraceReading):
+class CompiledStateGraph(RunnableMethods, TraceReading, StateAccess):
     """A validated graph, ready to run. Cheap to share between threads and tasks."""
 
     def __init__(
@@ -235,7 +231,7 @@ class CompiledStateGraph(RunnableMethods, TraceReading):
         if nested:
             configurable = {**parent.config.get("configurable", {}), **configurable}
             config = {**parent.config, **config, "configurable": configurable}
-        thread_id = _thread_id(configurable, saver)
+        thread_id = thread_id_of(configurable, saver)
         durability = options.get("durability") or (parent.durability if nested else "sync")
         if durability not in DURABILITY:
             raise ConfigError(f"durability must be one of {DURABILITY}, got {durability!r}")
@@ -259,7 +255,7 @@ class CompiledStateGraph(RunnableMethods, TraceReading):
                 else self.interrupt_after
             ),
             durability=durability,
-            recursion_limit=_recursion_limit(config),
+            recursion_limit=recursion_limit(config),
             nested=nested,
             persistent=inner is not None and inner.persistent,
             lent_saver=inner.lent_saver if inner is not None else None,
@@ -288,7 +284,7 @@ class CompiledStateGraph(RunnableMethods, TraceReading):
 
     def _metadata(self, config: Mapping[str, Any], configurable: Mapping[str, Any]) -> dict:
         """What a checkpoint this graph saves keeps in metadata: with its state version."""
-        metadata = _checkpoint_metadata(config, configurable)
+        metadata = checkpoint_metadata(config, configurable)
         if self.migrations is not None:
             metadata[VERSION_KEY] = self.migrations.version
         return metadata
@@ -307,150 +303,6 @@ class CompiledStateGraph(RunnableMethods, TraceReading):
                 "own history on its parent's thread; give this graph a saver to run it alone"
             )
         return self.checkpointer if isinstance(self.checkpointer, BaseSaver) else None
-
-    # ------------------------------------------------------------------ state
-    def get_state(self, config: Mapping[str, Any], *, subgraphs: bool = False) -> StateSnapshot:
-        """The thread's latest checkpoint, or the one named by ``checkpoint_id``."""
-        saver, thread_id, ns, checkpoint_id = self._address(config)
-        record = saver.get_tuple(thread_id, ns, checkpoint_id)
-        snap = self._snapshot(config, record, checkpoint_id)
-        if not subgraphs:
-            return snap
-        return self._with_subgraphs(snap, lambda sub_ns: saver.get_tuple(thread_id, sub_ns))
-
-    async def aget_state(
-        self, config: Mapping[str, Any], *, subgraphs: bool = False
-    ) -> StateSnapshot:
-        saver, thread_id, ns, checkpoint_id = self._address(config)
-        record = await saver.aget_tuple(thread_id, ns, checkpoint_id)
-        snap = self._snapshot(config, record, checkpoint_id)
-        if not subgraphs:
-            return snap
-        # Subgraph checkpoints are few and small: read them through the sync API.
-        return await asyncio.to_thread(
-            self._with_subgraphs, snap, lambda sub_ns: saver.get_tuple(thread_id, sub_ns)
-        )
-
-    def get_state_history(
-        self,
-        config: Mapping[str, Any],
-        *,
-        filter: Mapping[str, Any] | None = None,
-        before: Mapping[str, Any] | str | None = None,
-        limit: int | None = None,
-    ) -> Iterator[StateSnapshot]:
-        """Every checkpoint of the thread, newest first (all branches)."""
-        saver, thread_id, ns, _ = self._address(config)
-        for record in saver.list(
-            thread_id, ns, filter=filter, before=_before_id(before), limit=limit
-        ):
-            yield snapshot_of(self.spec, self._upgraded(record))
-
-    async def aget_state_history(
-        self,
-        config: Mapping[str, Any],
-        *,
-        filter: Mapping[str, Any] | None = None,
-        before: Mapping[str, Any] | str | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[StateSnapshot]:
-        saver, thread_id, ns, _ = self._address(config)
-        async for record in saver.alist(
-            thread_id, ns, filter=filter, before=_before_id(before), limit=limit
-        ):
-            yield snapshot_of(self.spec, self._upgraded(record))
-
-    def update_state(
-        self, config: Mapping[str, Any], values: Any, as_node: str | None = None
-    ) -> dict[str, Any]:
-        """Apply ``values`` through the reducers as if ``as_node`` wrote them; fork if older."""
-        saver, thread_id, ns, checkpoint_id = self._address(config)
-        record = self._existing(
-            saver.get_tuple(thread_id, ns, checkpoint_id), config, checkpoint_id
-        )
-        new = self._update(record, thread_id, config, values, as_node)
-        saver.put(new, fork=checkpoint_id is not None)
-        return _config_of(new)
-
-    async def aupdate_state(
-        self, config: Mapping[str, Any], values: Any, as_node: str | None = None
-    ) -> dict[str, Any]:
-        saver, thread_id, ns, checkpoint_id = self._address(config)
-        found = await saver.aget_tuple(thread_id, ns, checkpoint_id)
-        record = self._existing(found, config, checkpoint_id)
-        new = self._update(record, thread_id, config, values, as_node)
-        await saver.aput(new, fork=checkpoint_id is not None)
-        return _config_of(new)
-
-    def _update(
-        self,
-        record: CheckpointRecord | None,
-        thread_id: str,
-        config: Mapping[str, Any],
-        values: Any,
-        as_node: str | None,
-    ) -> CheckpointRecord:
-        """The ``update`` checkpoint; values an upcaster changed are stored again in full."""
-        metadata = self._metadata(dict(config), _configurable(config))
-        upgraded = self._upgraded(record)
-        new = updated_record(self.spec, upgraded, thread_id, values, as_node, metadata)
-        if upgraded is record or record is None:
-            return new
-        return dataclasses.replace(new, hints=storage_hints(record.checkpoint, new.checkpoint))
-
-    def _address(self, config: Mapping[str, Any]) -> tuple[BaseSaver, str, str, str | None]:
-        saver = self._own_saver()
-        if saver is None:
-            raise CheckpointerRequiredError(
-                "this graph has no checkpointer; compile(checkpointer=...) to keep threads"
-            )
-        configurable = _configurable(self._bound(config))
-        thread_id = _thread_id(configurable, saver)
-        assert thread_id is not None
-        ns = configurable.get("checkpoint_ns") or ""
-        return saver, thread_id, ns, configurable.get("checkpoint_id")
-
-    def _snapshot(
-        self, config: Mapping[str, Any], record: CheckpointRecord | None, checkpoint_id: str | None
-    ) -> StateSnapshot:
-        record = self._upgraded(self._existing(record, config, checkpoint_id))
-        live = checkpoint_id is None  # the newest state, with what a stopped step's tasks wrote
-        return snapshot_of(self.spec, record, live) if record else empty_snapshot(dict(config))
-
-    def _with_subgraphs(
-        self, snap: StateSnapshot, load: Callable[[str], CheckpointRecord | None]
-    ) -> StateSnapshot:
-        """``snap`` with ``tasks[i].state`` set to the snapshot of the subgraph that task runs.
-
-        Only tasks whose node is a compiled graph that has saved a checkpoint (it was
-        interrupted, or failed, inside) get one; subgraphs inside those are filled in too.
-        """
-        ns = _configurable(snap.config).get("checkpoint_ns", "")
-        tasks = []
-        for task in snap.tasks:
-            node = self.spec.nodes.get(task.name)
-            sub = node.subgraph if node is not None else None
-            record = (
-                load(saved_ns(sub.checkpointer, task_ns(ns, task.name, task.id)))
-                if sub is not None
-                else None
-            )
-            if record is not None:
-                sub_snap = snapshot_of(sub.spec, record, live=True)
-                task = task._replace(state=sub._with_subgraphs(sub_snap, load))
-            tasks.append(task)
-        return snap._replace(tasks=tuple(tasks))
-
-    @staticmethod
-    def _existing(
-        record: CheckpointRecord | None, config: Mapping[str, Any], checkpoint_id: str | None
-    ) -> CheckpointRecord | None:
-        if record is None and checkpoint_id is not None:
-            thread_id = _configurable(config).get("thread_id")
-            raise CheckpointNotFoundError(
-                f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}"
-            )
-        return record
 
     # ------------------------------------------------------------------ node cache
     def clear_cache(self, nodes: Sequence[str] | None = None) -> None:
@@ -500,50 +352,3 @@ class CompiledStateGraph(RunnableMethods, TraceReading):
         from threadline.graph.drawing import DrawableGraph
 
         return DrawableGraph.of(self.spec)
-
-
-def _configurable(config: Mapping[str, Any] | None) -> dict[str, Any]:
-    return dict((config or {}).get("configurable") or {})
-
-
-def _thread_id(configurable: Mapping[str, Any], saver: Any) -> str | None:
-    if saver is None:
-        return None
-    thread_id = configurable.get("thread_id")
-    if thread_id is None or thread_id == "":
-        raise ThreadIdRequiredError(
-            "this graph has a checkpointer, so it needs a thread id: pass "
-            "config={'configurable': {'thread_id': '...'}}"
-        )
-    return str(thread_id)
-
-
-def _recursion_limit(config: Mapping[str, Any]) -> int:
-    limit = config.get("recursion_limit", DEFAULT_RECURSION_LIMIT)
-    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
-        raise ConfigError(f"recursion_limit must be a positive integer, got {limit!r}")
-    return limit
-
-
-def _checkpoint_metadata(config: Mapping[str, Any], configurable: Mapping[str, Any]) -> dict:
-    """Scalar values of the config's metadata and configurable, so history can be filtered."""
-    merged = {**dict(config.get("metadata") or {}), **configurable}
-    return {
-        k: v
-        for k, v in merged.items()
-        if k not in _RESERVED_CONFIGURABLE
-        and not k.startswith("__")
-        and isinstance(v, str | int | float | bool)
-    }
-
-
-def _before_id(before: Mapping[str, Any] | str | None) -> str | None:
-    if before is None or isinstance(before, str):
-        return before
-    return _configurable(before).get("checkpoint_id")
-
-
-def _config_of(record: CheckpointRecord) -> dict[str, Any]:
-    from threadline.runtime.snapshot import checkpoint_config
-
-    return checkpoint_config(record.thread_id, record.checkpoint_ns, record.checkpoint.id)

@@ -1,0 +1,168 @@
+"""Reading and editing a compiled graph's threads: ``get_state``, its history, ``update_state``.
+
+A mixin of ``CompiledStateGraph``: it uses the graph's ``spec``, ``checkpointer`` and the
+saver and migration helpers the class defines (``_own_saver``, ``_metadata``, ``_upgraded``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from typing import Any
+
+from threadline.checkpoint.base import BaseSaver, CheckpointRecord
+from threadline.errors import CheckpointerRequiredError, CheckpointNotFoundError
+from threadline.graph.configs import before_id, config_of, configurable_of, thread_id_of
+from threadline.graph.subgraph import saved_ns
+from threadline.runtime.hints import storage_hints
+from threadline.runtime.planning import task_ns
+from threadline.runtime.snapshot import empty_snapshot, snapshot_of, updated_record
+from threadline.types import StateSnapshot
+
+
+class StateAccess:
+    """``get_state``, ``get_state_history`` and ``update_state``, sync and async."""
+
+    def get_state(self, config: Mapping[str, Any], *, subgraphs: bool = False) -> StateSnapshot:
+        """The thread's latest checkpoint, or the one named by ``checkpoint_id``."""
+        saver, thread_id, ns, checkpoint_id = self._address(config)
+        record = saver.get_tuple(thread_id, ns, checkpoint_id)
+        snap = self._snapshot(config, record, checkpoint_id)
+        if not subgraphs:
+            return snap
+        return self._with_subgraphs(snap, lambda sub_ns: saver.get_tuple(thread_id, sub_ns))
+
+    async def aget_state(
+        self, config: Mapping[str, Any], *, subgraphs: bool = False
+    ) -> StateSnapshot:
+        saver, thread_id, ns, checkpoint_id = self._address(config)
+        record = await saver.aget_tuple(thread_id, ns, checkpoint_id)
+        snap = self._snapshot(config, record, checkpoint_id)
+        if not subgraphs:
+            return snap
+        # Subgraph checkpoints are few and small: read them through the sync API.
+        return await asyncio.to_thread(
+            self._with_subgraphs, snap, lambda sub_ns: saver.get_tuple(thread_id, sub_ns)
+        )
+
+    def get_state_history(
+        self,
+        config: Mapping[str, Any],
+        *,
+        filter: Mapping[str, Any] | None = None,
+        before: Mapping[str, Any] | str | None = None,
+        limit: int | None = None,
+    ) -> Iterator[StateSnapshot]:
+        """Every checkpoint of the thread, newest first (all branches)."""
+        saver, thread_id, ns, _ = self._address(config)
+        for record in saver.list(
+            thread_id, ns, filter=filter, before=before_id(before), limit=limit
+        ):
+            yield snapshot_of(self.spec, self._upgraded(record))
+
+    async def aget_state_history(
+        self,
+        config: Mapping[str, Any],
+        *,
+        filter: Mapping[str, Any] | None = None,
+        before: Mapping[str, Any] | str | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[StateSnapshot]:
+        saver, thread_id, ns, _ = self._address(config)
+        async for record in saver.alist(
+            thread_id, ns, filter=filter, before=before_id(before), limit=limit
+        ):
+            yield snapshot_of(self.spec, self._upgraded(record))
+
+    def update_state(
+        self, config: Mapping[str, Any], values: Any, as_node: str | None = None
+    ) -> dict[str, Any]:
+        """Apply ``values`` through the reducers as if ``as_node`` wrote them; fork if older."""
+        saver, thread_id, ns, checkpoint_id = self._address(config)
+        record = self._existing(
+            saver.get_tuple(thread_id, ns, checkpoint_id), config, checkpoint_id
+        )
+        new = self._update(record, thread_id, config, values, as_node)
+        saver.put(new, fork=checkpoint_id is not None)
+        return config_of(new)
+
+    async def aupdate_state(
+        self, config: Mapping[str, Any], values: Any, as_node: str | None = None
+    ) -> dict[str, Any]:
+        saver, thread_id, ns, checkpoint_id = self._address(config)
+        found = await saver.aget_tuple(thread_id, ns, checkpoint_id)
+        record = self._existing(found, config, checkpoint_id)
+        new = self._update(record, thread_id, config, values, as_node)
+        await saver.aput(new, fork=checkpoint_id is not None)
+        return config_of(new)
+
+    def _update(
+        self,
+        record: CheckpointRecord | None,
+        thread_id: str,
+        config: Mapping[str, Any],
+        values: Any,
+        as_node: str | None,
+    ) -> CheckpointRecord:
+        """The ``update`` checkpoint; values an upcaster changed are stored again in full."""
+        metadata = self._metadata(dict(config), configurable_of(config))
+        upgraded = self._upgraded(record)
+        new = updated_record(self.spec, upgraded, thread_id, values, as_node, metadata)
+        if upgraded is record or record is None:
+            return new
+        return dataclasses.replace(new, hints=storage_hints(record.checkpoint, new.checkpoint))
+
+    def _address(self, config: Mapping[str, Any]) -> tuple[BaseSaver, str, str, str | None]:
+        saver = self._own_saver()
+        if saver is None:
+            raise CheckpointerRequiredError(
+                "this graph has no checkpointer; compile(checkpointer=...) to keep threads"
+            )
+        configurable = configurable_of(self._bound(config))
+        thread_id = thread_id_of(configurable, saver)
+        assert thread_id is not None
+        ns = configurable.get("checkpoint_ns") or ""
+        return saver, thread_id, ns, configurable.get("checkpoint_id")
+
+    def _snapshot(
+        self, config: Mapping[str, Any], record: CheckpointRecord | None, checkpoint_id: str | None
+    ) -> StateSnapshot:
+        record = self._upgraded(self._existing(record, config, checkpoint_id))
+        live = checkpoint_id is None  # the newest state, with what a stopped step's tasks wrote
+        return snapshot_of(self.spec, record, live) if record else empty_snapshot(dict(config))
+
+    def _with_subgraphs(
+        self, snap: StateSnapshot, load: Callable[[str], CheckpointRecord | None]
+    ) -> StateSnapshot:
+        """``snap`` with ``tasks[i].state`` set to the snapshot of the subgraph that task runs.
+
+        Only tasks whose node is a compiled graph that has saved a checkpoint (it was
+        interrupted, or failed, inside) get one; subgraphs inside those are filled in too.
+        """
+        ns = configurable_of(snap.config).get("checkpoint_ns", "")
+        tasks = []
+        for task in snap.tasks:
+            node = self.spec.nodes.get(task.name)
+            sub = node.subgraph if node is not None else None
+            record = (
+                load(saved_ns(sub.checkpointer, task_ns(ns, task.name, task.id)))
+                if sub is not None
+                else None
+            )
+            if record is not None:
+                sub_snap = snapshot_of(sub.spec, record, live=True)
+                task = task._replace(state=sub._with_subgraphs(sub_snap, load))
+            tasks.append(task)
+        return snap._replace(tasks=tuple(tasks))
+
+    @staticmethod
+    def _existing(
+        record: CheckpointRecord | None, config: Mapping[str, Any], checkpoint_id: str | None
+    ) -> CheckpointRecord | None:
+        if record is None and checkpoint_id is not None:
+            thread_id = configurable_of(config).get("thread_id")
+            raise CheckpointNotFoundError(
+                f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}"
+            )
+        return record
