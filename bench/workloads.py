@@ -60,6 +60,7 @@ class Scale:
     reps: int = 5
     chain_nodes: int = 50
     chain_invokes: int = 3  # timed invokes per repetition (their median is the rep's figure)
+    trace_pairs: int = 200  # trace on/off invoke pairs per repetition (``bench/trace_cost.py``)
     turns: int = 200
     blob_sizes: tuple[int, ...] = (1_000_000, 10_000_000)
     history: int = 1_000
@@ -77,6 +78,7 @@ QUICK = replace(
     FULL,
     reps=1,
     chain_invokes=2,
+    trace_pairs=30,
     turns=40,
     history=200,
     cycles=2,
@@ -648,6 +650,9 @@ def cases(scale: Scale) -> list[Case]:
                     chain_case(backend, durability),
                 )
             )
+    from bench.trace_cost import trace_case  # it builds on this module's chain
+
+    out.append(trace_case(scale))
 
     b = f"(b) conversation, {scale.turns} turns × 2 msgs of ~1 KB"
     for backend in ("sqlite", "postgres", "redis", "files"):

@@ -267,11 +267,11 @@ class NonDeterminismError(ThreadlineError):
 
 
 class NodeTimeoutError(ThreadlineError):
-    """A task or entrypoint attempt ran longer than its ``timeout``.
+    """A node, task or entrypoint attempt ran longer than its ``timeout``.
 
     As in LangGraph it is not a ``TimeoutError`` (an ``OSError``), so the default
-    ``RetryPolicy`` retries it. ``node`` names the task, ``timeout`` the limit in seconds and
-    ``elapsed`` how long the attempt had run.
+    ``RetryPolicy`` retries it. ``node`` names the node or task, ``timeout`` the limit in
+    seconds and ``elapsed`` how long the attempt had run.
     """
 
     def __init__(
@@ -282,6 +282,7 @@ class NodeTimeoutError(ThreadlineError):
         kind: str = "run",
         run_timeout: float | None = None,
         idle_timeout: float | None = None,
+        what: str = "task",
     ):
         self.node = node
         self.elapsed = elapsed
@@ -290,7 +291,7 @@ class NodeTimeoutError(ThreadlineError):
         self.idle_timeout = idle_timeout
         self.timeout = run_timeout if kind == "run" else idle_timeout
         super().__init__(
-            f"task {node!r} exceeded its timeout of {self.timeout:.3f}s (elapsed: {elapsed:.3f}s)"
+            f"{what} {node!r} exceeded its timeout of {self.timeout:.3f}s (elapsed: {elapsed:.3f}s)"
         )
 
 

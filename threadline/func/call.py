@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from threadline.checkpoint.base import TaskWrite
-from threadline.errors import NodeTimeoutError, NonDeterminismError
+from threadline.errors import NonDeterminismError
 from threadline.func.options import TaskOptions, retry_delay
 from threadline.runtime.calls import TASK_WRITE, StepCalls, asettle_calls, call_id, settle_calls
 from threadline.runtime.context import TaskContext, current_task, enter_task, leave_task
 from threadline.runtime.task import Task
+from threadline.runtime.timeouts import call_within, within
 from threadline.runtime.trace import note_retry
 
 T = TypeVar("T")
@@ -186,27 +187,14 @@ class _Call:
     def _attempt_sync(self, attempt: int) -> Any:
         token = _current_call.set(self._info(attempt))
         try:
-            if self.options.is_async:
-                return asyncio.run(self._timed(self.options.fn(*self.args, **self.kwargs)))
-            if self.options.timeout is None:
-                return self.options.fn(*self.args, **self.kwargs)
-            return self._timed_sync()
+            opts = self.options
+            if opts.is_async:
+                return asyncio.run(self._timed(opts.fn(*self.args, **self.kwargs)))
+            if opts.timeout is None:
+                return opts.fn(*self.args, **self.kwargs)
+            return call_within(opts.timeout, opts.name, "task", opts.fn, *self.args, **self.kwargs)
         finally:
             _current_call.reset(token)
-
-    def _timed_sync(self) -> Any:
-        """A sync attempt with a timeout runs in a thread of its own, so the call can stop
-        waiting for it; the thread cannot be stopped and its late result is dropped."""
-        fn, args, kwargs = self.options.fn, self.args, self.kwargs
-        started = time.monotonic()
-        inner = _POOL.submit(contextvars.copy_context().run, fn, *args, **kwargs)
-        try:
-            return inner.result(timeout=self.options.timeout)
-        except concurrent.futures.TimeoutError:
-            elapsed = time.monotonic() - started
-            raise NodeTimeoutError(
-                self.options.name, elapsed, run_timeout=self.options.timeout
-            ) from None
 
     def _deliver(self, future: TaskFuture[Any], value: Any) -> None:
         """Hand the caller its result and save it: after (``async``) or before (else)."""
@@ -297,7 +285,7 @@ class _Call:
     async def _timed(self, work: Coroutine[Any, Any, Any] | asyncio.Future[Any]) -> Any:
         if self.options.timeout is None:
             return await work
-        return await within(work, self.options.timeout, self.options.name)
+        return await within(work, self.options.timeout, self.options.name, "task")
 
     # ------------------------------------------------------------------ both
     def _resolve(self, resolve: Callable[[Any], None], value: Any) -> None:
@@ -320,16 +308,6 @@ class _Call:
     def _started(self, runner: Any) -> None:
         if self.calls is not None:
             self.calls.started(self.caller.ns, runner)
-
-
-async def within(work: Any, timeout: float, name: str) -> Any:
-    """Await ``work`` for at most ``timeout`` seconds (it is cancelled after that)."""
-    started = time.monotonic()
-    try:
-        return await asyncio.wait_for(work, timeout)
-    except TimeoutError:
-        elapsed = time.monotonic() - started
-        raise NodeTimeoutError(name, elapsed, run_timeout=timeout) from None
 
 
 __all__ = ["CallInfo", "TaskFuture", "current_call", "start_call"]

@@ -8,12 +8,12 @@ from datetime import timedelta
 from typing import Any
 
 from threadline.errors import GraphValidationError
-from threadline.func.call import within
 from threadline.func.final import PREVIOUS, final, state_update
 from threadline.func.graph import FunctionalGraph, entrypoint_spec
-from threadline.func.options import retry_policies, seconds
+from threadline.func.options import retry_policies
 from threadline.graph.spec import CallStyle, NodeSpec, is_async_callable
 from threadline.runtime.context import current_task
+from threadline.runtime.timeouts import seconds, within
 from threadline.types import RetryPolicy
 
 INJECTED = ("config", "previous", "runtime", "store", "writer")
@@ -120,7 +120,8 @@ def _body(
     async def anode(arg: Any) -> dict[str, Any]:
         if timeout is None:
             return state_update(await func(arg, **_kwargs(inject)))
-        return state_update(await within(func(arg, **_kwargs(inject)), timeout, func.__name__))
+        work = func(arg, **_kwargs(inject))
+        return state_update(await within(work, timeout, func.__name__, "entrypoint"))
 
     return anode
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from threadline.graph.spec import CallStyle, NodeSpec, is_async_callable
 from threadline.runtime.task import retry_delay as node_retry_delay
+from threadline.runtime.timeouts import seconds
 from threadline.types import RetryPolicy
 
 
@@ -51,19 +52,6 @@ def retry_policies(policy: RetryPolicy | Sequence[RetryPolicy] | None) -> tuple[
         if not isinstance(p, RetryPolicy):
             raise TypeError(f"retry_policy must be a RetryPolicy or a list of them, got {p!r}")
     return policies
-
-
-def seconds(timeout: float | timedelta | None) -> float | None:
-    """A timeout as positive seconds (a number or a ``timedelta``)."""
-    if timeout is None:
-        return None
-    if isinstance(timeout, timedelta):
-        timeout = timeout.total_seconds()
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-        raise TypeError(f"timeout must be seconds (a number) or a timedelta, got {timeout!r}")
-    if timeout <= 0:
-        raise ValueError(f"timeout must be positive, got {timeout}")
-    return float(timeout)
 
 
 def retry_delay(policies: tuple[RetryPolicy, ...], attempt: int, exc: Exception) -> float | None:

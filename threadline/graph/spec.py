@@ -8,12 +8,14 @@ import inspect
 import typing
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from threadline.cache.keys import node_namespace
 from threadline.constants import END
 from threadline.errors import GraphValidationError, InvalidUpdateError
 from threadline.graph.schema import StateSchema, is_schema_class
+from threadline.runtime.timeouts import seconds
 from threadline.types import CachePolicy, Command, RetryPolicy, Send
 
 if TYPE_CHECKING:
@@ -119,7 +121,8 @@ class NodeCache:
 class NodeSpec:
     """A node: a sync and/or async callable, how to call it, retry it and cache its result.
 
-    A ``defer`` node waits until the run has nothing else to do before it runs.
+    A ``defer`` node waits until the run has nothing else to do before it runs; ``timeout``
+    limits each attempt (seconds).
     """
 
     name: str
@@ -133,14 +136,24 @@ class NodeSpec:
     reader: StateSchema | None = None
     cache: NodeCache | None = None
     defer: bool = False
+    timeout: float | None = None
 
 
 def with_options(
-    node: NodeSpec, action: Any, cache_policy: CachePolicy | None, defer: bool
+    node: NodeSpec,
+    action: Any,
+    cache_policy: CachePolicy | None,
+    defer: bool,
+    timeout: float | timedelta | None = None,
 ) -> NodeSpec:
-    """``node`` with its ``add_node`` options ``cache_policy`` and ``defer``, checked."""
-    if cache_policy is None and not defer:
+    """``node`` with its ``add_node`` options ``cache_policy``, ``defer`` and ``timeout``,
+    checked."""
+    if cache_policy is None and not defer and timeout is None:
         return node
+    try:
+        limit = seconds(timeout)
+    except (TypeError, ValueError) as exc:
+        raise GraphValidationError(f"node {node.name!r}: {exc}") from None
     if cache_policy is not None and not isinstance(cache_policy, CachePolicy):
         raise GraphValidationError(
             f"cache_policy of {node.name!r} must be a CachePolicy, "
@@ -151,7 +164,7 @@ def with_options(
     cache = None
     if cache_policy is not None:
         cache = NodeCache(cache_policy, node_namespace(node.name, action))
-    return dataclasses.replace(node, cache=cache, defer=defer)
+    return dataclasses.replace(node, cache=cache, defer=defer, timeout=limit)
 
 
 def node_from_callable(
@@ -324,6 +337,9 @@ class GraphSpec:
         for node in self.nodes.values():
             if node.sync_fn is None:
                 return node.name
+            if node.subgraph is not None and node.timeout is not None:
+                # run in a thread, it could not be stopped and would save after its parent
+                return f"subgraph {node.name} with a timeout"
         for branches in self.branches.values():
             for branch in branches:
                 if branch.is_async:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from collections.abc import Callable, Hashable, Mapping, Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from threadline.constants import END, RESERVED_NAMES, START
@@ -92,6 +93,7 @@ class StateGraph:
         input_schema: type | None = None,
         cache_policy: CachePolicy | None = None,
         defer: bool = False,
+        timeout: float | timedelta | None = None,
     ) -> StateGraph:
         """Add a node; ``add_node(fn)`` names it after the function.
 
@@ -100,6 +102,9 @@ class StateGraph:
         and the schema's keys become channels of the graph (private state between nodes).
         ``cache_policy`` reuses the node's result for the same input when the graph is compiled
         with a ``cache``; a ``defer`` node runs only once the run has nothing else to do.
+        ``timeout`` (seconds or a ``timedelta``) limits each attempt: one that runs longer fails
+        with ``NodeTimeoutError``, which ``retry_policy`` may retry. A sync node's attempt runs
+        in a thread of its own that cannot be stopped: its late result is dropped.
         """
         if action is None:
             action, node = node, _name_of(node)  # type: ignore[assignment]
@@ -116,7 +121,7 @@ class StateGraph:
             if reads not in self._io_schemas:
                 self._io_schemas[reads] = read_schema(reads)
             self._node_inputs[node] = reads
-        self.nodes[node] = with_options(spec, action, cache_policy, defer)
+        self.nodes[node] = with_options(spec, action, cache_policy, defer, timeout)
         return self
 
     def add_edge(self, start_key: str | Sequence[str], end_key: str) -> StateGraph:

@@ -23,6 +23,7 @@ from threadline.graph.spec import Branch, GraphSpec, NodeCache, NodeSpec
 from threadline.runtime.cached import aremember, entry_key, remember
 from threadline.runtime.calls import StepCalls, asettle_calls, settle_calls
 from threadline.runtime.context import SpareAnswer, TaskContext, enter_task, leave_task
+from threadline.runtime.timeouts import call_within, within
 from threadline.runtime.trace import RunTrace, note_retry
 from threadline.runtime.writes import Update, apply_writes, normalize_output
 from threadline.types import Command, Interrupt, RetryPolicy, Send
@@ -269,7 +270,9 @@ def _call_with_retry(node: NodeSpec, fn: Callable[..., Any], arg: Any, ctx: Task
     while True:
         attempt += 1
         try:
-            return _call(node, fn, arg, ctx)
+            if node.timeout is None:
+                return _call(node, fn, arg, ctx)
+            return call_within(node.timeout, node.name, "node", _call, node, fn, arg, ctx)
         except Exception as exc:
             delay = retry_delay(node.retry, attempt, exc)
             if delay is None:
@@ -288,7 +291,10 @@ async def _call_with_retry_async(
     while True:
         attempt += 1
         try:
-            return await (fn(arg) if node.style.plain else fn(arg, **node.style.kwargs(ctx)))
+            work = fn(arg) if node.style.plain else fn(arg, **node.style.kwargs(ctx))
+            if node.timeout is None:
+                return await work
+            return await within(work, node.timeout, node.name, "node")
         except ParentCommand as pc:
             return pc.command
         except Exception as exc:
