@@ -77,7 +77,9 @@ def test_a_join_edge_into_a_deferred_node_waits_too():
     builder.add_edge(["b_2", "c"], "d")
     builder.add_edge("d", END)
     updates = list(builder.compile().stream({"aggregate": []}))
-    assert [name for chunk in updates for name in chunk] == ["a", "b", "c", "b_2", "d"]
+    names = [name for chunk in updates for name in chunk]
+    # b and c run in one step and stream as they finish, in either order
+    assert names[0] == "a" and sorted(names[1:3]) == ["b", "c"] and names[3:] == ["b_2", "d"]
 
 
 def test_sends_still_pending_do_not_hold_a_deferred_node_back():
