@@ -19,8 +19,9 @@ from threadline.checkpoint.ids import new_checkpoint_id
 from threadline.errors import CheckpointerRequiredError, ConcurrentUpdateError, ConfigError
 
 if TYPE_CHECKING:
+    from threadline.runtime.chunks import Emit
     from threadline.runtime.drivers import Done
-    from threadline.runtime.loop import Emit, RunLoop
+    from threadline.runtime.loop import RunLoop
 
 ReleasePolicy = Literal["delete", "keep_last"]
 RELEASE_POLICIES: tuple[str, ...] = ("delete", "keep_last")

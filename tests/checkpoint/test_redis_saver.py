@@ -53,7 +53,7 @@ from threadline.checkpoint.redis import requests as redis_requests
 from threadline.checkpoint.redis import saver as saver_module
 from threadline.checkpoint.redis.scripts import SCRIPTS
 from threadline.errors import ConcurrentUpdateError, SaverUnavailableError, SerializationError
-from threadline.runtime.loop import storage_hints
+from threadline.runtime.hints import storage_hints
 
 REDIS_URL = redis_url()
 SESSION_PREFIX = f"threadline-test:{os.getpid()}-{uuid.uuid4().hex[:8]}"

@@ -8,10 +8,12 @@ secrecy, and one is made at every step, so the text of the millisecond is reused
 
 from __future__ import annotations
 
+import itertools
 import os
 import secrets
 import threading
 import time
+from collections.abc import Callable
 
 
 def _new_tail() -> str:
@@ -51,3 +53,15 @@ def new_checkpoint_id() -> str:
 
 def _head(ms: int) -> str:
     return f"{ms >> 16:08x}-{ms & 0xFFFF:04x}"
+
+
+def run_local_ids(ns: str) -> Callable[[], str]:
+    """Ids for the checkpoints of a run without a saver: unique within the run (task ids are
+    derived from them), made without the lock and clock of ``new_checkpoint_id``.
+
+    A subgraph run gets the same ids whenever its parent's task runs again (its namespace is
+    stable), so the interrupt ids of a checkpointer=False subgraph match their answers.
+    """
+    prefix = f"{ns}-" if ns else f"run-{secrets.token_hex(8)}-"
+    counter = itertools.count()
+    return lambda: f"{prefix}{next(counter):08x}"

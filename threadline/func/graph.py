@@ -21,7 +21,9 @@ from threadline.func.final import PREVIOUS, state_update
 from threadline.graph.compiled import CompiledStateGraph
 from threadline.graph.schema import Channel, StateSchema
 from threadline.graph.spec import GraphSpec, NodeSpec
-from threadline.runtime.loop import Effect, Emit, RunLoop
+from threadline.runtime.chunks import Emit
+from threadline.runtime.effects import Effect
+from threadline.runtime.loop import RunLoop
 from threadline.types import Interrupt
 
 

@@ -26,11 +26,13 @@ from threadline.graph.stream_shape import aforwarded, forwarded, stream_shape, t
 from threadline.graph.subgraph import nested_run
 from threadline.graph.tracing import TraceReading
 from threadline.maintenance import ReleasePolicy, areleased, release_policy, released
+from threadline.runtime.chunks import Emit
 from threadline.runtime.context import current_task
 from threadline.runtime.drivers import Done, drive_async, drive_sync
-from threadline.runtime.loop import Emit, RunLoop, RunSettings
+from threadline.runtime.loop import RunLoop
 from threadline.runtime.migrate import VERSION_KEY, Migrations
 from threadline.runtime.runtime import coerce_context
+from threadline.runtime.settings import RunSettings
 from threadline.runtime.trace import RunTrace
 from threadline.types import RetryPolicy
 

@@ -31,7 +31,7 @@ from threadline.runtime.writes import Update, applied
 from threadline.types import Interrupt
 
 if TYPE_CHECKING:  # loop.py imports this module
-    from threadline.runtime.loop import RunSettings
+    from threadline.runtime.settings import RunSettings
 
 PUSH = "__pregel_push"  # LangGraph's trigger and path marker of a Send task
 PULL = "__pregel_pull"  # ... and the path marker of a task an edge triggered

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from threadline.checkpoint.base import BaseSaver
-from threadline.runtime.chunks import Chunks
-from threadline.runtime.loop import Emit, Execute, Load, RunLoop, Save, SaveWrites
+from threadline.runtime.chunks import Chunks, Emit
+from threadline.runtime.effects import Execute, Load, Save, SaveWrites
+from threadline.runtime.loop import RunLoop
 from threadline.runtime.task import Outcome, StepEnv, Task, run_task_async, run_task_sync
 from threadline.runtime.tokens import AsyncRunner, MessageStream, Runner
 

@@ -12,14 +12,11 @@ Resume, replay and recovery after a crash are the same loop started from a saved
 
 from __future__ import annotations
 
-import itertools
-import secrets
-from collections.abc import Callable, Generator, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Generator, Iterable
 from typing import Any
 
 from threadline.checkpoint.base import Checkpoint, CheckpointRecord, PlannedTask, TaskWrite
-from threadline.checkpoint.ids import new_checkpoint_id
+from threadline.checkpoint.ids import new_checkpoint_id, run_local_ids
 from threadline.clock import now_iso
 from threadline.constants import INTERRUPT_KEY, START
 from threadline.errors import (
@@ -37,83 +34,22 @@ from threadline.managed.is_last_step import with_managed
 from threadline.runtime import command_input
 from threadline.runtime.answers import match_answers, pending_interrupts
 from threadline.runtime.calls import StepCalls
-from threadline.runtime.chunks import Chunks, Emit
+from threadline.runtime.chunks import Chunks
 from threadline.runtime.context import SpareAnswer
+from threadline.runtime.effects import Effect, Execute, Load, Save, SaveWrites
 from threadline.runtime.hints import storage_hints
 from threadline.runtime.migrate import check_planned
-from threadline.runtime.planning import local_task_id, plan_next, task_id, tasks_of
+from threadline.runtime.planning import hits, local_task_id, plan_next, task_id, tasks_of
 from threadline.runtime.replay import carried_inputs, fork_of, may_continue_at
+from threadline.runtime.settings import RunSettings
 from threadline.runtime.task import Outcome, StepEnv, Task, TaskResult, start_result
-from threadline.runtime.trace import RunTrace, without_trace
+from threadline.runtime.trace import without_trace
 from threadline.runtime.writes import applied, apply_writes, finished_updates, updates_of
 from threadline.types import Command, Interrupt
 
 BREAKPOINT_TASK = "__breakpoint__"
 STEP_TASK = "__step__"  # an error of a whole step: its tasks' writes could not be applied
 SPARE_ANSWER_TASK = "__resume__"  # task id of a resume value no waiting interrupt took
-
-
-@dataclass(frozen=True, slots=True)
-class Load:
-    checkpoint_id: str | None
-
-
-@dataclass(slots=True)
-class Save:
-    record: CheckpointRecord
-    fork: bool = False
-
-
-@dataclass(slots=True)
-class SaveWrites:
-    checkpoint_id: str
-    writes: tuple[TaskWrite, ...]
-
-
-@dataclass(slots=True)
-class Execute:
-    tasks: list[Task]
-    env: StepEnv
-
-
-Effect = Load | Save | SaveWrites | Execute | Emit
-
-
-@dataclass(slots=True)
-class RunSettings:
-    """Everything about one invocation that is not the graph itself."""
-
-    thread_id: str | None
-    ns: str = ""
-    checkpoint_id: str | None = None
-    config: dict[str, Any] = field(default_factory=dict)
-    metadata: dict[str, Any] = field(default_factory=dict)
-    stream_modes: frozenset[str] = frozenset()
-    interrupt_before: frozenset[str] = frozenset()
-    interrupt_after: frozenset[str] = frozenset()
-    durability: str = "sync"
-    recursion_limit: int = 10_000
-    nested: bool = False
-    # A nested run of a checkpointer=True subgraph: one history per thread, new input each call
-    persistent: bool = False
-    # A nested run of a checkpointer=False subgraph: the saver above it, which keeps the answers
-    # to its interrupts (it saves nothing itself)
-    lent_saver: Any = None
-    # A nested run: the checkpoints of the runs above it, by namespace (metadata ``parents``)
-    parents: dict[str, str] = field(default_factory=dict)
-    parent_answers: dict[str, Any] = field(default_factory=dict)
-    # A nested run: the spare resume value of its parent's step (the first interrupt() takes it)
-    parent_spare: SpareAnswer | None = None
-    writer: Callable[[Any], None] = lambda _: None
-    # stream(subgraphs=True): subgraph runs hand their chunks to ``sink`` (set by the driver)
-    subgraphs: bool = False
-    sink: Callable[[Emit], None] | None = None
-    context: Any = None  # invoke(..., context=...): what ``Runtime.context`` holds
-    cache: Any = None  # compile(cache=...): where nodes with a CachePolicy keep results
-    invoked: bool = False  # started by invoke(): chunks show the output schema's keys only
-    # A graph with state migrations: a loaded record as this graph reads it (runtime/migrate.py)
-    upgrade: Callable[[CheckpointRecord], CheckpointRecord] | None = None
-    trace: RunTrace | None = None  # the run's execution trace; None with compile(trace=False)
 
 
 class RunLoop:
@@ -132,7 +68,7 @@ class RunLoop:
         self.fork_next = False  # the next save starts a branch from an older checkpoint
         self.dirty = False
         # Checkpoints nobody saves are never seen by id or time: cheap ids, no clock.
-        self._new_id = new_checkpoint_id if saver is not None else _run_local_ids(settings.ns)
+        self._new_id = new_checkpoint_id if saver is not None else run_local_ids(settings.ns)
         self._now = now_iso if saver is not None else str
         self._task_id = task_id if saver is not None else local_task_id
         self._env: StepEnv | None = None  # what the tasks of a step share; values change
@@ -283,7 +219,7 @@ class RunLoop:
                         f"stop condition (thread {self.s.thread_id!r}, next: {self._next_names()})"
                         ". Raise config['recursion_limit'] or check the loop's exit condition."
                     )
-                if not self.writes and _hits(self.s.interrupt_before, runnable):
+                if not self.writes and hits(self.s.interrupt_before, runnable):
                     return (yield from self._breakpoint(runnable))
                 if out is not None:
                     yield from out.step_starts(cp.step + 1, cp.values, tasks, self.writes)
@@ -291,7 +227,7 @@ class RunLoop:
                 if self._keep(outcomes):
                     return (yield from self._stop(outcomes))
             yield from self._advance(tasks)
-            if _hits(self.s.interrupt_after, runnable):
+            if hits(self.s.interrupt_after, runnable):
                 if not self.s.nested:  # the thread shows as paused, not as a run cut short
                     self._add_write(TaskWrite(BREAKPOINT_TASK, BREAKPOINT_TASK, "breakpoint", ()))
                 yield from self._flush()
@@ -555,23 +491,3 @@ def error_value(error: BaseException) -> dict[str, str]:
 
 def _reducer_error(exc: Exception, step: int) -> InvalidUpdateError:
     return InvalidUpdateError(f"a reducer failed while applying step {step}: {exc}")
-
-
-def _hits(names: frozenset[str], tasks: list[Task]) -> bool:
-    if not names:
-        return False
-    if "*" in names:
-        return any(t.name != START for t in tasks)
-    return any(t.name in names for t in tasks)
-
-
-def _run_local_ids(ns: str) -> Callable[[], str]:
-    """Ids for the checkpoints of a run without a saver: unique within the run (task ids are
-    derived from them), made without the lock and clock of ``new_checkpoint_id``.
-
-    A subgraph run gets the same ids whenever its parent's task runs again (its namespace is
-    stable), so the interrupt ids of a checkpointer=False subgraph match their answers.
-    """
-    prefix = f"{ns}-" if ns else f"run-{secrets.token_hex(8)}-"
-    counter = itertools.count()
-    return lambda: f"{prefix}{next(counter):08x}"

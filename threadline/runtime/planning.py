@@ -6,6 +6,7 @@ import hashlib
 from collections.abc import Callable, Iterable, Mapping
 
 from threadline.checkpoint.base import Checkpoint, PlannedTask
+from threadline.constants import START
 from threadline.errors import InvalidUpdateError
 from threadline.graph.spec import GraphSpec
 from threadline.runtime.task import Task
@@ -115,3 +116,12 @@ def _check_target(spec: GraphSpec, source: str, target: str) -> None:
             f"{source!r} routed to {target!r}, which is not a node of this graph "
             f"(nodes: {', '.join(spec.nodes)})"
         )
+
+
+def hits(names: frozenset[str], tasks: Iterable[Task]) -> bool:
+    """Whether ``interrupt_before``/``interrupt_after`` (``*``: every node) names a task."""
+    if not names:
+        return False
+    if "*" in names:
+        return any(t.name != START for t in tasks)
+    return any(t.name in names for t in tasks)

@@ -30,7 +30,7 @@ from threadline.types import Command, Interrupt, RetryPolicy, Send
 
 if TYPE_CHECKING:
     from threadline.cache.base import BaseCache
-    from threadline.runtime.loop import RunSettings
+    from threadline.runtime.settings import RunSettings
 
 Gotos = tuple[str | Send, ...]
 
