@@ -61,11 +61,10 @@ all of them at most once per ``sweep_interval`` seconds of the store's clock;
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from psycopg import sql
@@ -76,7 +75,18 @@ from threadline.store.base import BaseStore, expiry
 from threadline.store.encoding import encode_value, ttl_micros
 from threadline.store.filters import Condition
 from threadline.store.item import Item, Namespace, SearchItem, as_search_item
-from threadline.store.postgres_sql import condition_sql, jsonb_text, storable
+from threadline.store.postgres_sql import (
+    COLUMNS,
+    IN_PREFIX,
+    LIVE,
+    SCORE,
+    WITH_SUFFIX,
+    condition_sql,
+    item_of,
+    jsonb_text,
+    prefix_params,
+    storable,
+)
 from threadline.store.semantic import FieldVectors, Vector, norm
 
 __all__ = ["SCHEMA_VERSION", "PostgresStore"]
@@ -84,19 +94,6 @@ __all__ = ["SCHEMA_VERSION", "PostgresStore"]
 #: The version of the table layout; a database written by a newer layout is refused.
 #: Version 2 added the vectors table (created by ``setup`` on a version 1 database).
 SCHEMA_VERSION = 2
-
-_COLUMNS = "prefix, key, value::text, created_at, updated_at, expires_at"
-_LIVE = "(expires_at IS NULL OR expires_at > %(now)s)"
-_IN_PREFIX = "(prefix = %(p)s OR (prefix >= %(p_lo)s AND prefix < %(p_hi)s))"
-# The best cosine of the row's vectors (0.0 for a zero vector, as in ``semantic.cosine``);
-# NULL, so no result, when it has none. ``sum`` adds in array order, as Python's ``sum`` does.
-_SCORE = """(
-    SELECT MAX(CASE WHEN v.norm = 0 OR %(q_norm)s = 0 THEN 0.0 ELSE
-               (SELECT sum(a * b) FROM unnest(v.vector, %(q)s::float8[]) AS u(a, b))
-               / (v.norm * %(q_norm)s) END)
-      FROM {vectors} AS v WHERE v.prefix = t.prefix AND v.key = t.key
-)"""
-_WITH_SUFFIX = "(prefix = %(s)s OR right(prefix, %(s_len)s) = %(s_dot)s)"
 
 
 class PostgresStore(BaseStore):
@@ -362,18 +359,18 @@ class PostgresStore(BaseStore):
                    SET expires_at = %(now)s + ttl_us * interval '1 microsecond'
                  WHERE prefix = %(prefix)s AND key = %(key)s AND %(refresh)s
                    AND ttl_us IS NOT NULL AND expires_at > %(now)s
-                RETURNING {_COLUMNS}
+                RETURNING {COLUMNS}
             )
             SELECT * FROM refreshed
             UNION ALL
-            SELECT {_COLUMNS} FROM {{table}}
-             WHERE prefix = %(prefix)s AND key = %(key)s AND {_LIVE}
+            SELECT {COLUMNS} FROM {{table}}
+             WHERE prefix = %(prefix)s AND key = %(key)s AND {LIVE}
                AND NOT EXISTS (SELECT 1 FROM refreshed)
             """
         ).format(table=self._table)
         params = {"prefix": ".".join(namespace), "key": key, "now": now, "refresh": refresh}
         rows = self._execute(query, params)
-        return _item(rows[0]) if rows else None
+        return item_of(rows[0]) if rows else None
 
     def _search(
         self,
@@ -388,16 +385,16 @@ class PostgresStore(BaseStore):
             return []
         self._maybe_sweep(now)
         params: dict[str, Any] = {"now": now, "limit": limit, "offset": offset}
-        where: list[sql.Composable] = [sql.SQL(_LIVE)]
+        where: list[sql.Composable] = [sql.SQL(LIVE)]
         if prefix:
-            where.append(sql.SQL(_IN_PREFIX))
-            params.update(_prefix_params(prefix))
+            where.append(sql.SQL(IN_PREFIX))
+            params.update(prefix_params(prefix))
         for i, condition in enumerate(conditions):
             where.append(condition_sql(condition, i, params))
         if query is None:
             statement = sql.SQL(
                 f"""
-                SELECT {_COLUMNS}, NULL FROM {{table}} WHERE {{where}}
+                SELECT {COLUMNS}, NULL FROM {{table}} WHERE {{where}}
                  ORDER BY updated_at DESC, prefix, key LIMIT %(limit)s OFFSET %(offset)s
                 """
             )
@@ -406,7 +403,7 @@ class PostgresStore(BaseStore):
             statement = sql.SQL(
                 f"""
                 SELECT * FROM (
-                    SELECT {_COLUMNS}, {_SCORE} AS score FROM {{table}} AS t WHERE {{where}}
+                    SELECT {COLUMNS}, {SCORE} AS score FROM {{table}} AS t WHERE {{where}}
                 ) AS found
                  WHERE score IS NOT NULL
                  ORDER BY score DESC, updated_at DESC, prefix, key
@@ -417,7 +414,7 @@ class PostgresStore(BaseStore):
             table=self._table, vectors=self._vectors, where=sql.SQL(" AND ").join(where)
         )
         rows = self._execute(statement, params)
-        return [as_search_item(_item(row[:6]), row[6]) for row in rows]
+        return [as_search_item(item_of(row[:6]), row[6]) for row in rows]
 
     def _delete(self, namespace: Namespace, key: str) -> None:
         if not storable(namespace, key):
@@ -440,13 +437,13 @@ class PostgresStore(BaseStore):
             return []
         self._maybe_sweep(now)
         params: dict[str, Any] = {"now": now, "limit": limit, "offset": offset}
-        where = [_LIVE]
+        where = [LIVE]
         if prefix:
-            where.append(_IN_PREFIX)
-            params.update(_prefix_params(prefix))
+            where.append(IN_PREFIX)
+            params.update(prefix_params(prefix))
         if suffix:
             text = ".".join(suffix)
-            where.append(_WITH_SUFFIX)
+            where.append(WITH_SUFFIX)
             params.update(s=text, s_len=len(text) + 1, s_dot="." + text)
         labels = "string_to_array(prefix, '.') COLLATE \"C\""
         if max_depth is not None:
@@ -482,23 +479,3 @@ class PostgresStore(BaseStore):
             "DELETE FROM {} WHERE expires_at IS NOT NULL AND expires_at <= %(now)s RETURNING 1"
         ).format(self._table)
         return len(self._execute(query, {"now": now}))
-
-
-# -- SQL pieces ---------------------------------------------------------------------------------
-
-
-def _prefix_params(prefix: Namespace) -> dict[str, str]:
-    text = ".".join(prefix)
-    return {"p": text, "p_lo": text + ".", "p_hi": text + "/"}  # "/" follows "."
-
-
-def _item(row: tuple[Any, ...]) -> Item:
-    prefix, key, text, created, updated, expires = row
-    return Item(
-        value=json.loads(text),
-        key=key,
-        namespace=tuple(prefix.split(".")),
-        created_at=created.astimezone(UTC),
-        updated_at=updated.astimezone(UTC),
-        expires_at=None if expires is None else expires.astimezone(UTC),
-    )

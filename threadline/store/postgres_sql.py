@@ -1,4 +1,5 @@
-"""SQL text for ``PostgresStore``: filter terms as SQL, and values as JSON that ``jsonb`` keeps.
+"""SQL text for ``PostgresStore``: filter terms as SQL, values as JSON that ``jsonb`` keeps,
+the pieces its statements share, and rows read back as items.
 
 Filters translate each ``(field, operator, operand)`` term of ``parse_filter`` with the semantics
 of ``matches``; every value (field names included) is a bound parameter, never SQL text.
@@ -8,13 +9,14 @@ from __future__ import annotations
 
 import json
 import math
+from datetime import UTC
 from typing import Any, LiteralString
 
 from psycopg import sql
 
 from threadline.errors import InvalidStoreInputError
 from threadline.store.filters import Condition
-from threadline.store.item import Namespace
+from threadline.store.item import Item, Namespace
 
 _OPERATORS: dict[str, LiteralString] = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 
@@ -144,3 +146,36 @@ def json_string(text: str, path: str) -> str:
             "PostgreSQL jsonb cannot store"
         )
     return json.dumps(text, ensure_ascii=False)
+
+
+# -- statements' pieces and rows ------------------------------------------------------------
+
+COLUMNS = "prefix, key, value::text, created_at, updated_at, expires_at"
+LIVE = "(expires_at IS NULL OR expires_at > %(now)s)"
+IN_PREFIX = "(prefix = %(p)s OR (prefix >= %(p_lo)s AND prefix < %(p_hi)s))"
+# The best cosine of the row's vectors (0.0 for a zero vector, as in ``semantic.cosine``);
+# NULL, so no result, when it has none. ``sum`` adds in array order, as Python's ``sum`` does.
+SCORE = """(
+    SELECT MAX(CASE WHEN v.norm = 0 OR %(q_norm)s = 0 THEN 0.0 ELSE
+               (SELECT sum(a * b) FROM unnest(v.vector, %(q)s::float8[]) AS u(a, b))
+               / (v.norm * %(q_norm)s) END)
+      FROM {vectors} AS v WHERE v.prefix = t.prefix AND v.key = t.key
+)"""
+WITH_SUFFIX = "(prefix = %(s)s OR right(prefix, %(s_len)s) = %(s_dot)s)"
+
+
+def prefix_params(prefix: Namespace) -> dict[str, str]:
+    text = ".".join(prefix)
+    return {"p": text, "p_lo": text + ".", "p_hi": text + "/"}  # "/" follows "."
+
+
+def item_of(row: tuple[Any, ...]) -> Item:
+    prefix, key, text, created, updated, expires = row
+    return Item(
+        value=json.loads(text),
+        key=key,
+        namespace=tuple(prefix.split(".")),
+        created_at=created.astimezone(UTC),
+        updated_at=updated.astimezone(UTC),
+        expires_at=None if expires is None else expires.astimezone(UTC),
+    )
