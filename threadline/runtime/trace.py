@@ -96,6 +96,9 @@ ROW = (
     "data",
 )
 _SHOWN = frozenset(ROW) - {"started_ns", "ended_ns", "data"}
+# A batch names its row layout by this number, not by ROW's field names: it is stored with every
+# run, and the names cost more than the rows of a short run.
+BATCH_VERSION = 1
 
 
 def without_trace(writes: Iterable[TaskWrite]) -> dict[tuple[str, str], TaskWrite]:
@@ -112,8 +115,13 @@ def _batch_entries(write: TaskWrite) -> list[TraceEntry]:
     """A saved batch, in the order its entries started: an entry's id is the batch's id and
     its place in that order, so ids sort as entries happened."""
     batch = write.value
-    names, offset, data = batch["fields"], batch["offset_ns"], batch["data"] or ()
-    rows = [dict(zip(names, values, strict=True)) for values in ormsgpack.unpackb(batch["rows"])]
+    if batch.get("v") != BATCH_VERSION:
+        raise SerializationError(
+            f"trace batch {write.task_id} has format {batch.get('v')!r}, which this threadline "
+            f"does not read (it reads {BATCH_VERSION}); upgrade threadline to read this trace"
+        )
+    offset, data = batch["offset_ns"], batch["data"] or ()
+    rows = [dict(zip(ROW, values, strict=True)) for values in ormsgpack.unpackb(batch["rows"])]
     rows.sort(key=lambda row: row["started_ns"])
     entries = []
     for index, row in enumerate(rows):
@@ -169,7 +177,7 @@ class RunTrace:
             self._entries, self._data = [], []
         self._due = time.monotonic() + SAVE_EVERY
         batch = {
-            "fields": list(ROW),
+            "v": BATCH_VERSION,
             "offset_ns": time.time_ns() - _clock(),
             "rows": ormsgpack.packb(entries),
             "data": data or None,
