@@ -19,12 +19,13 @@ from threadline.checkpoint.base import Retention, ThreadStatus
 from threadline.checkpoint.core import CoreSaver
 from threadline.checkpoint.layout import REPLACE, BlobRow, CheckpointRow, WriteRow
 from threadline.checkpoint.rules import now_iso
+from threadline.checkpoint.transactional import Transactional
 from threadline.serde import Serializer
 
 Tables = dict[str, dict[tuple[Any, ...], Any]]
 
 
-class DictRowsBackend:
+class DictRowsBackend(Transactional):
     """Tables ``checkpoints`` (thread, ns, id), ``blobs`` (thread, ns, key, version), ``writes``
     (thread, ns, id, task_id, kind) -> (seq, row), ``threads`` (thread,) -> (status, time)."""
 

@@ -5,7 +5,12 @@ compare-and-set, completing what a put relies on, retention, pruning, copies, th
 caches — over a ``Backend``. A backend stores the rows ``layout`` makes, as they are, and
 answers a few questions about them; it never decodes a value.
 
-Writing a backend (see ``tests/checkpoint/test_toy_backend.py`` for a complete one over dicts):
+A put and a load of one checkpoint are each one call (``Backend.commit``, ``Backend.load``), so
+that a backend with a server can do each in one round trip (one SQL function call, one script).
+``transactional.Transactional`` implements both over ``transaction``, for backends that need
+nothing faster.
+
+Writing a backend (see ``tests/checkpoint/toy_backend.py`` for a complete one over dicts):
 
 1. ``transaction(write)`` opens one transaction: everything done through the ``Transaction``
    it yields sees one snapshot and, for a write transaction, commits together or not at all
@@ -17,7 +22,9 @@ Writing a backend (see ``tests/checkpoint/test_toy_backend.py`` for a complete o
    checkpoint (``WriteRow`` by ``(task_id, kind)``, kept in first-write order; a write with the
    same key replaces the old one in place). The root namespace has a thread row: status, head
    id and planned task names as of the last ``set_thread``, with the time it was written.
-3. Run ``tests/checkpoint/test_conformance.py`` on it (one line in ``factories.py``).
+3. Inherit ``transactional.Transactional`` (``commit``/``load`` over ``transaction``), or
+   implement ``commit`` and ``load`` (and their async twins) as the docstrings below say.
+4. Run ``tests/checkpoint/test_conformance.py`` on it (one line in ``factories.py``).
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
-from threadline.checkpoint.base import ThreadStatus
+from threadline.checkpoint.base import Retention, ThreadStatus
 from threadline.checkpoint.layout import BlobRow, CheckpointRow, Compaction, WriteRow
 
 Pair = tuple[str, str]  # (key, version) of a blob row
@@ -41,6 +48,66 @@ class StoredCheckpoint:
 
     row: CheckpointRow
     writes: tuple[WriteRow, ...] = ()
+
+
+Loaded = tuple[StoredCheckpoint, dict[Pair, BlobRow], Check | None]
+"""A checkpoint read for loading: its rows, the blob rows its values need, their check."""
+VersionsOf = Callable[[CheckpointRow], "Mapping[str, str] | None"]
+"""The blob versions a checkpoint row's values need (``None``: unreadable; decoding reports it)."""
+
+
+@dataclass(slots=True)
+class Prepared:
+    """One put, encoded, for ``Backend.commit`` to store as one transaction.
+
+    The compare-and-set: unless ``fork``, the namespace's head must be ``row.parent_id``; in any
+    case ``row.checkpoint_id`` must sort after the head. Then every pair of ``check`` must be
+    stored (values the checkpoint uses without storing them, bases of its deltas), and each of
+    ``deltas`` must extend its base as it was computed (``extends``). ``trusted`` is what the
+    core knows: ``(head id, blob versions that head uses)``; if the head is still that id, those
+    pairs are stored (every blob a checkpoint uses stays while it exists) and need no read.
+    """
+
+    thread_id: str
+    ns: str
+    row: CheckpointRow
+    fork: bool
+    blobs: list[BlobRow]  # new blob rows (a pair stored already is kept as it is)
+    prefixes: Sequence[BlobRow]  # compaction: replace the stored rows of their pairs
+    writes: Sequence[WriteRow]
+    check: list[Pair]
+    deltas: list[BlobRow]  # those of ``blobs`` with a ``base``
+    trusted: tuple[str, Mapping[str, str]] | None
+    status: ThreadStatus | None  # root namespace: the thread's status after the put
+    next_names: list[str]  # the planned task names the thread row keeps
+    retention: Retention | None  # prune older checkpoints of the namespace in the transaction
+    refs: dict[str, str]  # key -> version of every value the checkpoint keeps in blobs
+
+
+class HeadMoved(Exception):
+    """``Backend.commit`` found another head (``actual``); nothing was written."""
+
+    def __init__(self, actual: str | None) -> None:
+        super().__init__(actual)
+        self.actual = actual
+
+
+class NotStored(Exception):
+    """``Backend.commit`` found pairs of ``Prepared.check`` missing, or deltas whose base
+    changed, for values of ``keys``; nothing was written (the core stores them whole)."""
+
+    def __init__(self, keys: Collection[str]) -> None:
+        super().__init__(sorted(keys))
+        self.keys = frozenset(keys)
+
+
+def extends(delta: BlobRow, base: BlobRow) -> bool:
+    """Whether ``delta`` was computed on ``base`` as stored (same value, same chain)."""
+    return (base.start, base.full_bytes, base.chain_bytes + len(delta.data)) == (
+        delta.start,
+        delta.full_bytes,
+        delta.chain_bytes,
+    )
 
 
 @dataclass(slots=True)
@@ -167,6 +234,27 @@ class Backend(Protocol):
     in_process: bool
 
     def transaction(self, write: bool) -> AbstractContextManager[Transaction]: ...
+
+    def commit(self, put: Prepared) -> list[Pair]:
+        """Store ``put`` as one transaction (see ``Prepared``): check the compare-and-set
+        (``HeadMoved``) and what it relies on (``NotStored``), insert the rows and writes, write
+        the thread row if ``put.status`` differs from the stored one, apply ``put.retention``.
+        Returns the pairs of the blob rows retention deleted."""
+        ...
+
+    async def acommit(self, put: Prepared) -> list[Pair]: ...
+
+    def load(
+        self, thread_id: str, ns: str, checkpoint_id: str | None, versions_of: VersionsOf
+    ) -> Loaded | None:
+        """One checkpoint (``None``: the newest) with its writes and the blob rows its values
+        need (as ``Transaction.values``; ``versions_of`` reads which from a row, if the backend
+        does not store them apart), read in one transaction; ``None`` if not stored."""
+        ...
+
+    async def aload(
+        self, thread_id: str, ns: str, checkpoint_id: str | None, versions_of: VersionsOf
+    ) -> Loaded | None: ...
 
     def blob(self, thread_id: str, ns: str, key: str, version: str) -> BlobRow | None:
         """A stored blob row (its data may be left out), read outside any transaction: what a

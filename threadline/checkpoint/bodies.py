@@ -213,9 +213,12 @@ def _raw_body(body: bytes) -> tuple[Any, Any, Any] | None:
     return None
 
 
-def body_versions(body: bytes, checkpoint_id: str | None = None) -> dict[str, str] | None:
+def body_versions(
+    body: bytes, checkpoint_id: str | None = None, codec: serde.Serializer = serde.DEFAULT
+) -> dict[str, str] | None:
     """The versions of the values a stored checkpoint body keeps in blobs (not those it holds
-    inline), or ``None`` if it cannot be read. A compact body needs its ``checkpoint_id``."""
+    inline), or ``None`` if it cannot be read. A compact body needs its ``checkpoint_id``; a
+    compressed or sealed one the ``codec`` that wrote it."""
     try:
         stored = _raw_body(body)
         if stored is not None:
@@ -229,7 +232,7 @@ def body_versions(body: bytes, checkpoint_id: str | None = None) -> dict[str, st
         pass
     row = (checkpoint_id, None, 0, "") if checkpoint_id is not None else None
     try:
-        return blob_versions(decode_checkpoint(body, {}, serde.DEFAULT, row))
+        return blob_versions(decode_checkpoint(body, {}, codec, row))
     except SerializationError:
         return None
 

@@ -15,14 +15,25 @@ exists: nothing needs checking).
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import functools
 import threading
 from collections import OrderedDict
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from threadline.checkpoint.backend import Backend, Check, Pair, StoredCheckpoint, Transaction
+from threadline.checkpoint.backend import (
+    Backend,
+    Check,
+    HeadMoved,
+    Loaded,
+    NotStored,
+    Pair,
+    Prepared,
+    StoredCheckpoint,
+    Transaction,
+)
 from threadline.checkpoint.base import (
     BaseSaver,
     Checkpoint,
@@ -44,7 +55,7 @@ from threadline.checkpoint.bodies import (
 from threadline.checkpoint.layout import (
     BaseLookup,
     BlobRow,
-    EncodedCheckpoint,
+    CheckpointRow,
     Pool,
     blob_refs,
     checkpoint_values,
@@ -53,16 +64,10 @@ from threadline.checkpoint.layout import (
     encode_writes,
     full_blobs,
     named,
-    referenced_blobs,
 )
-from threadline.checkpoint.rules import (
-    age_cutoff,
-    check_keep_last,
-    check_put,
-    created_ts,
-    status_of,
-)
-from threadline.errors import SerializationError
+from threadline.checkpoint.rules import check_keep_last, check_put, status_of
+from threadline.checkpoint.transactional import drop
+from threadline.errors import ConcurrentUpdateError, SerializationError
 from threadline.serde import DEFAULT, Serializer
 
 _PAGE_SIZE = 64  # checkpoints ``list`` reads per transaction
@@ -106,14 +111,34 @@ class CoreSaver(BaseSaver):
     def get_tuple(
         self, thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None
     ) -> CheckpointRecord | None:
-        with self.backend.transaction(False) as tx:
-            stored = tx.checkpoint(thread_id, checkpoint_ns, checkpoint_id)
-            if stored is None:
-                return None
-            (loaded,) = self._load(tx, thread_id, checkpoint_ns, [stored])
-        record = self._record(thread_id, checkpoint_ns, loaded)  # checks every row it uses
-        if checkpoint_id is None and loaded[2]:
-            self.backend.loaded(thread_id, checkpoint_ns, blob_versions(loaded[1]), loaded[2])
+        loaded = self.backend.load(thread_id, checkpoint_ns, checkpoint_id, self._versions_of)
+        return self._loaded(thread_id, checkpoint_ns, checkpoint_id, loaded)
+
+    async def aget_tuple(
+        self, thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None
+    ) -> CheckpointRecord | None:
+        if self.in_process:
+            return self.get_tuple(thread_id, checkpoint_ns, checkpoint_id)
+        loaded = await self.backend.aload(
+            thread_id, checkpoint_ns, checkpoint_id, self._versions_of
+        )
+        return self._loaded(thread_id, checkpoint_ns, checkpoint_id, loaded)
+
+    def _versions_of(self, row: CheckpointRow) -> dict[str, str] | None:
+        return body_versions(row.body, row.checkpoint_id, self.serde)
+
+    def _loaded(
+        self, thread_id: str, ns: str, checkpoint_id: str | None, loaded: Loaded | None
+    ) -> CheckpointRecord | None:
+        """The record of a ``Backend.load``; a newest checkpoint whose rows all passed their
+        checks is reported back (``Backend.loaded``) so the backend may hold its chains."""
+        if loaded is None:
+            return None
+        stored, pool, check = loaded
+        (item,) = self._decoded(thread_id, ns, [stored])
+        record = self._record(thread_id, ns, (stored, item[1], pool, check))
+        if checkpoint_id is None and pool:
+            self.backend.loaded(thread_id, ns, blob_versions(item[1]), pool)
         return record
 
     def list(
@@ -151,8 +176,17 @@ class CoreSaver(BaseSaver):
 
     def _load(
         self, tx: Transaction, thread_id: str, ns: str, stored: Sequence[StoredCheckpoint]
-    ) -> list[_Loaded]:
+    ) -> builtins.list[_Loaded]:
         """Checkpoint bodies decoded and the blob rows their values need, read in ``tx``."""
+        decoded = self._decoded(thread_id, ns, stored)
+        wanted = [versions for _, _, versions in decoded if versions]
+        pool, check = tx.values(thread_id, ns, wanted) if wanted else ({}, None)
+        return [(item, cp, pool, check) for item, cp, _ in decoded]
+
+    def _decoded(
+        self, thread_id: str, ns: str, stored: Sequence[StoredCheckpoint]
+    ) -> builtins.list[tuple[StoredCheckpoint, Checkpoint, dict[str, str]]]:
+        """Each checkpoint's body decoded (values still in blobs), with its blob versions."""
         decoded = []
         for item in stored:
             row = item.row
@@ -162,9 +196,7 @@ class CoreSaver(BaseSaver):
             except SerializationError as exc:
                 raise named(exc, thread_id, ns, row.checkpoint_id) from exc
             decoded.append((item, cp, blob_versions(cp)))
-        wanted = [versions for _, _, versions in decoded if versions]
-        pool, check = tx.values(thread_id, ns, wanted) if wanted else ({}, None)
-        return [(item, cp, pool, check) for item, cp, _ in decoded]
+        return decoded
 
     def _record(self, thread_id: str, ns: str, loaded: _Loaded) -> CheckpointRecord:
         stored, cp, pool, check = loaded
@@ -182,7 +214,7 @@ class CoreSaver(BaseSaver):
 
     def list_threads(
         self, *, status: ThreadStatus | None = None, limit: int | None = None
-    ) -> list[ThreadInfo]:
+    ) -> builtins.list[ThreadInfo]:
         if limit is not None and limit <= 0:
             return []
         with self.backend.transaction(False) as tx:
@@ -195,74 +227,91 @@ class CoreSaver(BaseSaver):
     # -- writing -------------------------------------------------------------------------------
 
     def put(self, record: CheckpointRecord, *, fork: bool = False) -> None:
+        put = self._prepare(record, fork)
+        try:
+            evicted = self.backend.commit(put)
+        except HeadMoved as moved:
+            raise _moved(record, fork, moved) from None
+        except NotStored as gone:
+            put = self._in_full(record, put, gone)
+            try:
+                evicted = self.backend.commit(put)
+            except HeadMoved as moved:
+                raise _moved(record, fork, moved) from None
+            except NotStored as still:
+                raise _not_stored(record, still) from None
+        self._after_put(put, evicted)
+
+    async def aput(self, record: CheckpointRecord, *, fork: bool = False) -> None:
+        if self.in_process:
+            return self.put(record, fork=fork)
+        put = self._prepare(record, fork)
+        try:
+            evicted = await self.backend.acommit(put)
+        except HeadMoved as moved:
+            raise _moved(record, fork, moved) from None
+        except NotStored as gone:
+            put = self._in_full(record, put, gone)
+            try:
+                evicted = await self.backend.acommit(put)
+            except HeadMoved as moved:
+                raise _moved(record, fork, moved) from None
+            except NotStored as still:
+                raise _not_stored(record, still) from None
+        self._after_put(put, evicted)
+
+    def _prepare(self, record: CheckpointRecord, fork: bool) -> Prepared:
+        """The record encoded (before any transaction: deltas extend the blobs ``base_of``
+        finds) with what its rows rely on, for ``Backend.commit``."""
         thread_id, ns, cp = record.thread_id, record.checkpoint_ns, record.checkpoint
-        backend = self.backend
-        # Encoding (and looking up the blobs deltas extend) happens before the transaction.
         base_of = self._base_lookup(thread_id, ns)
-        encoded = encode_record(record, base_of, self.serde, backend.compaction, True, True)
-        status = thread_status(cp, record.pending_writes) if ns == "" else None
+        encoded = encode_record(record, base_of, self.serde, self.backend.compaction, True, True)
         refs = blob_refs(cp, encoded)  # a new dict: the head cache keeps it
-        with backend.transaction(True) as tx:
-            head = tx.head(thread_id, ns)
-            check_put(record, head, fork=fork)
-            blobs = self._complete(tx, record, encoded, refs, head)
-            tx.insert(thread_id, ns, encoded.row, blobs, encoded.prefixes)
-            if encoded.writes:
-                tx.add_writes(thread_id, ns, cp.id, encoded.writes)
-            if status is not None and tx.status(thread_id) != status:
-                tx.set_thread(thread_id, status, cp.id, [t.name for t in cp.next])
-            if self.retention is not None:
-                self._retain(tx, thread_id, ns, cp.id, self.retention)
-        self._remember_head(thread_id, ns, cp.id, refs)
-        if self._cached and (blobs or encoded.prefixes):
-            self._remember(thread_id, ns, [*blobs, *encoded.prefixes])
+        blobs = list(encoded.blobs)
+        written = {(b.key, b.version) for b in blobs}
+        deltas = [b for b in blobs if b.base is not None]
+        check = [(k, v) for k, v in refs.items() if (k, v) not in written]
+        check += [(b.key, b.base) for b in deltas if b.base is not None]
+        root = ns == ""
+        return Prepared(
+            thread_id,
+            ns,
+            encoded.row,
+            fork,
+            blobs,
+            encoded.prefixes,
+            encoded.writes,
+            check,
+            deltas,
+            self._heads.get((thread_id, ns)),
+            thread_status(cp, record.pending_writes) if root else None,
+            [t.name for t in cp.next] if root else [],
+            self.retention,
+            refs,
+        )
 
-    def _complete(
-        self,
-        tx: Transaction,
-        record: CheckpointRecord,
-        encoded: EncodedCheckpoint,
-        refs: dict[str, str],
-        head: str | None,
-    ) -> list[BlobRow]:
-        """The blobs to insert, after checking (in the transaction) what they rely on.
+    def _in_full(self, record: CheckpointRecord, put: Prepared, gone: NotStored) -> Prepared:
+        """``put`` with the values of ``gone.keys`` stored whole (what they relied on is not
+        stored: wrong hints, a concurrent prune or delete, a stale cache)."""
+        keys = gone.keys
+        self._forget(record.thread_id, record.checkpoint_ns)
+        blobs = [b for b in put.blobs if b.key not in keys]
+        blobs += full_blobs(record, keys, self.serde)
+        return dataclasses.replace(
+            put,
+            blobs=blobs,
+            check=[(k, v) for k, v in put.check if k not in keys],
+            deltas=[b for b in put.deltas if b.key not in keys],
+            trusted=None,
+        )
 
-        A value the hints call unchanged must already be stored under its version, and a delta's
-        base must still be there with the chain it was computed against. Whatever is missing
-        (wrong hints, a concurrent prune or delete, a stale cache) is stored in full instead, so
-        a saved checkpoint always loads. Versions the current ``head`` uses need no read: every
-        blob a stored checkpoint uses stays while it exists. So in the usual case (a run saving
-        on top of the head it saved last) nothing is read here.
-        """
-        thread_id, ns = record.thread_id, record.checkpoint_ns
-        blobs = encoded.blobs
-        if not blobs and not refs:  # every value is in the row itself
-            return []
-        known = self._heads.get((thread_id, ns))
-        safe = known[1] if known is not None and head is not None and known[0] == head else {}
-        written = {(b.key, b.version): b for b in blobs}
-        needed = {(k, v) for k, v in refs.items() if (k, v) not in written and safe.get(k) != v}
-        deltas = [b for b in blobs if b.base is not None and safe.get(b.key) != b.base]
-        needed.update((b.key, b.base) for b in deltas if b.base is not None)
-        if not needed:
-            return list(blobs)
-        stored = tx.blob_meta(thread_id, ns, needed)
-        if self._cached:
-            self._remember(thread_id, ns, stored.values())
-        if len(stored) == len(needed) and not deltas:
-            return list(blobs)
-        redo = {k for k, v in refs.items() if (k, v) in needed and (k, v) not in stored}
-        for b in deltas:
-            base = stored.get((b.key, b.base or ""))
-            if base is None or (base.start, base.full_bytes, base.chain_bytes + len(b.data)) != (
-                b.start,
-                b.full_bytes,
-                b.chain_bytes,
-            ):
-                redo.add(b.key)
-        if redo:
-            written.update({(b.key, b.version): b for b in full_blobs(record, redo, self.serde)})
-        return list(written.values())
+    def _after_put(self, put: Prepared, evicted: Sequence[Pair]) -> None:
+        thread_id, ns = put.thread_id, put.ns
+        self._remember_head(thread_id, ns, put.row.checkpoint_id, put.refs)
+        if evicted:
+            self._forget(thread_id, ns, evicted)
+        if self._cached and (put.blobs or put.prefixes):
+            self._remember(thread_id, ns, [*put.blobs, *put.prefixes])
 
     def put_writes(
         self,
@@ -295,46 +344,15 @@ class CoreSaver(BaseSaver):
     def prune(self, thread_id: str, *, keep_last: int) -> int:
         check_keep_last(keep_last)
         deleted = 0
+        gone: builtins.list[tuple[str, builtins.list[Pair]]] = []
         with self.backend.transaction(True) as tx:
             for ns in tx.namespaces(thread_id):
                 ids = [cid for cid, _ in tx.ids(thread_id, ns)[keep_last:]]
-                deleted += self._drop(tx, thread_id, ns, ids)
+                gone.append((ns, drop(tx, thread_id, ns, ids)))
+                deleted += len(ids)
+        for ns, pairs in gone:
+            self._forget(thread_id, ns, pairs)
         return deleted
-
-    def _retain(
-        self, tx: Transaction, thread_id: str, ns: str, head: str, retention: Retention
-    ) -> None:
-        ids = tx.ids(thread_id, ns)
-        drop: set[str] = set()
-        if retention.max_checkpoints is not None:
-            drop.update(cid for cid, _ in ids[retention.max_checkpoints :])
-        cutoff = age_cutoff(retention)
-        if cutoff is not None:
-            drop.update(
-                cid
-                for cid, created_at in ids
-                if cid < head and (ts := created_ts(created_at)) is not None and ts < cutoff
-            )
-        self._drop(tx, thread_id, ns, drop)
-
-    def _drop(self, tx: Transaction, thread_id: str, ns: str, ids: Collection[str]) -> int:
-        """Delete checkpoints of one namespace, their writes, and blobs no longer used."""
-        if not ids:
-            return 0
-        tx.delete(thread_id, ns, ids)
-        kept: list[dict[str, str]] = []
-        for checkpoint_id, body in tx.bodies(thread_id, ns):
-            versions = body_versions(body, checkpoint_id)
-            if versions is None:
-                return len(ids)  # an unreadable checkpoint: keep every blob rather than guess
-            kept.append(versions)
-        rows = tx.all_blob_meta(thread_id, ns)
-        used = referenced_blobs(kept, rows)
-        unused = [kv for kv in rows if kv not in used]
-        if unused:
-            tx.delete_blobs(thread_id, ns, unused)
-            self._forget(thread_id, ns, unused)
-        return len(ids)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint, value and write of a thread to an empty thread id.
@@ -409,3 +427,22 @@ class CoreSaver(BaseSaver):
                 del cache[k]
             for h in [h for h in self._heads if h[0] == thread_id]:
                 del self._heads[h]
+
+
+def _moved(record: CheckpointRecord, fork: bool, moved: HeadMoved) -> ConcurrentUpdateError:
+    """The error for a put whose compare-and-set failed against head ``moved.actual``."""
+    try:
+        check_put(record, moved.actual, fork=fork)
+    except ConcurrentUpdateError as exc:
+        return exc
+    return ConcurrentUpdateError(  # the head moved back between the commit and this report
+        f"thread {record.thread_id!r} (namespace {record.checkpoint_ns!r}) changed while "
+        f"checkpoint {record.checkpoint.id} was being saved; nothing was written"
+    )
+
+
+def _not_stored(record: CheckpointRecord, still: NotStored) -> SerializationError:
+    return SerializationError(
+        f"checkpoint {record.checkpoint.id} of thread {record.thread_id!r} needs stored "
+        f"values of keys {sorted(still.keys)!r} that are not there; nothing was written"
+    )

@@ -44,11 +44,12 @@ from threadline.checkpoint.sqlite.schema import (
     UPSERT_THREAD,
     repoint_prefixes,
 )
+from threadline.checkpoint.transactional import Transactional
 from threadline.errors import SaverUnavailableError
 from threadline.serde import Serializer
 
 
-class SqliteBackend:
+class SqliteBackend(Transactional):
     """Rows in a SQLite file (``schema.py``), through ``conn``."""
 
     compaction = REPLACE

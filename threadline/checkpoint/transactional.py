@@ -1,0 +1,133 @@
+"""``Backend.commit`` and ``Backend.load`` written over ``Backend.transaction``, and the row
+deletions that pruning and retention share.
+
+A backend whose reads are cheap (in-process, a local file) inherits ``Transactional``; one with a
+server implements ``commit`` and ``load`` in one round trip each and keeps these semantics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Collection
+from contextlib import AbstractContextManager
+
+from threadline.checkpoint.backend import (
+    HeadMoved,
+    Loaded,
+    NotStored,
+    Pair,
+    Prepared,
+    Transaction,
+    VersionsOf,
+    extends,
+)
+from threadline.checkpoint.base import Retention
+from threadline.checkpoint.bodies import body_versions
+from threadline.checkpoint.layout import referenced_blobs
+from threadline.checkpoint.rules import age_cutoff, created_ts
+
+
+class Transactional:
+    """``commit``/``load`` (sync and async) over the backend's own ``transaction``."""
+
+    in_process: bool
+
+    def transaction(self, write: bool) -> AbstractContextManager[Transaction]:
+        raise NotImplementedError
+
+    def commit(self, put: Prepared) -> list[Pair]:
+        with self.transaction(True) as tx:
+            head = tx.head(put.thread_id, put.ns)
+            row = put.row
+            if (not put.fork and row.parent_id != head) or (
+                head is not None and row.checkpoint_id <= head
+            ):
+                raise HeadMoved(head)
+            _check_stored(tx, put, head)
+            tx.insert(put.thread_id, put.ns, row, put.blobs, put.prefixes)
+            if put.writes:
+                tx.add_writes(put.thread_id, put.ns, row.checkpoint_id, put.writes)
+            if put.status is not None and tx.status(put.thread_id) != put.status:
+                tx.set_thread(put.thread_id, put.status, row.checkpoint_id, put.next_names)
+            if put.retention is None:
+                return []
+            return retain(tx, put.thread_id, put.ns, row.checkpoint_id, put.retention)
+
+    async def acommit(self, put: Prepared) -> list[Pair]:
+        if self.in_process:
+            return self.commit(put)
+        return await asyncio.to_thread(self.commit, put)
+
+    def load(
+        self, thread_id: str, ns: str, checkpoint_id: str | None, versions_of: VersionsOf
+    ) -> Loaded | None:
+        with self.transaction(False) as tx:
+            stored = tx.checkpoint(thread_id, ns, checkpoint_id)
+            if stored is None:
+                return None
+            versions = versions_of(stored.row)
+            if not versions:  # no blobs, or unreadable (decoding reports it)
+                return stored, {}, None
+            pool, check = tx.values(thread_id, ns, [versions])
+        return stored, pool, check
+
+    async def aload(
+        self, thread_id: str, ns: str, checkpoint_id: str | None, versions_of: VersionsOf
+    ) -> Loaded | None:
+        if self.in_process:
+            return self.load(thread_id, ns, checkpoint_id, versions_of)
+        return await asyncio.to_thread(self.load, thread_id, ns, checkpoint_id, versions_of)
+
+
+def _check_stored(tx: Transaction, put: Prepared, head: str | None) -> None:
+    """Raise ``NotStored`` for the keys whose checked pairs or delta bases are not as expected."""
+    trusted = put.trusted
+    safe = trusted[1] if trusted is not None and head is not None and trusted[0] == head else {}
+    needed = {(k, v) for k, v in put.check if safe.get(k) != v}
+    if not needed:
+        return
+    stored = tx.blob_meta(put.thread_id, put.ns, needed)
+    gone = {k for k, v in needed if (k, v) not in stored}
+    for delta in put.deltas:
+        base = stored.get((delta.key, delta.base or ""))
+        if base is not None and not extends(delta, base):
+            gone.add(delta.key)
+    if gone:
+        raise NotStored(gone)
+
+
+def retain(tx: Transaction, thread_id: str, ns: str, head: str, retention: Retention) -> list[Pair]:
+    """Apply ``retention`` to a namespace whose newest checkpoint is ``head``; returns the pairs
+    of the blob rows deleted."""
+    ids = tx.ids(thread_id, ns)
+    doomed: set[str] = set()
+    if retention.max_checkpoints is not None:
+        doomed.update(cid for cid, _ in ids[retention.max_checkpoints :])
+    cutoff = age_cutoff(retention)
+    if cutoff is not None:
+        doomed.update(
+            cid
+            for cid, created_at in ids
+            if cid < head and (ts := created_ts(created_at)) is not None and ts < cutoff
+        )
+    return drop(tx, thread_id, ns, doomed)
+
+
+def drop(tx: Transaction, thread_id: str, ns: str, ids: Collection[str]) -> list[Pair]:
+    """Delete checkpoints of one namespace and their writes, then the blob rows no remaining
+    checkpoint uses; returns the pairs of those blob rows."""
+    if not ids:
+        return []
+    tx.delete(thread_id, ns, ids)
+    kept: list[dict[str, str]] = []
+    for checkpoint_id, body in tx.bodies(thread_id, ns):
+        versions = body_versions(body, checkpoint_id)
+        if versions is None:
+            return []  # an unreadable checkpoint: keep every blob rather than guess
+        kept.append(versions)
+    rows = tx.all_blob_meta(thread_id, ns)
+    used = referenced_blobs(kept, rows)
+    unused = [pair for pair in rows if pair not in used]
+    if unused:
+        tx.delete_blobs(thread_id, ns, unused)
+    return unused
