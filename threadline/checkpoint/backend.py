@@ -5,10 +5,11 @@ compare-and-set, completing what a put relies on, retention, pruning, copies, th
 caches — over a ``Backend``. A backend stores the rows ``layout`` makes, as they are, and
 answers a few questions about them; it never decodes a value.
 
-A put and a load of one checkpoint are each one call (``Backend.commit``, ``Backend.load``), so
-that a backend with a server can do each in one round trip (one SQL function call, one script).
-``transactional.Transactional`` implements both over ``transaction``, for backends that need
-nothing faster.
+A put, a put of writes and a load of one checkpoint are each one call (``Backend.commit``,
+``Backend.commit_writes``, ``Backend.load``), so that a backend with a server can do each in one
+round trip (one SQL function call, one script). ``transactional.Transactional`` implements them
+over ``transaction``, for backends that need nothing faster. Everything else (history pages,
+pruning, copies, listings) goes through ``transaction``.
 
 Writing a backend (see ``tests/checkpoint/toy_backend.py`` for a complete one over dicts):
 
@@ -22,8 +23,8 @@ Writing a backend (see ``tests/checkpoint/toy_backend.py`` for a complete one ov
    checkpoint (``WriteRow`` by ``(task_id, kind)``, kept in first-write order; a write with the
    same key replaces the old one in place). The root namespace has a thread row: status, head
    id and planned task names as of the last ``set_thread``, with the time it was written.
-3. Inherit ``transactional.Transactional`` (``commit``/``load`` over ``transaction``), or
-   implement ``commit`` and ``load`` (and their async twins) as the docstrings below say.
+3. Inherit ``transactional.Transactional`` (``commit``, ``commit_writes``, ``load`` over
+   ``transaction``), or implement them (and their async twins) as the docstrings below say.
 4. Run ``tests/checkpoint/test_conformance.py`` on it (one line in ``factories.py``).
 """
 
@@ -54,6 +55,8 @@ Loaded = tuple[StoredCheckpoint, dict[Pair, BlobRow], Check | None]
 """A checkpoint read for loading: its rows, the blob rows its values need, their check."""
 VersionsOf = Callable[[CheckpointRow], "Mapping[str, str] | None"]
 """The blob versions a checkpoint row's values need (``None``: unreadable; decoding reports it)."""
+NextOf = Callable[[CheckpointRow], Sequence[str]]
+"""The names of the tasks a checkpoint row plans (what a thread row keeps)."""
 
 
 @dataclass(slots=True)
@@ -243,6 +246,29 @@ class Backend(Protocol):
         ...
 
     async def acommit(self, put: Prepared) -> list[Pair]: ...
+
+    def commit_writes(
+        self,
+        thread_id: str,
+        ns: str,
+        checkpoint_id: str,
+        writes: Sequence[WriteRow],
+        next_of: NextOf,
+    ) -> None:
+        """Store pending writes of a checkpoint, as one transaction (``Transaction.add_writes``);
+        if it is the thread's head (root namespace), write the thread row with the status its
+        writes now give (``rules.status_of`` over ``next_of(head row)`` and every write's
+        ``(task_id, kind)``): a write on the head moves the thread up in ``list_threads``."""
+        ...
+
+    async def acommit_writes(
+        self,
+        thread_id: str,
+        ns: str,
+        checkpoint_id: str,
+        writes: Sequence[WriteRow],
+        next_of: NextOf,
+    ) -> None: ...
 
     def load(
         self, thread_id: str, ns: str, checkpoint_id: str | None, versions_of: VersionsOf

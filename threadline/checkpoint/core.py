@@ -65,7 +65,7 @@ from threadline.checkpoint.layout import (
     full_blobs,
     named,
 )
-from threadline.checkpoint.rules import check_keep_last, check_put, status_of
+from threadline.checkpoint.rules import check_keep_last, check_put
 from threadline.checkpoint.transactional import drop
 from threadline.errors import ConcurrentUpdateError, SerializationError
 from threadline.serde import DEFAULT, Serializer
@@ -321,18 +321,28 @@ class CoreSaver(BaseSaver):
         writes: Sequence[TaskWrite],
     ) -> None:
         encoded = encode_writes(writes, self.serde)
-        if not encoded:
-            return
-        with self.backend.transaction(True) as tx:
-            tx.add_writes(thread_id, checkpoint_ns, checkpoint_id, encoded)
-            if checkpoint_ns != "" or tx.head(thread_id, "") != checkpoint_id:
-                return  # not the thread's newest checkpoint: its status is unchanged
-            head = tx.checkpoint(thread_id, "", checkpoint_id)
-            assert head is not None
-            names = body_next(head.row.body, self.serde)
-            keys = [(w.task_id, w.kind) for w in head.writes]
-            # A write on the head moves the thread up in list_threads.
-            tx.set_thread(thread_id, status_of(names, keys), checkpoint_id, names)
+        if encoded:
+            self.backend.commit_writes(
+                thread_id, checkpoint_ns, checkpoint_id, encoded, self._next_of
+            )
+
+    async def aput_writes(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        writes: Sequence[TaskWrite],
+    ) -> None:
+        if self.in_process:
+            return self.put_writes(thread_id, checkpoint_ns, checkpoint_id, writes)
+        encoded = encode_writes(writes, self.serde)
+        if encoded:
+            await self.backend.acommit_writes(
+                thread_id, checkpoint_ns, checkpoint_id, encoded, self._next_of
+            )
+
+    def _next_of(self, row: CheckpointRow) -> tuple[str, ...]:
+        return body_next(row.body, self.serde)
 
     def delete_thread(self, thread_id: str) -> None:
         with self.backend.transaction(True) as tx:

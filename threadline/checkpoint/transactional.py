@@ -8,12 +8,13 @@ server implements ``commit`` and ``load`` in one round trip each and keeps these
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from contextlib import AbstractContextManager
 
 from threadline.checkpoint.backend import (
     HeadMoved,
     Loaded,
+    NextOf,
     NotStored,
     Pair,
     Prepared,
@@ -23,8 +24,8 @@ from threadline.checkpoint.backend import (
 )
 from threadline.checkpoint.base import Retention
 from threadline.checkpoint.bodies import body_versions
-from threadline.checkpoint.layout import referenced_blobs
-from threadline.checkpoint.rules import age_cutoff, created_ts
+from threadline.checkpoint.layout import WriteRow, referenced_blobs
+from threadline.checkpoint.rules import age_cutoff, created_ts, status_of
 
 
 class Transactional:
@@ -57,6 +58,37 @@ class Transactional:
         if self.in_process:
             return self.commit(put)
         return await asyncio.to_thread(self.commit, put)
+
+    def commit_writes(
+        self,
+        thread_id: str,
+        ns: str,
+        checkpoint_id: str,
+        writes: Sequence[WriteRow],
+        next_of: NextOf,
+    ) -> None:
+        with self.transaction(True) as tx:
+            tx.add_writes(thread_id, ns, checkpoint_id, writes)
+            if ns != "" or tx.head(thread_id, "") != checkpoint_id:
+                return  # not the thread's newest checkpoint: its status is unchanged
+            head = tx.checkpoint(thread_id, "", checkpoint_id)
+            assert head is not None
+            names = next_of(head.row)
+            keys = [(w.task_id, w.kind) for w in head.writes]
+            # A write on the head moves the thread up in list_threads.
+            tx.set_thread(thread_id, status_of(names, keys), checkpoint_id, names)
+
+    async def acommit_writes(
+        self,
+        thread_id: str,
+        ns: str,
+        checkpoint_id: str,
+        writes: Sequence[WriteRow],
+        next_of: NextOf,
+    ) -> None:
+        if self.in_process:
+            return self.commit_writes(thread_id, ns, checkpoint_id, writes, next_of)
+        await asyncio.to_thread(self.commit_writes, thread_id, ns, checkpoint_id, writes, next_of)
 
     def load(
         self, thread_id: str, ns: str, checkpoint_id: str | None, versions_of: VersionsOf
