@@ -22,10 +22,12 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check threadline tests examples
+	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check threadline tests examples
+	$(BIN)/python -m mypy
 
 clean:
 	rm -rf $(VENV) .pytest_cache
