@@ -22,13 +22,15 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check threadline tests examples
+	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check threadline tests examples
+	$(BIN)/python -m mypy
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache
 
 # Benchmarks: threadline vs LangGraph 1.2.22 side by side, in one process (see docs/performance.md).
 # The peer venv holds both libraries; its packages are reinstalled when pyproject.toml changes.

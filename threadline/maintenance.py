@@ -9,10 +9,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncGenerator, Generator, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from threadline.checkpoint.base import BaseSaver, ThreadInfo, ThreadStatus
 from threadline.checkpoint.ids import new_checkpoint_id
@@ -41,10 +41,10 @@ def release_policy(value: Any, checkpointer: Any) -> ReleasePolicy | None:
             f"release_thread={value!r} needs a saver: compile(checkpointer=..., "
             f"release_thread={value!r}) (a subgraph's threads belong to its parent)"
         )
-    return value
+    return cast(ReleasePolicy, value)  # one of RELEASE_POLICIES
 
 
-def released(items: Iterator[Emit | Done], loop: RunLoop, policy: str) -> Iterator[Emit | Done]:
+def released(items: Generator[Emit | Done], loop: RunLoop, policy: str) -> Generator[Emit | Done]:
     """A run's items; when the run finishes the thread, it is released before ``Done`` goes out."""
     mark = new_checkpoint_id()  # checkpoints this run makes sort after it
     with contextlib.closing(items):  # closing this closes the run at once
@@ -58,8 +58,8 @@ def released(items: Iterator[Emit | Done], loop: RunLoop, policy: str) -> Iterat
 
 
 async def areleased(
-    items: AsyncIterator[Emit | Done], loop: RunLoop, policy: str
-) -> AsyncIterator[Emit | Done]:
+    items: AsyncGenerator[Emit | Done], loop: RunLoop, policy: str
+) -> AsyncGenerator[Emit | Done]:
     mark = new_checkpoint_id()
     async with contextlib.aclosing(items):  # closing this closes the run at once
         async for item in items:

@@ -159,7 +159,7 @@ class RetryPolicy:
 
     def should_retry(self, exc: BaseException) -> bool:
         rule = self.retry_on
-        if isinstance(rule, type) and issubclass(rule, BaseException):
+        if isinstance(rule, type):  # an exception class
             return isinstance(exc, rule)
         if isinstance(rule, Sequence):
             return isinstance(exc, tuple(rule))

@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 from tests.services import require_postgres
-from threadline import Command, RetryPolicy, interrupt
+from threadline import Command, RetryPolicy, get_stream_writer, interrupt
 from threadline.checkpoint import InMemorySaver, SqliteSaver
 from threadline.errors import NodeTimeoutError
 from threadline.func import entrypoint, task
@@ -169,3 +169,34 @@ def test_async_and_sync_entrypoints_on_an_async_postgres_connection():
 
     asyncio.run(scenario())
     assert ran == ["fetch", "scale"] * 2  # once per workflow, not again on resume
+
+
+def test_closing_an_entrypoint_stream_saves_where_its_run_stopped_before_returning():
+    """As a graph's stream: ``aclose()`` stops the run, and with ``durability="exit"`` what it
+    did is saved by the time ``aclose()`` returns, not later when the event loop gets to it."""
+    ran: list[str] = []
+
+    @task
+    async def quick() -> str:
+        ran.append("quick")
+        return "quick"
+
+    async def scenario() -> None:
+        saver = InMemorySaver()
+
+        @entrypoint(checkpointer=saver)
+        async def workflow(_: int) -> str:
+            first = await quick()
+            get_stream_writer()(first)
+            await asyncio.Event().wait()  # until the stream is closed
+            return first
+
+        stream = workflow.astream(1, _config(), stream_mode="custom", durability="exit")
+        assert await anext(stream) == "quick"
+        await stream.aclose()
+        saved = saver.get_tuple("t")
+        assert saved is not None
+        assert [w.task_name for w in saved.pending_writes if w.kind == "task"] == ["quick"]
+
+    asyncio.run(scenario())
+    assert ran == ["quick"]

@@ -9,6 +9,7 @@ failed or was interrupted can be resumed without re-running the tasks that finis
 from __future__ import annotations
 
 import asyncio
+import builtins
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -213,7 +214,7 @@ class BaseSaver(ABC, LangGraphCheckpointerAPI):
     @abstractmethod
     def list_threads(
         self, *, status: ThreadStatus | None = None, limit: int | None = None
-    ) -> list[ThreadInfo]:
+    ) -> builtins.list[ThreadInfo]:
         """Threads (root namespace) with their status, most recently updated first."""
 
     @abstractmethod
@@ -266,7 +267,7 @@ class BaseSaver(ABC, LangGraphCheckpointerAPI):
 
     async def alist_threads(
         self, *, status: ThreadStatus | None = None, limit: int | None = None
-    ) -> list[ThreadInfo]:
+    ) -> builtins.list[ThreadInfo]:
         return await self._off_loop(self.list_threads, status=status, limit=limit)
 
     async def aprune(self, thread_id: str, *, keep_last: int) -> int:

@@ -279,9 +279,9 @@ async def _atuples(saver: BaseSaver, q: _Query) -> AsyncIterator[CheckpointTuple
         for record in _newest_first(per_thread, q.limit):
             yield checkpoint_tuple(record)
     elif q.checkpoint_id is not None:
-        record = await saver.aget_tuple(q.thread_id, q.checkpoint_ns, q.checkpoint_id)
-        if record is not None and q.keeps(record):
-            yield checkpoint_tuple(record)
+        found = await saver.aget_tuple(q.thread_id, q.checkpoint_ns, q.checkpoint_id)
+        if found is not None and q.keeps(found):
+            yield checkpoint_tuple(found)
     else:
         async for record in saver.alist(q.thread_id, q.checkpoint_ns, **q.native()):
             yield checkpoint_tuple(record)

@@ -29,7 +29,7 @@ all encoding, decoding and compaction decisions, so every backend stores the sam
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -186,7 +186,7 @@ def encode_record(
     """
     cp = record.checkpoint
     hints = record.hints
-    keys = hints.changed if hints is not None else cp.values.keys()
+    keys: Collection[str] = hints.changed if hints is not None else cp.values.keys()
     small = inlined(cp.values) if inline else {}
     if small:
         keys = [k for k in keys if k not in small]

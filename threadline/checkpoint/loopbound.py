@@ -10,10 +10,17 @@ A saver whose ``_home`` is ``None`` has sync connections of its own and runs syn
 from __future__ import annotations
 
 import asyncio
+import builtins
 from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
-from threadline.checkpoint.base import BaseSaver, CheckpointRecord, TaskWrite, ThreadInfo
+from threadline.checkpoint.base import (
+    BaseSaver,
+    CheckpointRecord,
+    TaskWrite,
+    ThreadInfo,
+    ThreadStatus,
+)
 from threadline.errors import ConfigError, SaverUnavailableError
 
 _T = TypeVar("_T")
@@ -87,7 +94,9 @@ class LoopBound(BaseSaver):
             return super().delete_thread(thread_id)  # type: ignore[safe-super]
         return self._on_home(self.adelete_thread(thread_id))
 
-    def list_threads(self, *, status: Any = None, limit: int | None = None) -> list[ThreadInfo]:
+    def list_threads(
+        self, *, status: ThreadStatus | None = None, limit: int | None = None
+    ) -> builtins.list[ThreadInfo]:
         if self._home is None:
             return super().list_threads(status=status, limit=limit)  # type: ignore[safe-super]
         return self._on_home(self.alist_threads(status=status, limit=limit))

@@ -12,6 +12,7 @@ moves a counter encodes one thing less.
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import threading
 import time
@@ -143,7 +144,7 @@ class InMemorySaver(BaseSaver):
 
     def list_threads(
         self, *, status: ThreadStatus | None = None, limit: int | None = None
-    ) -> list[ThreadInfo]:
+    ) -> builtins.list[ThreadInfo]:
         if limit is not None and limit <= 0:
             return []
         with self._lock:

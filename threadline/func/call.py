@@ -106,10 +106,9 @@ def _caller_on_loop(caller: TaskContext) -> bool:
 
 
 def _done(value: Any, on_loop: bool) -> Any:
-    if on_loop:
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-    else:
-        future = TaskFuture()
+    future: asyncio.Future[Any] | TaskFuture[Any] = (
+        asyncio.get_running_loop().create_future() if on_loop else TaskFuture()
+    )
     future.set_result(value)
     return future
 

@@ -132,7 +132,7 @@ def _kwargs(inject: tuple[str, ...]) -> dict[str, Any]:
     ctx = current_task()
     assert ctx is not None  # the function runs as a node
     previous = ctx.env.values.get(PREVIOUS)
-    given = {
+    given: dict[str, Callable[[], Any]] = {
         "config": lambda: ctx.config,
         "previous": lambda: previous,
         "store": lambda: ctx.store,

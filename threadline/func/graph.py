@@ -10,7 +10,8 @@ and crash recovery are the engine's own.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Generator, Iterator, Mapping
+import contextlib
+from collections.abc import AsyncGenerator, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,7 @@ from threadline.graph.compiled import CompiledStateGraph
 from threadline.graph.schema import Channel, StateSchema
 from threadline.graph.spec import GraphSpec, NodeSpec
 from threadline.runtime.chunks import Emit
+from threadline.runtime.drivers import Done
 from threadline.runtime.effects import Effect
 from threadline.runtime.loop import RunLoop
 from threadline.types import Interrupt
@@ -44,10 +46,10 @@ class EntrypointSpec(GraphSpec):
 
     entry: str = ""
 
-    def output_values(self, values: Mapping[str, Any]) -> Any:  # type: ignore[override]
+    def output_values(self, values: Mapping[str, Any]) -> Any:
         return values.get(END)
 
-    def state_values(self, values: Mapping[str, Any]) -> Any:  # type: ignore[override]
+    def state_values(self, values: Mapping[str, Any]) -> Any:
         return values.get(END)
 
 
@@ -108,37 +110,49 @@ class FunctionalGraph(CompiledStateGraph):
         return EntryLoop(loop.spec, loop.saver, loop.store, loop.s)
 
     def _drive(
-        self, input: Any, config: Any, modes: frozenset[str], options: dict, invoked: bool = False
-    ) -> Iterator[Any]:
-        items = super()._drive(input, config, modes, options, invoked)
+        self,
+        input: Any,
+        config: Any,
+        modes: frozenset[str],
+        options: dict[str, Any],
+        invoked: bool = False,
+    ) -> Generator[Emit | Done]:
         sink, chunks = self._sink(modes)
-        while True:
-            token = updates_sink.set(sink)
-            try:
-                item = next(items, None)
-            finally:
-                updates_sink.reset(token)
-            yield from chunks()
-            if item is None:
-                return
-            yield self._shown(item)
+        # closing this stream closes the run at once, as a graph's does
+        with contextlib.closing(super()._drive(input, config, modes, options, invoked)) as items:
+            while True:
+                token = updates_sink.set(sink)
+                try:
+                    item = next(items, None)
+                finally:
+                    updates_sink.reset(token)
+                yield from chunks()
+                if item is None:
+                    return
+                yield self._shown(item)
 
     async def _adrive(
-        self, input: Any, config: Any, modes: frozenset[str], options: dict, invoked: bool = False
-    ) -> AsyncIterator[Any]:
-        items = super()._adrive(input, config, modes, options, invoked)
+        self,
+        input: Any,
+        config: Any,
+        modes: frozenset[str],
+        options: dict[str, Any],
+        invoked: bool = False,
+    ) -> AsyncGenerator[Emit | Done]:
         sink, chunks = self._sink(modes)
-        while True:
-            token = updates_sink.set(sink)
-            try:
-                item = await anext(items, None)
-            finally:
-                updates_sink.reset(token)
-            for chunk in chunks():
-                yield chunk
-            if item is None:
-                return
-            yield self._shown(item)
+        run = super()._adrive(input, config, modes, options, invoked)
+        async with contextlib.aclosing(run) as items:
+            while True:
+                token = updates_sink.set(sink)
+                try:
+                    item = await anext(items, None)
+                finally:
+                    updates_sink.reset(token)
+                for chunk in chunks():
+                    yield chunk
+                if item is None:
+                    return
+                yield self._shown(item)
 
     def _sink(self, modes: frozenset[str]) -> tuple[Any, Any]:
         """Where task results go while "updates" are streamed, and how to take them out."""

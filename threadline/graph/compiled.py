@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator, Mapping, Sequence
 from typing import Any
 
 from threadline.cache.base import BaseCache
@@ -170,35 +170,39 @@ class CompiledStateGraph(RunnableMethods, TraceReading, StateAccess):
         input: Any,
         config: Mapping[str, Any] | None,
         modes: frozenset[str],
-        options: dict,
+        options: dict[str, Any],
         invoked: bool = False,
-    ) -> Iterator[Emit | Done]:
+    ) -> Generator[Emit | Done]:
         async_only = self.spec.has_async_only_node()
         if async_only is not None:
             raise AsyncNodeInSyncRunError(
                 f"{async_only!r} is async; run this graph with ainvoke() or astream()"
             )
         loop = self._loop(config, modes, options, invoked)
+        # a generator; drivers.py annotates it Iterator (that module is being reworked)
+        items: Generator[Emit | Done] = drive_sync(loop, input)  # type: ignore[assignment]
         if loop.s.nested and loop.s.sink is not None:
-            return forwarded(drive_sync(loop, input), loop.s.sink, loop.s.ns)
+            return forwarded(items, loop.s.sink, loop.s.ns)
         if self.release_thread is not None and not loop.s.nested:
-            return released(drive_sync(loop, input), loop, self.release_thread)
-        return drive_sync(loop, input)
+            return released(items, loop, self.release_thread)
+        return items
 
     def _adrive(
         self,
         input: Any,
         config: Mapping[str, Any] | None,
         modes: frozenset[str],
-        options: dict,
+        options: dict[str, Any],
         invoked: bool = False,
-    ) -> AsyncIterator[Emit | Done]:
+    ) -> AsyncGenerator[Emit | Done]:
         loop = self._loop(config, modes, options, invoked)
+        # an async generator; drivers.py annotates it AsyncIterator (being reworked)
+        items: AsyncGenerator[Emit | Done] = drive_async(loop, input)  # type: ignore[assignment]
         if loop.s.nested and loop.s.sink is not None:
-            return aforwarded(drive_async(loop, input), loop.s.sink, loop.s.ns)
+            return aforwarded(items, loop.s.sink, loop.s.ns)
         if self.release_thread is not None and not loop.s.nested:
-            return areleased(drive_async(loop, input), loop, self.release_thread)
-        return drive_async(loop, input)
+            return areleased(items, loop, self.release_thread)
+        return items
 
     def _loop(
         self,
@@ -230,11 +234,13 @@ class CompiledStateGraph(RunnableMethods, TraceReading, StateAccess):
         inner = nested_run(self.checkpointer, parent) if parent is not None else None
         saver = inner.saver if inner is not None else self._own_saver()
         configurable = dict(config.get("configurable") or {})
-        if nested:
+        if parent is not None:
             configurable = {**parent.config.get("configurable", {}), **configurable}
             config = {**parent.config, **config, "configurable": configurable}
         thread_id = thread_id_of(configurable, saver)
-        durability = options.get("durability") or (parent.durability if nested else "sync")
+        durability = options.get("durability") or (
+            parent.durability if parent is not None else "sync"
+        )
         if durability not in DURABILITY:
             raise ConfigError(f"durability must be one of {DURABILITY}, got {durability!r}")
         before = options.get("interrupt_before")
@@ -242,7 +248,7 @@ class CompiledStateGraph(RunnableMethods, TraceReading, StateAccess):
         settings = RunSettings(
             thread_id=thread_id,
             ns=inner.ns if inner is not None else "",
-            checkpoint_id=None if nested else configurable.get("checkpoint_id"),
+            checkpoint_id=None if parent is not None else configurable.get("checkpoint_id"),
             config=config,
             metadata=self._metadata(config, configurable),
             stream_modes=modes,
@@ -262,10 +268,10 @@ class CompiledStateGraph(RunnableMethods, TraceReading, StateAccess):
             persistent=inner is not None and inner.persistent,
             lent_saver=inner.lent_saver if inner is not None else None,
             parents=inner.parents if inner is not None else {},
-            parent_answers=dict(parent.answers) if nested else {},
-            parent_spare=parent.spare if nested else None,
+            parent_answers=dict(parent.answers) if parent is not None else {},
+            parent_spare=parent.spare if parent is not None else None,
         )
-        if nested:
+        if parent is not None:
             # As in LangGraph, a subgraph's chunks (custom ones too) reach the caller only when
             # it streams with subgraphs=True.
             if parent.sink is not None:
@@ -273,29 +279,29 @@ class CompiledStateGraph(RunnableMethods, TraceReading, StateAccess):
                 settings.stream_modes = parent.modes
         else:
             settings.subgraphs = bool(options.get("subgraphs"))
-        store = self.store if self.store is not None or not nested else parent.store
+        store = self.store if self.store is not None or parent is None else parent.store
         context = coerce_context(self.context_schema, options.get("context"))
-        settings.context = context if context or not nested else parent.env.context
+        settings.context = context if context or parent is None else parent.env.context
         settings.cache = self.cache
         settings.invoked = invoked
         if self.migrations is not None:
             settings.upgrade = self.migrations.upgrade
-        if self.trace and saver is not None and (not nested or parent.env.trace is not None):
+        if self.trace and saver is not None and (parent is None or parent.env.trace is not None):
             settings.trace = RunTrace()
         return RunLoop(self.spec, saver, store, settings)
 
-    def _metadata(self, config: Mapping[str, Any], configurable: Mapping[str, Any]) -> dict:
+    def _metadata(
+        self, config: Mapping[str, Any], configurable: Mapping[str, Any]
+    ) -> dict[str, Any]:
         """What a checkpoint this graph saves keeps in metadata: with its state version."""
         metadata = checkpoint_metadata(config, configurable)
         if self.migrations is not None:
             metadata[VERSION_KEY] = self.migrations.version
         return metadata
 
-    def _upgraded(self, record: CheckpointRecord | None) -> CheckpointRecord | None:
+    def _upgraded(self, record: CheckpointRecord) -> CheckpointRecord:
         """A loaded record in this graph's state shape."""
-        if record is None or self.migrations is None:
-            return record
-        return self.migrations.upgrade(record)
+        return record if self.migrations is None else self.migrations.upgrade(record)
 
     def _own_saver(self) -> BaseSaver | None:
         """The saver of a run of this graph on its own (not inside another graph's node)."""

@@ -35,7 +35,9 @@ def recursion_limit(config: Mapping[str, Any]) -> int:
     return limit
 
 
-def checkpoint_metadata(config: Mapping[str, Any], configurable: Mapping[str, Any]) -> dict:
+def checkpoint_metadata(
+    config: Mapping[str, Any], configurable: Mapping[str, Any]
+) -> dict[str, Any]:
     """Scalar values of the config's metadata and configurable, so history can be filtered."""
     merged = {**dict(config.get("metadata") or {}), **configurable}
     return {

@@ -12,10 +12,13 @@ import inspect
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeGuard
 
 from threadline.errors import GraphValidationError, InvalidUpdateError
 from threadline.managed.is_last_step import ManagedValue, managed_value_of
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 Reducer = Callable[[Any, Any], Any]
 SchemaKind = Literal["typeddict", "dataclass", "pydantic"]
@@ -112,7 +115,11 @@ class StateSchema:
     def _input_values(self, value: Any) -> dict[str, Any]:
         if isinstance(value, Mapping):
             return dict(value)
-        if self.kind == "dataclass" and isinstance(value, self.cls):
+        if (
+            self.kind == "dataclass"
+            and isinstance(value, self.cls)
+            and dataclasses.is_dataclass(value)
+        ):
             return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
         if self.kind == "pydantic" and isinstance(value, self.cls):
             return _model_updates(value)
@@ -139,7 +146,7 @@ def read_schema(cls: type) -> StateSchema:
         hints = typing.get_type_hints(cls, include_extras=True)
     except Exception as exc:
         raise GraphValidationError(f"cannot read the type hints of {cls.__name__}: {exc}") from exc
-    if kind == "pydantic":
+    if kind == "pydantic" and is_pydantic_model(cls):
         hints = {name: hints.get(name, Any) for name in cls.model_fields}
     if not hints:
         raise GraphValidationError(f"state schema {cls.__name__} declares no keys")
@@ -182,7 +189,8 @@ def is_schema_class(cls: Any) -> bool:
     )
 
 
-def is_pydantic_model(cls: type) -> bool:
+def is_pydantic_model(cls: type) -> TypeGuard[type[BaseModel]]:
+    """A pydantic model class (pydantic is imported only by a program that made one)."""
     return hasattr(cls, "model_fields") and hasattr(cls, "model_validate")
 
 

@@ -19,6 +19,7 @@ from threadline.runtime.timeouts import seconds
 from threadline.types import CachePolicy, Command, RetryPolicy, Send
 
 if TYPE_CHECKING:
+    from threadline.graph.compiled import CompiledStateGraph
     from threadline.runtime.context import TaskContext
 
 
@@ -113,7 +114,7 @@ def is_async_callable(fn: Any) -> bool:
 class NodeCache:
     """A node's ``CachePolicy`` and the cache namespace its entries live in."""
 
-    policy: CachePolicy
+    policy: CachePolicy[Any]
     namespace: tuple[str, ...]
 
 
@@ -131,7 +132,7 @@ class NodeSpec:
     style: CallStyle
     retry: RetryPolicy | None = None
     destinations: tuple[str, ...] | None = None
-    subgraph: Any = None
+    subgraph: CompiledStateGraph | None = None
     # The node's own input schema, when it reads other keys than the graph's state schema
     reader: StateSchema | None = None
     cache: NodeCache | None = None
@@ -142,7 +143,7 @@ class NodeSpec:
 def with_options(
     node: NodeSpec,
     action: Any,
-    cache_policy: CachePolicy | None,
+    cache_policy: CachePolicy[Any] | None,
     defer: bool,
     timeout: float | timedelta | None = None,
 ) -> NodeSpec:
@@ -186,11 +187,12 @@ def annotated_input_schema(fn: Callable[..., Any]) -> type | None:
     schema than the graph's state then receives that schema's keys only.
     """
     call = getattr(fn, "__call__", None)  # noqa: B004 - objects with a typed __call__
+    typed: Callable[..., Any] | None = fn
     if not (inspect.isfunction(fn) or inspect.ismethod(fn)):
-        fn = call if inspect.ismethod(call) else None
+        typed = call if inspect.ismethod(call) else None
     try:
-        first = next(iter(inspect.signature(fn).parameters.values()), None) if fn else None
-        hint = typing.get_type_hints(fn).get(first.name) if first is not None else None
+        first = next(iter(inspect.signature(typed).parameters.values()), None) if typed else None
+        hint = typing.get_type_hints(typed).get(first.name) if first is not None else None
     except Exception:  # unresolvable annotations say nothing about the input
         return None
     return hint if is_schema_class(hint) else None

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from threadline.checkpoint.base import BaseSaver, CheckpointRecord
 from threadline.errors import CheckpointerRequiredError, CheckpointNotFoundError
@@ -20,9 +20,26 @@ from threadline.runtime.planning import task_ns
 from threadline.runtime.snapshot import empty_snapshot, snapshot_of, updated_record
 from threadline.types import StateSnapshot
 
+if TYPE_CHECKING:
+    from threadline.graph.spec import GraphSpec
+
 
 class StateAccess:
     """``get_state``, ``get_state_history`` and ``update_state``, sync and async."""
+
+    spec: GraphSpec
+
+    if TYPE_CHECKING:  # defined by CompiledStateGraph and RunnableMethods
+
+        def _own_saver(self) -> BaseSaver | None: ...
+
+        def _bound(self, config: Mapping[str, Any] | None) -> Mapping[str, Any] | None: ...
+
+        def _upgraded(self, record: CheckpointRecord) -> CheckpointRecord: ...
+
+        def _metadata(
+            self, config: Mapping[str, Any], configurable: Mapping[str, Any]
+        ) -> dict[str, Any]: ...
 
     def get_state(self, config: Mapping[str, Any], *, subgraphs: bool = False) -> StateSnapshot:
         """The thread's latest checkpoint, or the one named by ``checkpoint_id``."""
@@ -107,7 +124,7 @@ class StateAccess:
     ) -> CheckpointRecord:
         """The ``update`` checkpoint; values an upcaster changed are stored again in full."""
         metadata = self._metadata(dict(config), configurable_of(config))
-        upgraded = self._upgraded(record)
+        upgraded = self._upgraded(record) if record is not None else None
         new = updated_record(self.spec, upgraded, thread_id, values, as_node, metadata)
         if upgraded is record or record is None:
             return new
@@ -128,9 +145,11 @@ class StateAccess:
     def _snapshot(
         self, config: Mapping[str, Any], record: CheckpointRecord | None, checkpoint_id: str | None
     ) -> StateSnapshot:
-        record = self._upgraded(self._existing(record, config, checkpoint_id))
+        record = self._existing(record, config, checkpoint_id)
+        if record is None:
+            return empty_snapshot(dict(config))
         live = checkpoint_id is None  # the newest state, with what a stopped step's tasks wrote
-        return snapshot_of(self.spec, record, live) if record else empty_snapshot(dict(config))
+        return snapshot_of(self.spec, self._upgraded(record), live)
 
     def _with_subgraphs(
         self, snap: StateSnapshot, load: Callable[[str], CheckpointRecord | None]
@@ -145,11 +164,10 @@ class StateAccess:
         for task in snap.tasks:
             node = self.spec.nodes.get(task.name)
             sub = node.subgraph if node is not None else None
-            record = (
-                load(saved_ns(sub.checkpointer, task_ns(ns, task.name, task.id)))
-                if sub is not None
-                else None
-            )
+            if sub is None:
+                tasks.append(task)
+                continue
+            record = load(saved_ns(sub.checkpointer, task_ns(ns, task.name, task.id)))
             if record is not None:
                 sub_snap = snapshot_of(sub.spec, record, live=True)
                 task = task._replace(state=sub._with_subgraphs(sub_snap, load))

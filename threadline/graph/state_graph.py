@@ -91,7 +91,7 @@ class StateGraph:
         retry_policy: RetryPolicy | None = None,
         destinations: Sequence[str] | None = None,
         input_schema: type | None = None,
-        cache_policy: CachePolicy | None = None,
+        cache_policy: CachePolicy[Any] | None = None,
         defer: bool = False,
         timeout: float | timedelta | None = None,
     ) -> StateGraph:
@@ -107,7 +107,9 @@ class StateGraph:
         in a thread of its own that cannot be stopped: its late result is dropped.
         """
         if action is None:
-            action, node = node, _name_of(node)  # type: ignore[assignment]
+            if isinstance(node, str):
+                raise GraphValidationError(f"node {node!r} has no action: add_node({node!r}, fn)")
+            action, node = node, _name_of(node)
         if not isinstance(node, str) or not node:
             raise GraphValidationError(f"node name must be a non-empty string, got {node!r}")
         self._check_name(node)

@@ -5,7 +5,7 @@ and a subgraph run's chunks handed to the caller streaming its parent."""
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator, Sequence
 from typing import Any
 
 from threadline.constants import INTERRUPT_KEY
@@ -18,7 +18,9 @@ STREAM_VERSIONS = ("v1", "v2")
 
 
 def stream_shape(
-    stream_mode: str | Sequence[str] | None, options: dict[str, Any], as_output: Callable
+    stream_mode: str | Sequence[str] | None,
+    options: dict[str, Any],
+    as_output: Callable[[Any], Any],
 ) -> tuple[frozenset[str], Callable[[Emit], Any]]:
     """The modes asked for, and how each chunk is shaped for the caller."""
     stream_mode = "updates" if stream_mode is None else stream_mode
@@ -35,7 +37,7 @@ def stream_shape(
 
 def take_version(options: dict[str, Any]) -> str:
     """The output format asked for (taken out of ``options``): LangGraph's v1 or v2."""
-    version = options.pop("version", "v1")
+    version: str = options.pop("version", "v1")
     if version not in STREAM_VERSIONS:
         raise ConfigError(f"version must be one of {STREAM_VERSIONS}, got {version!r}")
     return version
@@ -67,7 +69,7 @@ def _namespace(item: Emit) -> tuple[str, ...]:
 
 def forwarded(
     items: Iterator[Emit | Done], sink: Callable[[Emit], None], ns: str
-) -> Iterator[Emit | Done]:
+) -> Generator[Emit | Done]:
     """A subgraph run's chunks go to the streaming caller, tagged with the subgraph's namespace."""
     for item in items:
         if isinstance(item, Emit):
@@ -78,7 +80,7 @@ def forwarded(
 
 async def aforwarded(
     items: AsyncIterator[Emit | Done], sink: Callable[[Emit], None], ns: str
-) -> AsyncIterator[Emit | Done]:
+) -> AsyncGenerator[Emit | Done]:
     async for item in items:
         if isinstance(item, Emit):
             sink(Emit(item.mode, item.payload, ns))

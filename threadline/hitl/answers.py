@@ -19,13 +19,11 @@ from threadline.types import Interrupt
 def checked_answers(answers: dict[str, Any], pending: Iterable[Interrupt]) -> dict[str, Any]:
     """``answers`` (by interrupt id) with each answer to an interrupt with a schema checked
     and put in its stored form."""
-    asked = {i.id: i for i in pending if i.schema is not None}
+    asked = {i.id: (i.schema, i.value) for i in pending if i.schema is not None}
     return {
-        iid: answer if iid not in asked else checked_answer(
-            asked[iid].schema, asked[iid].value, answer, iid
-        )
+        iid: answer if iid not in asked else checked_answer(*asked[iid], answer, iid)
         for iid, answer in answers.items()
-    }  # fmt: skip
+    }
 
 
 def checked_answer(schema: dict[str, Any], question: Any, answer: Any, interrupt_id: str) -> Any:

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from threadline.hitl.review_answers import DECISION_TYPES, REVIEW_MARK
+from threadline.hitl.review_answers import DecisionType as DecisionType
 from threadline.hitl.validation import check_supported
 from threadline.runtime.context import interrupt
-
-DecisionType = Literal["accept", "edit", "respond", "reject"]
 
 
 @dataclass(frozen=True, slots=True)

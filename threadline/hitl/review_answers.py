@@ -16,11 +16,12 @@ Everything here is pure: the request (the interrupt's value) says what each acti
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Literal
 
 from threadline.hitl.validation import Problem, problems, raise_problems
 
-DECISION_TYPES = ("accept", "edit", "respond", "reject")
+DecisionType = Literal["accept", "edit", "respond", "reject"]
+DECISION_TYPES: tuple[DecisionType, ...] = ("accept", "edit", "respond", "reject")
 ALIASES = {"approve": "accept", "response": "respond", "ignore": "reject"}
 # Marks an interrupt's answer schema as a review's: its answer is read by ``review_answer``.
 REVIEW_MARK = "x-threadline-review"

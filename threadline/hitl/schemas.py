@@ -61,7 +61,13 @@ def answer_schema(schema: Any) -> AnswerSchema:
 
 @functools.lru_cache(maxsize=256)
 def _class_schema(cls: type) -> AnswerSchema:
-    pydantic = _pydantic(cls)
+    try:
+        import pydantic
+    except ImportError:
+        raise InvalidSchemaError(
+            f"interrupt(schema={cls.__qualname__}) needs pydantic to read the class "
+            "(pip install 'threadline[pydantic]'); or pass a JSON Schema dict"
+        ) from None
     if issubclass(cls, pydantic.BaseModel):
         json_schema = cls.model_json_schema()
         build: Callable[[Any], Any] = cls.model_validate
@@ -82,17 +88,6 @@ def _is_typeddict(cls: type) -> bool:
     import typing_extensions  # installed with pydantic, which reading a class needs anyway
 
     return typing_extensions.is_typeddict(cls)
-
-
-def _pydantic(cls: type) -> Any:
-    try:
-        import pydantic
-    except ImportError:
-        raise InvalidSchemaError(
-            f"interrupt(schema={cls.__qualname__}) needs pydantic to read the class "
-            "(pip install 'threadline[pydantic]'); or pass a JSON Schema dict"
-        ) from None
-    return pydantic
 
 
 def _pydantic_ready(tp: Any) -> Any:
@@ -120,11 +115,12 @@ def _rebuilt_typeddict(tp: Any) -> Any:
     import typing_extensions as te
 
     fields = {}
+    qualifiers: tuple[object, ...] = (te.Required, te.NotRequired)
     for name, hint in te.get_type_hints(tp, include_extras=True).items():
-        while typing.get_origin(hint) in (te.Required, te.NotRequired):
+        while typing.get_origin(hint) in qualifiers:
             hint = typing.get_args(hint)[0]
         wrap = te.Required if name in tp.__required_keys__ else te.NotRequired
         fields[name] = wrap[_pydantic_ready(hint)]
-    rebuilt = te.TypedDict(tp.__name__, fields)  # type: ignore[operator]
+    rebuilt = te.TypedDict(tp.__name__, fields)  # type: ignore[misc]  # a name known at run time
     rebuilt.__doc__ = tp.__doc__
     return rebuilt

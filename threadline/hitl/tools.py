@@ -40,7 +40,8 @@ class _Reviewed:
     def decide(self, args: dict[str, Any]) -> tuple[Decision, dict[str, Any]]:
         """Ask for review of a call with ``args``; the decision and the arguments to run with."""
         (decision,) = request_review([dataclasses.replace(self.template, args=args)])
-        return decision, decision.args if decision.type == "edit" else args
+        # only an edit has args: a dict (``Decision`` checks it)
+        return decision, decision.args if isinstance(decision.args, dict) else args
 
     def skipped(self, decision: Decision) -> Any:
         """The result of a call the reviewer answered or rejected: it does not run."""

@@ -16,6 +16,7 @@ not checked.
 from __future__ import annotations
 
 import math
+import operator
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -195,13 +196,13 @@ def _string(schema: dict[str, Any], value: str, path: str) -> Iterator[Problem]:
 
 def _number(schema: dict[str, Any], value: float, path: str) -> Iterator[Problem]:
     bounds = (
-        ("minimum", lambda v, b: v >= b, ">="),
-        ("maximum", lambda v, b: v <= b, "<="),
-        ("exclusiveMinimum", lambda v, b: v > b, ">"),
-        ("exclusiveMaximum", lambda v, b: v < b, "<"),
+        ("minimum", operator.ge, ">="),
+        ("maximum", operator.le, "<="),
+        ("exclusiveMinimum", operator.gt, ">"),
+        ("exclusiveMaximum", operator.lt, "<"),
     )
     for key, holds, sign in bounds:
-        bound = schema.get(key)
+        bound: Any = schema.get(key)  # any JSON value; a number is checked for next
         if _is_type(bound, "number") and not holds(value, bound):
             yield path, f"must be {sign} {bound}, got {value!r}"
 

@@ -21,8 +21,12 @@ try:
         message_chunk_to_message,
     )
 except ImportError:
-    from threadline.messages._convert import convert_to_messages, message_chunk_to_message
-    from threadline.messages._light import (
+    # The light classes mirror langchain-core's API; mypy checks callers against langchain-core's.
+    from threadline.messages._convert import (  # type: ignore[assignment]
+        convert_to_messages,
+        message_chunk_to_message,
+    )
+    from threadline.messages._light import (  # type: ignore[assignment]
         AIMessage,
         AIMessageChunk,
         AnyMessage,

@@ -8,6 +8,7 @@ Tool calls are parsed from the joined pieces' JSON, as far as it goes.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 # Keys whose values identify or date a piece: merging keeps one, never joins or adds them.
@@ -41,9 +42,9 @@ def merge_chunks(left: Any, *others: Any) -> dict[str, Any]:
     return fields
 
 
-def _best_id(ids: Any) -> str | None:
+def _best_id(ids: Iterable[str | None]) -> str | None:
     """A provider's id wins over the ids made up for a run (``lc_run-...``)."""
-    found = None
+    found: str | None = None
     for id_ in ids:
         if not id_:
             continue
@@ -69,12 +70,14 @@ def merge_content(first: Any, *contents: Any) -> Any:
     return merged
 
 
-def merge_dicts(left: dict[str, Any], *others: dict[str, Any], add_all: bool = False) -> dict:
+def merge_dicts(
+    left: dict[str, Any], *others: dict[str, Any], add_all: bool = False
+) -> dict[str, Any]:
     """Merge metadata dicts key by key; ``add_all`` sums every number (token counts)."""
     merged = dict(left)
     for right in others:
         for key, value in right.items():
-            mine = merged.get(key)
+            mine: Any = merged.get(key)  # any JSON value, or None
             if key not in merged or (mine is None and value is not None):
                 merged[key] = value
             elif value is None:
@@ -130,9 +133,12 @@ def _same_index(items: list[Any], item: Any) -> int | None:
     return None
 
 
-def tool_calls_of(chunks: list[dict[str, Any]]) -> tuple[list[dict], list[dict]]:
+def tool_calls_of(
+    chunks: list[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``(tool_calls, invalid_tool_calls)`` parsed from tool-call pieces' JSON arguments."""
-    calls, invalid = [], []
+    calls: list[dict[str, Any]] = []
+    invalid: list[dict[str, Any]] = []
     for chunk in chunks:
         text = chunk.get("args")
         args = parse_partial_json(text) if text else {}

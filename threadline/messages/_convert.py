@@ -53,7 +53,9 @@ def message_chunk_to_message(message: BaseMessage) -> BaseMessage:
         return message
     skip = {"type", "tool_call_chunks", "chunk_position"}
     fields = {k: v for k, v in vars(message).items() if k not in skip}
-    cls = AIMessage if isinstance(message, AIMessageChunk) else type(message).__mro__[1]
+    cls: type[BaseMessage] = (
+        AIMessage if isinstance(message, AIMessageChunk) else type(message).__mro__[1]
+    )
     return cls(**fields)
 
 

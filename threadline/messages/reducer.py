@@ -60,12 +60,12 @@ def _messages(value: Messages) -> list[Any]:
 
 def _merge(left: list[Any], right: list[Any]) -> list[Any]:
     remove = _backend.RemoveMessage
-    for at in range(len(right) - 1, -1, -1):
-        if isinstance(right[at], remove) and right[at].id == REMOVE_ALL_MESSAGES:
-            return right[at + 1 :]  # as LangGraph: what follows the last one, taken as is
+    for last in range(len(right) - 1, -1, -1):
+        if isinstance(right[last], remove) and right[last].id == REMOVE_ALL_MESSAGES:
+            return right[last + 1 :]  # as LangGraph: what follows the last one, taken as is
     merged = list(left)
     position = {m.id: i for i, m in enumerate(merged)}
-    removed: set[str] = set()
+    removed: set[str | None] = set()
     for message in right:
         at = position.get(message.id)
         if at is not None and isinstance(message, remove):

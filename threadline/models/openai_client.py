@@ -11,7 +11,7 @@ import functools
 import operator
 import os
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from threadline.errors import ModelResponseError
 from threadline.messages import AIMessage, AIMessageChunk, message_chunk_to_message
@@ -129,8 +129,10 @@ class OpenAIChatModel:
         async for event in transport.apost_events(self._endpoint, body):
             yield wire.chunk_from_event(event)
 
-    def _body(self, input: ModelInput, params: dict[str, Any], stream: bool = False) -> dict:
-        reserved = sorted(_RESERVED.intersection({**self.params, **params}))
+    def _body(
+        self, input: ModelInput, params: dict[str, Any], stream: bool = False
+    ) -> dict[str, Any]:
+        reserved = sorted(_RESERVED.intersection(self.params.keys() | params.keys()))
         if reserved:
             raise TypeError(
                 f"{reserved[0]!r} is set by the call itself: use stream()/astream() for a "
@@ -161,4 +163,5 @@ def _message(chunks: list[AIMessageChunk]) -> AIMessage:
     """The whole message a stream's chunks make."""
     if not chunks:
         raise ModelResponseError("the model's stream ended without sending anything")
-    return message_chunk_to_message(functools.reduce(operator.add, chunks))
+    joined = message_chunk_to_message(functools.reduce(operator.add, chunks))
+    return cast(AIMessage, joined)  # the message of AIMessageChunks is an AIMessage

@@ -8,7 +8,7 @@ threadline's own ``ScriptedChatModel`` and ``OpenAIChatModel``.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from threadline.messages import AIMessage, AIMessageChunk, BaseMessage, convert_to_messages
 
@@ -52,7 +52,7 @@ def as_chat_model(model: Any) -> ChatModel:
             f"without {', '.join(missing)}; use ScriptedChatModel, OpenAIChatModel or a "
             "langchain-core chat model"
         )
-    return model
+    return cast(ChatModel, model)  # it has every method the protocol names
 
 
 def to_messages(input: ModelInput) -> list[BaseMessage]:

@@ -14,7 +14,7 @@ import threading
 import uuid
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from threadline.errors import ScriptExhaustedError
 from threadline.messages import AIMessage, AIMessageChunk, BaseMessage
@@ -23,6 +23,9 @@ from threadline.models.report import token_writer
 from threadline.models.structured import StructuredChatModel
 from threadline.models.tools import tool_choice as choice_of
 from threadline.models.tools import tool_spec
+
+if TYPE_CHECKING:
+    from langchain_core.messages import ToolCallChunk
 
 Reply = str | AIMessage | dict[str, Any] | BaseException
 _WORDS = re.compile(r"\s*\S+\s*|\s+")
@@ -127,7 +130,7 @@ def chunks_of(message: AIMessage) -> Iterator[AIMessageChunk]:
     content = message.content
     pieces: list[Any] = _WORDS.findall(content) if isinstance(content, str) else [content]
     pieces = pieces or [""]
-    calls = [
+    calls: list[ToolCallChunk] = [
         {"name": c["name"], "args": json.dumps(c["args"]), "id": c["id"], "index": i}
         for i, c in enumerate(message.tool_calls)
     ]

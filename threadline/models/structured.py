@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from threadline.errors import ModelResponseError
+from threadline.graph.schema import is_pydantic_model
 from threadline.messages import AIMessage
 from threadline.models.protocol import ModelInput, text_of
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
 
@@ -32,7 +36,7 @@ def json_schema(schema: Any) -> dict[str, Any]:
         if schema.get("type") != "object" and "properties" not in schema:
             raise TypeError("a JSON Schema for structured output must describe an object")
         return schema
-    if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
+    if isinstance(schema, type) and is_pydantic_model(schema):
         return schema.model_json_schema()
     return _adapter(schema).json_schema()
 
@@ -67,7 +71,7 @@ def _checked_dict(value: Any, schema: dict[str, Any], name: str) -> dict[str, An
     return value
 
 
-def _adapter(schema: Any) -> Any:
+def _adapter(schema: Any) -> TypeAdapter[Any]:
     try:
         from pydantic import TypeAdapter
     except ImportError:

@@ -179,7 +179,7 @@ def _retry_after_status(endpoint: Endpoint, attempt: int, response: httpx.Respon
 
 def backoff(attempt: int) -> float:
     """Exponential backoff with jitter: about 0.5 s, 1 s, 2 s, ... up to 8 s."""
-    return min(MAX_BACKOFF, INITIAL_BACKOFF * 2**attempt) * (1 - 0.25 * random.random())
+    return min(MAX_BACKOFF, INITIAL_BACKOFF * 2.0**attempt) * (1 - 0.25 * random.random())
 
 
 def retry_after(headers: httpx.Headers) -> float | None:
@@ -232,8 +232,9 @@ def server_message(text: str) -> str:
         error = body.get("error", body)
         if isinstance(error, str):
             return error
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return error["message"]
+        message = error.get("message") if isinstance(error, dict) else None
+        if isinstance(message, str):
+            return message
     text = text.strip()
     return (text[:500] + "...") if len(text) > 500 else (text or "(empty body)")
 

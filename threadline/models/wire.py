@@ -9,13 +9,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol, cast
 
 from threadline.errors import ModelResponseError
-from threadline.messages import AIMessage, AIMessageChunk, BaseMessage
+from threadline.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
 from threadline.models.protocol import text_of
 
 _ROLES = {"system": "system", "human": "user", "ai": "assistant", "AIMessageChunk": "assistant"}
+
+
+class _ChatMessage(Protocol):
+    """langchain-core's ``ChatMessage`` (type ``chat``): a message that carries its own role."""
+
+    role: str
+    content: Any
 
 
 def wire_messages(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
@@ -24,17 +31,18 @@ def wire_messages(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
 
 def _wire_message(message: BaseMessage) -> dict[str, Any]:
     kind = message.type
-    if kind == "tool":
+    if isinstance(message, ToolMessage):
         return {"role": "tool", "tool_call_id": message.tool_call_id, "content": text_of(message)}
-    if kind == "chat":  # langchain-core's ChatMessage carries its own role
-        return {"role": message.role, "content": message.content}
+    if kind == "chat":
+        chat = cast(_ChatMessage, message)
+        return {"role": chat.role, "content": chat.content}
     role = _ROLES.get(kind)
     if role is None:
         raise ValueError(f"cannot send a {type(message).__name__} to a chat-completions server")
     wired: dict[str, Any] = {"role": role, "content": message.content}
     if message.name:
         wired["name"] = message.name
-    if role == "assistant":
+    if role == "assistant" and isinstance(message, AIMessage):
         wired["content"] = text_of(message)
         calls = [_wire_call(c["id"], c["name"], json.dumps(c["args"])) for c in message.tool_calls]
         calls += [_wire_call(c["id"], c["name"], c["args"]) for c in message.invalid_tool_calls]
@@ -109,10 +117,12 @@ def _first_choice(body: Any) -> dict[str, Any]:
 
 
 def _tool_calls(wired: list[Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    calls, invalid = [], []
+    calls: list[dict[str, Any]] = []
+    invalid: list[dict[str, Any]] = []
     for call in wired:
         function = call.get("function") or {}
         name, raw, call_id = function.get("name"), function.get("arguments") or "{}", call.get("id")
+        error: str | None
         try:
             args = json.loads(raw) if isinstance(raw, str) else raw
         except json.JSONDecodeError as exc:

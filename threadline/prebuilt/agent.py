@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal, NotRequired, TypedDict
 from threadline.constants import END
 from threadline.errors import NotSupportedError
 from threadline.graph.compiled import CompiledStateGraph
+from threadline.graph.schema import is_pydantic_model
 from threadline.graph.state_graph import StateGraph
 from threadline.managed import RemainingSteps
 from threadline.messages import AIMessage, AnyMessage, SystemMessage, ToolMessage, add_messages
@@ -259,7 +260,7 @@ class _AgentBuilder:
             return self.entry
         return self.finish
 
-    def _to_tools(self, state: Any, calls: Sequence[dict[str, Any]]) -> str | list[Send]:
+    def _to_tools(self, state: Any, calls: Sequence[Mapping[str, Any]]) -> str | list[Send]:
         if self.version == "v1":
             return "tools"
         context = state if self.injects_state else None
@@ -298,21 +299,20 @@ class _AgentBuilder:
 def model_input_schema(state_schema: type) -> type:
     """What the model node reads when a pre-model hook runs: the state plus the hook's
     ``llm_input_messages`` (the messages to send, leaving the state's as they are)."""
-    if hasattr(state_schema, "model_fields"):  # a pydantic state
+    if is_pydantic_model(state_schema):
         from pydantic import create_model
 
-        return create_model(  # type: ignore[no-any-return]
+        return create_model(
             "CallModelInputSchema",
             llm_input_messages=(list[AnyMessage] | None, None),
             __base__=state_schema,
         )
-    return TypedDict(  # type: ignore[operator]
-        "CallModelInputSchema",
-        {
-            **typing.get_type_hints(state_schema, include_extras=True),
-            "llm_input_messages": NotRequired[list[AnyMessage]],
-        },
-    )
+    fields = {
+        **typing.get_type_hints(state_schema, include_extras=True),
+        "llm_input_messages": NotRequired[list[AnyMessage]],
+    }
+    schema: type = TypedDict("CallModelInputSchema", fields)  # type: ignore[misc]  # run-time fields
+    return schema
 
 
 def _state_schema(schema: type | None, response_format: Any) -> type:

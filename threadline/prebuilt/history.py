@@ -10,7 +10,7 @@ finds the problems; ``repair_history`` fixes them, filling each unanswered call 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -100,7 +100,7 @@ def repair_history(
     return repaired
 
 
-def not_executed(call: dict[str, Any], reason: str, asked_in: str | None = None) -> ToolMessage:
+def not_executed(call: Mapping[str, Any], reason: str, asked_in: str | None = None) -> ToolMessage:
     """The result of a tool call that did not run. Its id derives from the call's and from the
     id of the assistant message ``asked_in``, so making it again (a node that runs again)
     replaces rather than duplicates it."""
@@ -134,7 +134,8 @@ class _Layout:
         self.problems: list[HistoryProblem] = []
         calls: list[tuple[int, str]] = []
         call_keys: set[tuple[int, str]] = set()
-        loose: list[int] = []  # results not answering a call of the message they follow
+        # (position, call id) of results not answering a call of the message they follow
+        loose: list[tuple[int, str]] = []
         owner: int | None = None
         for at, message in enumerate(messages):
             if not isinstance(message, ToolMessage):
@@ -143,15 +144,15 @@ class _Layout:
                 call_keys.update((at, call_id) for call_id in ids)
                 owner = at if ids else None
                 continue
-            key = (owner, message.tool_call_id)
-            if key in call_keys and key not in self.kept:
-                self.kept[key] = at  # type: ignore[index]
+            key = (owner, message.tool_call_id) if owner is not None else None
+            if key is not None and key in call_keys and key not in self.kept:
+                self.kept[key] = at
             else:
-                loose.append(at)
+                loose.append((at, message.tool_call_id))
         missing = [key for key in calls if key not in self.kept]
         called = {call_id for _, call_id in calls}
-        for at in loose:
-            self.problems.append(self._placed(messages[at].tool_call_id, at, missing, called))
+        for at, call_id in loose:
+            self.problems.append(self._placed(call_id, at, missing, called))
         self.problems.extend(HistoryProblem("missing_result", c, a) for a, c in missing)
         self.problems.sort(key=lambda p: p.index)
 
@@ -172,7 +173,7 @@ class _Layout:
         )
 
 
-def _calls(message: BaseMessage) -> list[dict[str, Any]]:
+def _calls(message: BaseMessage) -> list[Mapping[str, Any]]:
     return list(message.tool_calls) if isinstance(message, AIMessage) else []
 
 

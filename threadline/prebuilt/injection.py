@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import inspect
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -79,7 +79,7 @@ class Injections:
     def names(self) -> frozenset[str]:
         return frozenset(self.state) | {n for n in (self.store, self.runtime) if n}
 
-    def values(self, call: dict[str, Any], state: Any, store: Any) -> dict[str, Any]:
+    def values(self, call: Mapping[str, Any], state: Any, store: Any) -> dict[str, Any]:
         """The injected parameters' values for one tool call."""
         tool = call["name"]
         values: dict[str, Any] = {}
@@ -149,7 +149,7 @@ def _injections(hints: Iterable[tuple[str, Any]]) -> Injections:
     return Injections(state, store, runtime)
 
 
-def _tool_runtime(call: dict[str, Any], state: Any, store: Any) -> ToolRuntime[Any, Any]:
+def _tool_runtime(call: Mapping[str, Any], state: Any, store: Any) -> ToolRuntime[Any, Any]:
     from threadline.runtime.context import current_task
 
     ctx = current_task()

@@ -19,7 +19,7 @@ def state_value(state: Any, key: str, default: Any = None) -> Any:
     return state.get(key, default) if isinstance(state, dict) else getattr(state, key, default)
 
 
-def prompt_function(prompt: Any) -> Callable[[Any], Any]:
+def prompt_function(prompt: object) -> Callable[[Any], Any]:
     """The function from state to model input that ``prompt`` stands for: ``None`` (the
     messages), a str or ``SystemMessage`` (put first), a function of the state, or an object
     with ``invoke`` (a langchain-core prompt template)."""
@@ -32,8 +32,9 @@ def prompt_function(prompt: Any) -> Callable[[Any], Any]:
         return lambda state: [system, *state_value(state, "messages")]
     if inspect.iscoroutinefunction(prompt):
         raise NotSupportedError("an async prompt function is not supported; make it sync")
-    if callable(getattr(prompt, "invoke", None)):
-        return prompt.invoke
+    invoke: object = getattr(prompt, "invoke", None)
+    if callable(invoke):
+        return invoke
     if callable(prompt):
         return prompt
     raise ValueError(f"Got unexpected type for `prompt`: {type(prompt)}")

@@ -13,15 +13,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from threadline.errors import GraphValidationError
+from threadline.hitl.review_answers import DECISION_TYPES, DecisionType
 from threadline.messages import AIMessage, BaseMessage, ToolMessage
 
-DECISIONS = ("accept", "edit", "respond", "reject")
+Rules = Mapping[str, tuple[DecisionType, ...]]  # reviewed tool -> the decisions it allows
 
 
-def review_rules(review: Mapping[str, Any] | None, tool_names: Sequence[str]) -> dict[str, tuple]:
+def review_rules(
+    review: Mapping[str, Any] | None, tool_names: Sequence[str]
+) -> dict[str, tuple[DecisionType, ...]]:
     """``review`` checked: each reviewed tool exists and allows a non-empty set of decisions
     (``True`` allows them all, ``False`` none)."""
-    rules: dict[str, tuple[str, ...]] = {}
+    rules: dict[str, tuple[DecisionType, ...]] = {}
     for name, allowed in (review or {}).items():
         if name not in tool_names:
             raise GraphValidationError(
@@ -30,23 +33,23 @@ def review_rules(review: Mapping[str, Any] | None, tool_names: Sequence[str]) ->
             )
         if allowed is False:
             continue
-        chosen = DECISIONS if allowed is True else tuple(allowed)
-        unknown = [d for d in chosen if d not in DECISIONS]
+        chosen = DECISION_TYPES if allowed is True else tuple(allowed)
+        unknown = [d for d in chosen if d not in DECISION_TYPES]
         if unknown or not chosen or isinstance(allowed, str):
             raise GraphValidationError(
                 f"review[{name!r}] must be True or a list of decisions among "
-                f"{', '.join(DECISIONS)}; got {allowed!r}"
+                f"{', '.join(DECISION_TYPES)}; got {allowed!r}"
             )
         rules[name] = chosen
     return rules
 
 
-def needs_review(message: BaseMessage, rules: Mapping[str, tuple]) -> bool:
+def needs_review(message: BaseMessage, rules: Rules) -> bool:
     return any(call["name"] in rules for call in getattr(message, "tool_calls", ()))
 
 
 def make_review_node(
-    rules: Mapping[str, tuple], schemas: Mapping[str, Any], messages_key: str = "messages"
+    rules: Rules, schemas: Mapping[str, Any], messages_key: str = "messages"
 ) -> Any:
     """The node asking for decisions on the last assistant message's reviewed calls;
     ``schemas`` (tool name to JSON Schema of its arguments) checks edited arguments."""
@@ -72,7 +75,7 @@ def make_review_node(
 
 
 def apply_decisions(
-    message: AIMessage, reviewed: Sequence[dict[str, Any]], decisions: Sequence[Any]
+    message: AIMessage, reviewed: Sequence[Mapping[str, Any]], decisions: Sequence[Any]
 ) -> list[BaseMessage]:
     """The messages update the decisions make: the assistant message with edited arguments (if
     any were edited), then an answer for each responded or rejected call."""
@@ -90,7 +93,7 @@ def apply_decisions(
     return update
 
 
-def _answer(call: dict[str, Any], decision: Any, asked_in: str | None) -> ToolMessage:
+def _answer(call: Mapping[str, Any], decision: Any, asked_in: str | None) -> ToolMessage:
     """A responded or rejected call's result, in LangChain v1's words."""
     if decision.type == "respond":
         content, status = decision.message or "", "success"
@@ -114,7 +117,7 @@ def _answer(call: dict[str, Any], decision: Any, asked_in: str | None) -> ToolMe
     )
 
 
-def _description(call: dict[str, Any]) -> str:
+def _description(call: Mapping[str, Any]) -> str:
     return f"Tool execution requires approval\n\nTool: {call['name']}\nArgs: {call['args']}"
 
 

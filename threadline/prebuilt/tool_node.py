@@ -18,7 +18,7 @@ import inspect
 import json
 import types
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
@@ -138,7 +138,7 @@ class ToolNode:
         )
         return self._output(_raise_first(done), kind)
 
-    def _run_as_tasks(self, calls: list[dict[str, Any]], state: Any, store: Any) -> list[Any]:
+    def _run_as_tasks(self, calls: list[Mapping[str, Any]], state: Any, store: Any) -> list[Any]:
         """Each call as a ``@task`` call, all started at once: a saved result comes back at
         once, the others run concurrently and are saved as each finishes."""
         started = [
@@ -147,7 +147,7 @@ class ToolNode:
         ]
         done: list[Any] = []
         for item in started:
-            if isinstance(item, dict):  # an unknown tool: its error message, nothing runs
+            if isinstance(item, Mapping):  # an unknown tool: its error message, nothing runs
                 done.append(self._unknown(item))
                 continue
             try:
@@ -156,7 +156,7 @@ class ToolNode:
                 done.append(exc)
         return _raise_first(done)
 
-    def execute(self, call: dict[str, Any], state: Any, store: Any) -> ToolMessage:
+    def execute(self, call: Mapping[str, Any], state: Any, store: Any) -> ToolMessage:
         """One tool call's result message; the tool body runs here and nowhere else."""
         tool = self._tools.get(call["name"])
         if tool is None:
@@ -168,7 +168,7 @@ class ToolNode:
             return self._failed(call, exc)
         return self._message(call, output)
 
-    async def aexecute(self, call: dict[str, Any], state: Any, store: Any) -> ToolMessage:
+    async def aexecute(self, call: Mapping[str, Any], state: Any, store: Any) -> ToolMessage:
         tool = self._tools.get(call["name"])
         if tool is None:
             return self._unknown(call)
@@ -180,13 +180,13 @@ class ToolNode:
         return self._message(call, output)
 
     # ------------------------------------------------------------------ messages
-    def _unknown(self, call: dict[str, Any]) -> ToolMessage:
+    def _unknown(self, call: Mapping[str, Any]) -> ToolMessage:
         content = INVALID_TOOL_NAME_ERROR_TEMPLATE.format(
             requested_tool=call["name"], available_tools=", ".join(self._tools)
         )
         return ToolMessage(content, name=call["name"], tool_call_id=call["id"], status="error")
 
-    def _failed(self, call: dict[str, Any], exc: Exception) -> ToolMessage:
+    def _failed(self, call: Mapping[str, Any], exc: Exception) -> ToolMessage:
         flag = self.handle_tool_errors
         if not flag or not isinstance(exc, self._handled):
             raise exc
@@ -198,7 +198,7 @@ class ToolNode:
             content = TOOL_CALL_ERROR_TEMPLATE.format(error=repr(exc))
         return ToolMessage(content, name=call["name"], tool_call_id=call["id"], status="error")
 
-    def _message(self, call: dict[str, Any], output: Any) -> ToolMessage:
+    def _message(self, call: Mapping[str, Any], output: Any) -> ToolMessage:
         if isinstance(output, Command):
             raise NotSupportedError(
                 f"tool {call['name']!r} returned a Command; tools returning Command are not "
@@ -210,9 +210,10 @@ class ToolNode:
         return ToolMessage(content_of(output), name=call["name"], tool_call_id=call["id"])
 
     # ------------------------------------------------------------------ input and output
-    def _parse(self, input: Any) -> tuple[list[dict[str, Any]], InputKind, Any]:
+    def _parse(self, input: Any) -> tuple[list[Mapping[str, Any]], InputKind, Any]:
         """The calls to run, the input's kind, and the state tools may have injected."""
         key = self.messages_key
+        kind: InputKind
         if isinstance(input, list):
             if input and isinstance(input[-1], dict) and input[-1].get("type") == "tool_call":
                 return list(input), "tool_calls", {key: []}
@@ -228,7 +229,7 @@ class ToolNode:
         last = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
         if last is None:
             raise ValueError("No AIMessage found in input")
-        return list(last.tool_calls), kind, state  # type: ignore[return-value]
+        return list(last.tool_calls), kind, state
 
     def _output(self, messages: list[ToolMessage], kind: InputKind) -> Any:
         return messages if kind == "list" else {self.messages_key: messages}
@@ -322,6 +323,7 @@ def _raise_first(done: Sequence[Any]) -> list[Any]:
     errors = [item for item in failed if not isinstance(item, GraphInterrupt)]
     if errors:
         raise errors[0]
-    if failed:
-        raise GraphInterrupt(tuple(i for exc in failed for i in exc.interrupts))
+    asked = [item for item in failed if isinstance(item, GraphInterrupt)]
+    if asked:
+        raise GraphInterrupt(tuple(i for exc in asked for i in exc.interrupts))
     return list(done)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from collections.abc import Mapping
 from typing import Any
 
 from threadline.errors import ToolInvocationError
@@ -56,11 +57,11 @@ class FunctionTool:
         """The JSON Schema of the arguments the model gives; None without pydantic."""
         return self.for_model()["function"]["parameters"] if self._args is not None else None
 
-    def run(self, call: dict[str, Any], injected: dict[str, Any]) -> Any:
+    def run(self, call: Mapping[str, Any], injected: dict[str, Any]) -> Any:
         result = self.fn(**self._checked(call["args"]), **injected)
         return asyncio.run(result) if inspect.iscoroutine(result) else result
 
-    async def arun(self, call: dict[str, Any], injected: dict[str, Any]) -> Any:
+    async def arun(self, call: Mapping[str, Any], injected: dict[str, Any]) -> Any:
         result = self.fn(**self._checked(call["args"]), **injected)
         return await result if inspect.isawaitable(result) else result
 
@@ -99,7 +100,7 @@ class LangChainTool:
         raw = schema if isinstance(schema, dict) else schema.model_json_schema()
         return {k: v for k, v in raw.items() if k not in ("title", "description")}
 
-    def run(self, call: dict[str, Any], injected: dict[str, Any]) -> Any:
+    def run(self, call: Mapping[str, Any], injected: dict[str, Any]) -> Any:
         from pydantic import ValidationError
 
         try:
@@ -107,7 +108,7 @@ class LangChainTool:
         except ValidationError as exc:
             raise self._invocation_error(call, exc) from None
 
-    async def arun(self, call: dict[str, Any], injected: dict[str, Any]) -> Any:
+    async def arun(self, call: Mapping[str, Any], injected: dict[str, Any]) -> Any:
         from pydantic import ValidationError
 
         try:
@@ -115,10 +116,10 @@ class LangChainTool:
         except ValidationError as exc:
             raise self._invocation_error(call, exc) from None
 
-    def _payload(self, call: dict[str, Any], injected: dict[str, Any]) -> dict[str, Any]:
+    def _payload(self, call: Mapping[str, Any], injected: dict[str, Any]) -> dict[str, Any]:
         return {**call, "args": {**call["args"], **injected}, "type": "tool_call"}
 
-    def _invocation_error(self, call: dict[str, Any], exc: Any) -> ToolInvocationError:
+    def _invocation_error(self, call: Mapping[str, Any], exc: Any) -> ToolInvocationError:
         hidden = self.injections.names
         errors = [e for e in exc.errors() if e.get("loc") and e["loc"][0] not in hidden]
         return _invocation_error(self.name, call["args"], _errors_text(errors))

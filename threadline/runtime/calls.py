@@ -15,14 +15,14 @@ import concurrent.futures
 import hashlib
 import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from threadline.checkpoint.base import TaskWrite
 
 if TYPE_CHECKING:
     from threadline.runtime.context import TaskContext
 
-TASK_WRITE = "task"
+TASK_WRITE: Final[Literal["task"]] = "task"
 
 
 def call_id(caller_ns: str, index: int) -> str:

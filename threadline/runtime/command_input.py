@@ -11,8 +11,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from typing import Any
 
-from threadline.checkpoint.base import Checkpoint, CheckpointRecord, PlannedTask, TaskWrite
+from threadline.checkpoint.base import (
+    Checkpoint,
+    CheckpointRecord,
+    PlannedTask,
+    TaskWrite,
+    WriteKind,
+)
 from threadline.checkpoint.ids import new_checkpoint_id
 from threadline.constants import END
 from threadline.errors import InvalidResumeError, InvalidUpdateError
@@ -22,11 +29,11 @@ from threadline.runtime.writes import apply_writes, updates_of
 from threadline.types import Command, Send
 
 INPUT_TASK = "__input__"
-_KEY = (INPUT_TASK, "result")
+_KEY: tuple[str, WriteKind] = (INPUT_TASK, "result")
 _WRITER = "Command(update=...)"
 
 
-def check(command: Command) -> None:
+def check(command: Command[Any]) -> None:
     """Refuse what a Command given to ``invoke`` cannot mean, before anything is loaded."""
     if command.graph is not None:
         raise InvalidUpdateError(
@@ -40,7 +47,7 @@ def check(command: Command) -> None:
 
 
 def write(
-    spec: GraphSpec, command: Command, writes: Mapping[tuple[str, str], TaskWrite]
+    spec: GraphSpec, command: Command[Any], writes: Mapping[tuple[str, WriteKind], TaskWrite]
 ) -> TaskWrite | None:
     """The pending write that keeps ``command``'s update and goto, after any kept before."""
     updates = updates_of(spec.schema, _WRITER, command.update)
@@ -67,7 +74,7 @@ def as_resumed(spec: GraphSpec, record: CheckpointRecord) -> Checkpoint:
 
 
 def applied(
-    spec: GraphSpec, cp: Checkpoint, writes: Mapping[tuple[str, str], TaskWrite]
+    spec: GraphSpec, cp: Checkpoint, writes: Mapping[tuple[str, WriteKind], TaskWrite]
 ) -> Checkpoint:
     """``cp`` as the step that starts from it sees it: a kept Command's update and goto applied.
 

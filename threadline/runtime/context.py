@@ -40,6 +40,9 @@ class TaskContext:
         "task_calls",
         "traced",
     )
+    _runtime: Runtime[Any] | None
+    attempt: int
+    first_attempt_time: float | None
 
     def __init__(self, task: Task, env: StepEnv) -> None:
         self.task = task
@@ -48,19 +51,54 @@ class TaskContext:
         self.subgraph_calls = 0
         self.task_calls = 0  # ``@task`` calls made so far: the next call's index
 
-    task_id = property(lambda self: self.task.id)
-    name = property(lambda self: self.task.name)
-    ns = property(lambda self: self.task.ns)
-    answers = property(lambda self: self.task.answers)
-    config = property(lambda self: self.env.config)
-    saver = property(lambda self: self.env.saver)
-    store = property(lambda self: self.env.store)
-    writer = property(lambda self: self.env.writer)
-    durability = property(lambda self: self.env.durability)
-    spare = property(lambda self: self.env.spare)
+    @property
+    def task_id(self) -> str:
+        return self.task.id
+
+    @property
+    def name(self) -> str:
+        return self.task.name
+
+    @property
+    def ns(self) -> str:
+        return self.task.ns
+
+    @property
+    def answers(self) -> dict[str, Any]:
+        return self.task.answers
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self.env.config
+
+    @property
+    def saver(self) -> Any:
+        return self.env.saver
+
+    @property
+    def store(self) -> Any:
+        return self.env.store
+
+    @property
+    def writer(self) -> Callable[[Any], None]:
+        return self.env.writer
+
+    @property
+    def durability(self) -> str:
+        return self.env.durability
+
+    @property
+    def spare(self) -> SpareAnswer | None:
+        return self.env.spare
+
     # stream(subgraphs=True): where a graph this task runs sends its chunks, and which modes
-    sink = property(lambda self: self.env.sink)
-    modes = property(lambda self: self.env.modes)
+    @property
+    def sink(self) -> Callable[[Any], None] | None:
+        return self.env.sink
+
+    @property
+    def modes(self) -> frozenset[str]:
+        return self.env.modes
 
     @property
     def runtime(self) -> Runtime[Any]:
@@ -72,7 +110,7 @@ class TaskContext:
             attempt = getattr(self, "attempt", 1)
             runtime = runtime_of(self, attempt, getattr(self, "first_attempt_time", None))
             self._runtime = runtime
-            if attempt == 1:
+            if attempt == 1 and runtime.execution_info is not None:
                 self.first_attempt_time = runtime.execution_info.node_first_attempt_time
         return runtime
 

@@ -80,7 +80,9 @@ class Migrations:
         upgraded = dataclasses.replace(cp, values=values, versions=dict.fromkeys(values, fresh))
         return dataclasses.replace(record, checkpoint=upgraded, pending_writes=writes)
 
-    def _upcast(self, record: CheckpointRecord, values: Mapping[str, Any], stored: int) -> dict:
+    def _upcast(
+        self, record: CheckpointRecord, values: Mapping[str, Any], stored: int
+    ) -> dict[str, Any]:
         """``values`` through each upcaster from ``stored`` on (a deep copy: the stored values
         must stay as they are, since unchanged ones are compared with them)."""
         current = copy.deepcopy(dict(values))

@@ -95,7 +95,9 @@ def _arrivals(
     return {key: tuple(sorted(v)) for key, v in waiting.items()}
 
 
-def _hold_deferred(deferred: frozenset[str], pulls: set[str], waiting: dict) -> None:
+def _hold_deferred(
+    deferred: frozenset[str], pulls: set[str], waiting: dict[str, tuple[str, ...]]
+) -> None:
     """Deferred nodes wait (in ``waiting``, kept in the checkpoint) while other nodes are
     triggered; once none is, every waiting one runs in the next step.
 

@@ -259,7 +259,7 @@ def message_classes() -> tuple[type, ...]:
     else:
         kinds.append(BaseMessage)
     try:
-        from threadline.messages import BaseMessage as OwnMessage  # type: ignore[import-not-found]
+        from threadline.messages import BaseMessage as OwnMessage
     except ImportError:
         pass
     else:
@@ -283,7 +283,8 @@ def _handler_class() -> type | None:
         Streaming = object  # type: ignore[assignment,misc]
     register_configure_hook(_HOOK, True)
 
-    class MessagesHandler(BaseCallbackHandler, Streaming):  # type: ignore[misc,valid-type]
+    # a base chosen at run time (private in langchain-core): mypy sees langchain-core's
+    class MessagesHandler(BaseCallbackHandler, Streaming):  # type: ignore[type-arg]
         run_inline = True  # keep the order of tokens: call it where the model runs
 
         def __init__(self, stream: MessageStream) -> None:
@@ -301,7 +302,7 @@ def _handler_class() -> type | None:
             self.stream.model_started(run_id, kwargs.get("tags"), kwargs.get("metadata"))
 
         def on_llm_new_token(
-            self, token: str, *, chunk: Any = None, run_id: Any, **kwargs: Any
+            self, token: Any, *, chunk: Any = None, run_id: Any, **kwargs: Any
         ) -> None:
             if isinstance(chunk, ChatGenerationChunk):
                 self.stream.model_token(run_id, chunk.message)

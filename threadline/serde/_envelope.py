@@ -15,10 +15,14 @@ import os
 import threading
 from collections.abc import Mapping
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from threadline.errors import SerializationError
 from threadline.serde import _format as fmt
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    from zstandard import ZstdCompressor, ZstdDecompressor
 
 COMPRESSION_EXTRA = "pip install 'threadline[compression]'"
 ENCRYPTION_EXTRA = "pip install 'threadline[encryption]'"
@@ -40,7 +44,7 @@ def import_zstd() -> ModuleType:
     return zstandard
 
 
-def import_aesgcm() -> Any:
+def import_aesgcm() -> type[AESGCM]:
     try:
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
     except ImportError as exc:
@@ -101,8 +105,8 @@ class Envelope:
                 "decryption_keys for older keys)"
             )
         self.key_id = key_id if encryption_key is not None else None
-        self._ciphers: dict[str, Any] = {}
-        self._aesgcm: Any = None
+        self._ciphers: dict[str, AESGCM] = {}
+        self._aesgcm: AESGCM | None = None
         self._key_header = b""
         if keys:
             aesgcm = import_aesgcm()
@@ -146,16 +150,17 @@ class Envelope:
         header = _extended(flags) + size_field + self._key_header + nonce
         return header + self._aesgcm.encrypt(nonce, payload, header)
 
-    def _compressor(self) -> Any:
+    def _compressor(self) -> ZstdCompressor:
+        cctx: ZstdCompressor
         try:
-            return self._compress_local.cctx
+            cctx = self._compress_local.cctx
         except AttributeError:
             assert self._zstd is not None
             cctx = self._zstd.ZstdCompressor(
                 level=self.compression_level, write_checksum=True, write_content_size=True
             )
             self._compress_local.cctx = cctx
-            return cctx
+        return cctx
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -231,6 +236,8 @@ def _extended(flags: int) -> bytes:
 
 def _decompress(frame: bytes | memoryview, size: int) -> bytes:
     """Exactly ``size`` bytes from one zstd frame, never allocating more than ``size``."""
+    zstd: ModuleType
+    dctx: ZstdDecompressor
     try:
         zstd, dctx = _local.zstd
     except AttributeError:
@@ -323,13 +330,13 @@ def _key(key: Any, what: str) -> bytes:
             f"{what} must be {fmt.KEY_SIZE} raw bytes (e.g. os.urandom({fmt.KEY_SIZE})), got "
             f"{type(key).__name__}; decode a hex or base64 key first"
         )
-    key = bytes(key)
-    if len(key) != fmt.KEY_SIZE:
+    raw = bytes(key)
+    if len(raw) != fmt.KEY_SIZE:
         raise ValueError(
-            f"{what} must be {fmt.KEY_SIZE} bytes (AES-256), got {len(key)} bytes; generate one "
+            f"{what} must be {fmt.KEY_SIZE} bytes (AES-256), got {len(raw)} bytes; generate one "
             f"with os.urandom({fmt.KEY_SIZE})"
         )
-    return key
+    return raw
 
 
 def _key_id(key_id: Any, what: str) -> str:

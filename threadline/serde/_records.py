@@ -16,8 +16,6 @@ import sys
 from enum import Enum
 from typing import Any
 
-_MISSING: Any = object()
-
 
 class Record:
     """A registered class stored as ``[name, {field: value}, *extras]``."""
@@ -100,10 +98,11 @@ _cache: dict[type, Record | EnumKind | None] = {}
 
 def describe(cls: type) -> Record | EnumKind | None:
     """How to store ``cls``; ``None`` if it is of no kind the codec can store."""
-    found = _cache.get(cls, _MISSING)
-    if found is _MISSING:
+    try:
+        return _cache[cls]
+    except KeyError:
         found = _cache[cls] = _describe(cls)
-    return found
+        return found
 
 
 def _describe(cls: type) -> Record | EnumKind | None:

@@ -37,9 +37,10 @@ def _tz_encode(value: datetime | time) -> Any:
     if tz is None:
         return None
     if type(tz) is timezone:
-        args = tz.__getinitargs__()  # (offset,) or (offset, name): keeps a name given explicitly
-        offset = _micros(args[0])
-        return offset if len(args) == 1 else [offset, args[1]]
+        # (offset,) or (offset, name): keeps a name given explicitly; typeshed lacks the method
+        args = tz.__getinitargs__()  # type: ignore[attr-defined]
+        micros = _micros(args[0])
+        return micros if len(args) == 1 else [micros, args[1]]
     if type(tz) is ZoneInfo and tz.key is not None:
         return tz.key
     offset = value.utcoffset()

@@ -224,6 +224,7 @@ class Serializer:
             plain = data[0] == fmt.FORMAT_VERSION and data[1] == 0 and self._reads_plain
         except (IndexError, KeyError, TypeError):
             plain = False
+        body: bytes | bytearray | memoryview
         if not plain:
             body = self._open(data)
         elif len(data) <= _COPY_LIMIT:
@@ -297,7 +298,7 @@ def _bad_header(data: Any) -> NoReturn:
 
 
 def _decoding_error(exc: Exception) -> SerializationError:
-    error = getattr(_failure, "error", None)
+    error: SerializationError | None = getattr(_failure, "error", None)
     if error is None:
         return SerializationError(f"cannot deserialize: the data is truncated or corrupted ({exc})")
     _failure.error = None

@@ -101,7 +101,7 @@ def class_for(name: str) -> type | None:
     from threadline.messages import _backend
 
     if _backend.USES_LANGCHAIN:
-        cls = getattr(sys.modules[_LANGCHAIN], short)
+        cls: type = getattr(sys.modules[_LANGCHAIN], short)
         set_kind(cls, LangchainMessage(cls))
         return cls
     from threadline.messages._light import CLASSES

@@ -170,7 +170,7 @@ class PostgresStore(BaseStore):
 
         Idempotent and safe to run concurrently; the store calls it before its first operation.
         """
-        statements: list[sql.Composable] = []
+        statements: list[sql.Composed] = []
         if self.schema:
             statements.append(
                 sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))
@@ -392,7 +392,7 @@ class PostgresStore(BaseStore):
         for i, condition in enumerate(conditions):
             where.append(condition_sql(condition, i, params))
         if query is None:
-            statement = sql.SQL(
+            template = sql.SQL(
                 f"""
                 SELECT {COLUMNS}, NULL FROM {{table}} WHERE {{where}}
                  ORDER BY updated_at DESC, prefix, key LIMIT %(limit)s OFFSET %(offset)s
@@ -400,7 +400,7 @@ class PostgresStore(BaseStore):
             )
         else:
             params.update(q=query, q_norm=norm(query))
-            statement = sql.SQL(
+            template = sql.SQL(
                 f"""
                 SELECT * FROM (
                     SELECT {COLUMNS}, {SCORE} AS score FROM {{table}} AS t WHERE {{where}}
@@ -410,7 +410,7 @@ class PostgresStore(BaseStore):
                  LIMIT %(limit)s OFFSET %(offset)s
                 """
             )
-        statement = statement.format(
+        statement = template.format(
             table=self._table, vectors=self._vectors, where=sql.SQL(" AND ").join(where)
         )
         rows = self._execute(statement, params)

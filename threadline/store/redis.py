@@ -45,7 +45,7 @@ import math
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import redis
 
@@ -341,7 +341,8 @@ class RedisStore(BaseStore):
         found: list[SearchItem] = []
         seen: set[bytes] = set()  # a concurrent update can move an item into a later chunk
         while len(found) < limit:
-            members: list[bytes] = client.zrange(index, start, start + chunk - 1)
+            # replies are bytes: the client has decode_responses=False (checked in __init__)
+            members = cast("list[bytes]", client.zrange(index, start, start + chunk - 1))
             if not members:
                 break
             start += len(members)
@@ -397,9 +398,10 @@ class RedisStore(BaseStore):
         if prefix:
             text = ".".join(prefix).encode("utf-8")
             # From the prefix itself up to (not including) text + "/", the byte after ".".
-            texts = client.zrangebylex(self._p + b"ns", b"[" + text, b"(" + text + b"/")
+            low, high = b"[" + text, b"(" + text + b"/"
         else:
-            texts = client.zrangebylex(self._p + b"ns", b"-", b"+")
+            low, high = b"-", b"+"
+        texts = cast("list[bytes]", client.zrangebylex(self._p + b"ns", low, high))
         names = {
             namespace[:max_depth]
             for namespace in _split_all(texts)
@@ -417,8 +419,9 @@ class RedisStore(BaseStore):
         """Drop the items ``P exp`` lists as expired by ``now_us``, with their index entries."""
         dropped = 0
         while True:
-            members: list[bytes] = client.zrangebyscore(
-                self._p + b"exp", "-inf", now_us, start=0, num=_PURGE_BATCH
+            members = cast(
+                "list[bytes]",  # decode_responses=False
+                client.zrangebyscore(self._p + b"exp", "-inf", now_us, start=0, num=_PURGE_BATCH),
             )
             if not members:
                 return dropped
@@ -430,7 +433,7 @@ class RedisStore(BaseStore):
                         args=[member, ".".join(namespace), now_us],
                         client=pipe,
                     )
-                results = pipe.execute()
+                results: list[int] = pipe.execute()
             dropped += sum(results)
             if len(members) < _PURGE_BATCH or not any(results):
                 return dropped

@@ -162,7 +162,8 @@ def cosine(
     """Cosine similarity with the norms precomputed; ``0.0`` when either norm is zero."""
     if not query_norm or not vector_norm:
         return 0.0
-    return sum(map(operator.mul, query, vector)) / (query_norm * vector_norm)
+    dot: float = sum(map(operator.mul, query, vector))
+    return dot / (query_norm * vector_norm)
 
 
 def pack_vector(vector: Sequence[float]) -> bytes:

@@ -254,7 +254,7 @@ class SqliteStore(BaseStore):
                         "expires": expires,
                     },
                 )
-        return _item(tuple(fields))  # type: ignore[arg-type]
+        return _item(tuple(fields))
 
     def _search(
         self,
@@ -398,7 +398,7 @@ def _filtered(
 
 def _result(row: tuple[Any, ...], value: dict[str, Any] | None = None) -> SearchItem:
     """A search row: the item's columns, then its score (``NULL`` without a query)."""
-    return as_search_item(_item(row[:6], value), row[6])  # type: ignore[arg-type]
+    return as_search_item(_item(row[:6], value), row[6])
 
 
 def _item(row: _Row, value: dict[str, Any] | None = None) -> Item:

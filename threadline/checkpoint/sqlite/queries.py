@@ -25,9 +25,9 @@ def names_json(names: tuple[str, ...]) -> str:
     return json.dumps(list(names))
 
 
-def meta_row(r: Sequence[Any]) -> BlobRow:
-    """A blob row from the ``BLOB_META`` columns: everything but the data."""
-    return BlobRow(r[0], r[1], r[2], r[3], r[4], r[5], b"", r[6])
+def meta_row(r: Sequence[Any], data: bytes = b"") -> BlobRow:
+    """A blob row from the ``BLOB_META`` columns, with ``data`` if it was read too."""
+    return BlobRow(r[0], r[1], r[2], r[3], r[4], r[5], data, r[6])
 
 
 _META_COLUMNS = "b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes, b.items"
@@ -132,7 +132,7 @@ def _rows(
             if crcs is None:
                 found[(r[0], r[1])] = meta_row(r)
             else:
-                found[(r[0], r[1])] = BlobRow(*r[:6], r[7] or b"", r[6])
+                found[(r[0], r[1])] = meta_row(r, r[7] or b"")
                 crcs[(r[0], r[1])] = r[8]
     return found
 
