@@ -176,7 +176,7 @@ class RunTrace:
     __slots__ = ("_base", "_data", "_due", "_entries", "_lock")
 
     def __init__(self) -> None:
-        self._entries: list[tuple[Any, ...]] = [("", 0)]  # step marks and entries, a mark first
+        self._entries: list[tuple[Any, ...]] = []  # step marks, each before its step's entries
         self._data: list[Any] = []  # the values of entries that carry one
         self._lock = threading.Lock()  # adds an entry and its value together
         self._base = _clock()  # the time entries' starts count from
@@ -200,18 +200,19 @@ class RunTrace:
         with self._lock:
             entries, data, base = self._entries, self._data, self._base
             end = len(entries)
-            while len(entries[end - 1]) == 2:  # marks of steps that made no entry (yet)
+            while end and len(entries[end - 1]) == 2:  # marks of steps that made no entry (yet)
                 end -= 1
-                if not end:
-                    return ()
+            if not end:
+                return ()
             mark = end - 1
-            while len(entries[mark]) != 2:  # the mark of the last entries (a mark comes first)
+            while mark >= 0 and len(entries[mark]) != 2:  # the mark of the last entries
                 mark -= 1
-            current = entries[-1] if end < len(entries) else entries[mark]
-            self._entries, self._data, self._base = [current], [], _clock()
+            current = entries[end:] or entries[mark : mark + 1]  # the step the next entries are of
+            self._entries, self._data, self._base = current[-1:], [], _clock()
         self._due = time.monotonic() + SAVE_EVERY
         del entries[end:]
-        entries[mark] = _relative(entries[mark], carrier)
+        if mark >= 0:
+            entries[mark] = _relative(entries[mark], carrier)
         rows = ormsgpack.packb([BATCH_VERSION, base + time.time_ns() - _clock(), *entries])
         batch = [rows, data] if data else rows
         return (TaskWrite(new_checkpoint_id(), TRACE_TASK, TRACE_WRITE, batch),)
