@@ -71,7 +71,7 @@ def _since(since: str | datetime | None) -> tuple[str, str] | None:
 def _entries(
     records: Iterable[CheckpointRecord], after: tuple[str, str] | None
 ) -> list[TraceEntry]:
-    entries = [e for r in records for e in trace_entries(r.pending_writes)]
+    entries = [e for r in records for e in trace_entries(r)]
     if after is not None:
         field, value = after
         if field == "id":

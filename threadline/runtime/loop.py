@@ -390,7 +390,7 @@ class RunLoop:
         if self.saver is None:
             return
         cp = self._cp()
-        traced = self.s.trace.take(stopping) if self.s.trace is not None else ()
+        traced = self.s.trace.take(cp, stopping) if self.s.trace is not None else ()
         if self.dirty:
             record = CheckpointRecord(
                 self.s.thread_id or "",

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import ormsgpack
 
 from threadline import serde
-from threadline.checkpoint.base import Checkpoint, TaskWrite
+from threadline.checkpoint.base import Checkpoint, CheckpointRecord, TaskWrite, WriteKind
 from threadline.checkpoint.ids import new_checkpoint_id
 from threadline.clock import iso_at
 from threadline.errors import GraphInterrupt, SerializationError
@@ -37,11 +37,11 @@ if TYPE_CHECKING:
     from threadline.runtime.context import TaskContext
     from threadline.runtime.task import Outcome
 
-TRACE_WRITE = "trace"
-TRACE_TASK = "__trace__"  # the task name of the write that carries a batch of entries
+TRACE_WRITE: WriteKind = "trace"
+TRACE_TASK = ""  # the task name of the write that carries a batch (its kind says it all)
 SAVE_EVERY = 1.0  # seconds a run may hold entries before the next checkpoint carries them
-MAX_HELD = 1_000  # entries a run may hold before the next checkpoint carries them
-_clock = time.perf_counter_ns  # what entry times are read with (``offset_ns`` makes them UTC)
+MAX_HELD = 1_000  # entries (and step marks) a run may hold before a checkpoint carries them
+_clock = time.perf_counter_ns  # what entry times are read with (a batch's ``t0`` makes them UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,29 +76,20 @@ class TraceEntry:
     data: Any = None
 
 
-# An entry as a run holds it and a batch stores it: a row of these plain values (``data`` is
-# the index of the entry's value in the batch's ``data`` list, which the saver's serializer
-# encodes; the rows are plain msgpack, see ``RunTrace.take``).
-ROW = (
-    "started_ns",
-    "kind",
-    "name",
-    "checkpoint_id",
-    "step",
-    "task_id",
-    "attempt",
-    "ended_ns",
-    "status",
-    "error_type",
-    "error_message",
-    "interrupt_id",
-    "recorded_by",
-    "data",
-)
-_SHOWN = frozenset(ROW) - {"started_ns", "ended_ns", "data"}
-# A batch names its row layout by this number, not by ROW's field names: it is stored with every
-# run, and the names cost more than the rows of a short run.
+# A batch, as a run holds it and a write stores it: plain values, packed as one msgpack array
+# ``[BATCH_VERSION, t0, *items]`` (see ``RunTrace.take``). ``t0`` is the batch's time base in
+# ns since the epoch; the items are step marks, each followed by the entries made in that step:
+#   mark     (checkpoint, step): the step's checkpoint as 0 (the checkpoint carrying the batch)
+#            or 1 (its parent), its step then counted from the carrier's; else its id and step
+#   attempt  (start, kind, name, task_id, attempt, duration[, status[, error_type,
+#            error_message]]) for kinds ``node`` and ``task``; no status: ``ok``
+#   note     (start, kind, name, task_id, interrupt_id, recorded_by, data) for the other kinds
+# ``start`` is in ns after ``t0``, ``duration`` in ns, ``data`` the index of the entry's value in
+# the write's value list (encoded by the saver's serializer). Every byte here is stored with
+# every run, so nothing repeats: a step's checkpoint and number are said once, not per entry,
+# and mostly as one byte.
 BATCH_VERSION = 1
+_ATTEMPTS = frozenset({"node", "task"})
 
 
 def without_trace(writes: Iterable[TaskWrite]) -> dict[tuple[str, str], TaskWrite]:
@@ -106,83 +97,125 @@ def without_trace(writes: Iterable[TaskWrite]) -> dict[tuple[str, str], TaskWrit
     return {(w.task_id, w.kind): w for w in writes if w.kind != TRACE_WRITE}
 
 
-def trace_entries(writes: Iterable[TaskWrite]) -> list[TraceEntry]:
+def trace_entries(record: CheckpointRecord) -> list[TraceEntry]:
     """The trace entries among a checkpoint's pending writes."""
-    return [e for w in writes if w.kind == TRACE_WRITE for e in _batch_entries(w)]
+    carrier = record.checkpoint
+    return [e for w in record.pending_writes if w.kind == TRACE_WRITE for e in _batch(w, carrier)]
 
 
-def _batch_entries(write: TaskWrite) -> list[TraceEntry]:
+def _batch(write: TaskWrite, carrier: Checkpoint) -> list[TraceEntry]:
     """A saved batch, in the order its entries started: an entry's id is the batch's id and
     its place in that order, so ids sort as entries happened."""
-    batch = write.value
-    if batch.get("v") != BATCH_VERSION:
+    value = write.value
+    rows, data = (value, ()) if type(value) is bytes else value
+    stored = ormsgpack.unpackb(rows)
+    if type(stored) is not list or not stored or stored[0] != BATCH_VERSION:
+        version = stored[0] if type(stored) is list and stored else None
         raise SerializationError(
-            f"trace batch {write.task_id} has format {batch.get('v')!r}, which this threadline "
+            f"trace batch {write.task_id} has format {version!r}, which this threadline "
             f"does not read (it reads {BATCH_VERSION}); upgrade threadline to read this trace"
         )
-    offset, data = batch["offset_ns"], batch["data"] or ()
-    rows = [dict(zip(ROW, values, strict=True)) for values in ormsgpack.unpackb(batch["rows"])]
-    rows.sort(key=lambda row: row["started_ns"])
-    entries = []
-    for index, row in enumerate(rows):
-        started, ended, value = row["started_ns"], row["ended_ns"], row["data"]
-        entries.append(
-            TraceEntry(
-                id=f"{write.task_id}.{index:08x}",
-                at=iso_at((started + offset) // 1000),
-                duration=None if ended is None else (ended - started) / 1e9,
-                data=None if value is None else data[value],
-                **{k: v for k, v in row.items() if k in _SHOWN},
-            )
-        )
-    return entries
+    made = []  # (entry, checkpoint id, step)
+    checkpoint_id, step = "", 0
+    for item in stored[2:]:
+        if len(item) == 2:
+            checkpoint_id, step = item
+            if type(checkpoint_id) is int:  # the carrier or its parent
+                step += carrier.step
+                checkpoint_id = (carrier.id, carrier.parent_id or "")[checkpoint_id]
+        else:
+            made.append((item, checkpoint_id, step))
+    made.sort(key=lambda m: m[0][0])
+    return [
+        _entry(f"{write.task_id}.{index:08x}", row, checkpoint_id, step, stored[1], data)
+        for index, (row, checkpoint_id, step) in enumerate(made)
+    ]
+
+
+def _entry(
+    entry_id: str, row: list[Any], checkpoint_id: str, step: int, t0: int, data: Any
+) -> TraceEntry:
+    start, kind, name, task_id = row[:4]
+    at = iso_at((t0 + start) // 1000)
+    if kind in _ATTEMPTS:
+        attempt, duration = row[4:6]
+        status = row[6] if len(row) > 6 else "ok"
+        error_type, error_message = row[7:] or (None, None)
+        return TraceEntry(
+            entry_id, kind, name, at, checkpoint_id, step, task_id, attempt, duration / 1e9,
+            status, error_type, error_message,
+        )  # fmt: skip
+    interrupt_id, recorded_by, index = row[4:]
+    return TraceEntry(
+        entry_id, kind, name, at, checkpoint_id, step, task_id,
+        interrupt_id=interrupt_id,
+        recorded_by=recorded_by,
+        data=None if index is None else data[index],
+    )  # fmt: skip
+
+
+def _relative(mark: tuple[Any, ...], carrier: Checkpoint) -> tuple[Any, ...]:
+    """A step mark as the batch stores it: the carrier's id or its parent's as 0 or 1, with the
+    step counted from the carrier's (``_batch`` reads it back)."""
+    checkpoint_id, step = mark
+    if checkpoint_id == carrier.id:
+        return 0, step - carrier.step
+    if checkpoint_id == carrier.parent_id:
+        return 1, step - carrier.step
+    return mark
 
 
 class RunTrace:
     """The entries a run made that are not saved yet; tasks of a step add them from any thread.
 
-    ``at`` moves it to the step that starts from a checkpoint; ``take`` hands the saver the
-    entries as one write. An entry is a tuple of plain values in ``ROW`` order, made with the
-    least work (each quick step makes one), its times from ``perf_counter_ns``.
+    ``at`` marks where a step's entries start; ``take`` hands the saver the entries as one
+    write. An entry is a tuple of plain values (see ``BATCH_VERSION``), made with the least
+    work (each quick step makes one), its times from ``perf_counter_ns``.
     """
 
-    __slots__ = ("_checkpoint_id", "_data", "_due", "_entries", "_lock", "_step")
+    __slots__ = ("_base", "_data", "_due", "_entries", "_lock")
 
     def __init__(self) -> None:
-        self._entries: list[tuple[Any, ...]] = []
+        self._entries: list[tuple[Any, ...]] = []  # step marks, each before its step's entries
         self._data: list[Any] = []  # the values of entries that carry one
         self._lock = threading.Lock()  # adds an entry and its value together
-        self._checkpoint_id = ""
-        self._step = 0
+        self._base = _clock()  # the time entries' starts count from
         self._due = time.monotonic() + SAVE_EVERY
 
     def at(self, cp: Checkpoint) -> None:
-        self._checkpoint_id = cp.id
-        self._step = cp.step + 1
+        """The entries made next are the step's that starts from ``cp`` (a mark says so)."""
+        self._entries.append((cp.id, cp.step + 1))
 
-    def take(self, stopping: bool = True) -> tuple[TaskWrite, ...]:
-        """The entries to save now, as one write: when the run stops, or when they are due.
+    def take(self, carrier: Checkpoint, stopping: bool = True) -> tuple[TaskWrite, ...]:
+        """The entries to save now, as one write on ``carrier``: when the run stops, or when
+        they are due.
 
         The rows are packed here as plain msgpack, so the saver's serializer sees one
         ``bytes`` value (and the values of events, interrupts and answers): walking a list of
         rows would cost it more than the rest of the save.
         """
         entries = self._entries
-        if not entries:
-            return ()
         if not stopping and len(entries) < MAX_HELD and time.monotonic() < self._due:
             return ()
         with self._lock:
-            entries, data = self._entries, self._data
-            self._entries, self._data = [], []
+            entries, data, base = self._entries, self._data, self._base
+            end = len(entries)
+            while end and len(entries[end - 1]) == 2:  # marks of steps that made no entry (yet)
+                end -= 1
+            if not end:
+                return ()
+            mark = end - 1
+            while mark >= 0 and len(entries[mark]) != 2:  # the mark of the last entries
+                mark -= 1
+            current = entries[end:] or entries[mark : mark + 1]  # the step the next entries are of
+            self._entries, self._data, self._base = current[-1:], [], _clock()
         self._due = time.monotonic() + SAVE_EVERY
-        batch = {
-            "v": BATCH_VERSION,
-            "offset_ns": time.time_ns() - _clock(),
-            "rows": ormsgpack.packb(entries),
-            "data": data or None,
-        }
-        return (TaskWrite(new_checkpoint_id(), TRACE_TASK, TRACE_WRITE, batch),)  # type: ignore[arg-type]
+        del entries[end:]
+        if mark >= 0:
+            entries[mark] = _relative(entries[mark], carrier)
+        rows = ormsgpack.packb([BATCH_VERSION, base + time.time_ns() - _clock(), *entries])
+        batch = [rows, data] if data else rows
+        return (TaskWrite(new_checkpoint_id(), TRACE_TASK, TRACE_WRITE, batch),)
 
     # ------------------------------------------------------------------ attempts
     def begin(self, ctx: TaskContext) -> None:
@@ -198,22 +231,15 @@ class RunTrace:
         """A node's task ended: its last attempt, and the interrupts it raised."""
         if outcome.result is not None or outcome.parent_command is not None:
             task = ctx.task  # the usual case, made without a call (``attempt`` does the same)
+            started = ctx.traced
             self._entries.append(
                 (
-                    ctx.traced,
+                    started - self._base,
                     "node",
                     task.name,
-                    self._checkpoint_id,
-                    self._step,
                     task.id,
                     ctx.attempt,
-                    _clock(),
-                    "ok",
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
+                    _clock() - started,
                 )
             )
         elif outcome.error is not None:
@@ -236,25 +262,20 @@ class RunTrace:
         self, kind: str, ctx: TaskContext, status: str, error: BaseException | None = None
     ) -> None:
         """An attempt of ``ctx`` ended (``kind`` ``node`` or ``task``)."""
-        failed = error is not None
-        self._entries.append(
-            (
-                ctx.traced,
-                kind,
-                ctx.name,
-                self._checkpoint_id,
-                self._step,
-                ctx.task_id,
-                ctx.attempt,
-                _clock(),
-                status,
-                type(error).__name__ if failed else None,
-                str(error) if failed else None,
-                None,
-                None,
-                None,
-            )
+        started = ctx.traced
+        entry: tuple[Any, ...] = (
+            started - self._base,
+            kind,
+            ctx.name,
+            ctx.task_id,
+            ctx.attempt,
+            _clock() - started,
         )
+        if error is not None:
+            entry += (status, type(error).__name__, str(error))
+        elif status != "ok":
+            entry += (status,)
+        self._entries.append(entry)
 
     # ------------------------------------------------------------------ answers, events
     def answered(
@@ -285,22 +306,7 @@ class RunTrace:
                 index = len(self._data)
                 self._data.append(data)
             self._entries.append(
-                (
-                    now,
-                    kind,
-                    name,
-                    self._checkpoint_id,
-                    self._step,
-                    task_id,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    interrupt_id,
-                    recorded_by,
-                    index,
-                )
+                (now - self._base, kind, name, task_id, interrupt_id, recorded_by, index)
             )
 
 
