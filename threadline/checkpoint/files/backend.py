@@ -19,7 +19,7 @@ from threadline.checkpoint.files import folders
 from threadline.checkpoint.files.disk import encode_name, json_bytes, make_dirs, write_file
 from threadline.checkpoint.files.reading import read_blob, read_row
 from threadline.checkpoint.files.transaction import FilesTransaction
-from threadline.checkpoint.layout import REPLACE, BlobRow, loading, missing_rows
+from threadline.checkpoint.layout import REPLACE, BlobRow, missing_rows
 from threadline.checkpoint.transactional import Transactional
 from threadline.errors import SerializationError
 from threadline.serde import Serializer
@@ -67,30 +67,16 @@ class FilesBackend(Transactional):
     def load(
         self, thread_id: str, ns: str, checkpoint_id: str | None, versions_of: VersionsOf
     ) -> Loaded | None:
-        """``Transactional.load``, naming the checkpoint in a damaged file's error; one whose
-        values went while it was read (pruned or deleted meanwhile: its row file is gone) is
-        not stored, and the newest is read again."""
+        """``Transactional.load`` without a lock: a checkpoint whose values went while it was
+        read (pruned or deleted meanwhile: its row file is gone) is not stored, and the newest
+        is read again."""
         for _ in range(5):
-            loaded = self._load(thread_id, ns, checkpoint_id, versions_of)
+            loaded = super().load(thread_id, ns, checkpoint_id, versions_of)
             if loaded is None or not self._vanished(thread_id, ns, loaded, versions_of):
                 return loaded
             if checkpoint_id is not None:
                 return None
         return None
-
-    def _load(
-        self, thread_id: str, ns: str, checkpoint_id: str | None, versions_of: VersionsOf
-    ) -> Loaded | None:
-        with self.transaction(False) as tx:
-            stored = tx.checkpoint(thread_id, ns, checkpoint_id)
-            if stored is None:
-                return None
-            versions = versions_of(stored.row)
-            if not versions:  # no blobs, or unreadable (decoding reports it)
-                return stored, {}, None
-            with loading(thread_id, ns, stored.row.checkpoint_id):
-                pool, check = tx.values(thread_id, ns, [versions])
-        return stored, pool, check
 
     def _vanished(self, thread_id: str, ns: str, loaded: Loaded, versions_of: VersionsOf) -> bool:
         stored, pool, _ = loaded
