@@ -777,6 +777,16 @@ def test_prune_keeps_the_newest_and_the_values_they_use(saver: FileSaver) -> Non
     assert saver.prune("nope", keep_last=1) == 0
 
 
+def test_prune_does_not_move_a_thread_up_in_list_threads(saver: FileSaver) -> None:
+    """Pruning old checkpoints is not an update: the thread keeps its ``updated_at``."""
+    chain(saver, "older", 3)
+    chain(saver, "newer", 1)
+    before = saver.list_threads()
+    assert [i.thread_id for i in before] == ["newer", "older"]
+    assert saver.prune("older", keep_last=1) == 2
+    assert saver.list_threads() == before
+
+
 def test_copy_thread(saver: FileSaver) -> None:
     cps = chain(saver, "src", 3)
     saver.put_writes("src", "", cps[-1].id, [TaskWrite("a", "n", "interrupt", 1)])
