@@ -150,9 +150,10 @@ def test_row_file_is_readable_json(saver: FileSaver) -> None:
 
     (write_file,) = (folder / "writes" / second.id).iterdir()
     assert write_file.name.startswith("000001-interrupt-")
-    doc = json.loads(write_file.read_text())
+    line, _, value = write_file.read_bytes().partition(b"\n")  # laid out as a blob file
+    doc = json.loads(line)
     assert doc["task_id"] == "task-1" and doc["kind"] == "interrupt"
-    assert doc["value"] == {"question": "ok?"}
+    assert doc["json"] is True and json.loads(value) == {"question": "ok?"}
 
     # one blob per changed value: "topic" was stored once, at the first checkpoint
     blobs = sorted(p.name for p in (folder / "blobs").iterdir())

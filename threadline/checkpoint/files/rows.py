@@ -2,7 +2,7 @@
 
 A row file shows its checkpoint as JSON (``row_file``) and keeps the exact bytes only when
 those fields do not make them again (``_rebuilt``); a blob file is a JSON header line and the
-value (``blob_file``); a write file is JSON with the value's bytes in base64. Each keeps a
+value (``blob_file``), and so is a write file (``write_file``). Each keeps a
 CRC-32 of its bytes, checked when read (``ValueError`` on a mismatch: the caller names the
 file).
 """
@@ -219,37 +219,42 @@ def read_blob(header_line: bytes, payload: bytes | None, key: str, version: str)
 # -- pending writes ------------------------------------------------------------------------------
 
 
-def write_file(row: WriteRow, codec: Serializer, encrypted: bool) -> bytes:
-    """A write file: task, kind, a readable rendering of the value and its bytes."""
-    if encrypted:
-        value: Any = ENCRYPTED
+def write_file(row: WriteRow, codec: Serializer, encrypted: bool, as_json: bool) -> bytes:
+    """A write file, laid out as a blob file: one JSON line (task, kind, a readable rendering
+    of the value, size, CRC-32), then the value's bytes, or (``"json": true``, ``as_json``) the
+    value as JSON text that encodes back to them."""
+    text = json_text(row.data) if as_json and not encrypted else None
+    header: dict[str, Any] = {"task_id": row.task_id, "task_name": row.task_name, "kind": row.kind}
+    if text is not None:
+        header["json"] = True
     else:
-        try:
-            value = safe_render(codec.loads(row.data))
-        except SerializationError:
-            value = {"$error": "cannot render"}
-    doc = {
-        "task_id": row.task_id,
-        "task_name": row.task_name,
-        "kind": row.kind,
-        "value": value,
-        "data": b64(row.data),
-        **checksum(row.data),
-    }
-    return json_bytes(doc)
+        header["value"] = ENCRYPTED if encrypted else _rendered(row.data, codec)
+    header.update(size=len(row.data), **checksum(row.data))
+    line = json.dumps(header, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    return line + b"\n" + (row.data if text is None else text)
+
+
+def _rendered(data: bytes, codec: Serializer) -> Any:
+    try:
+        return safe_render(codec.loads(data))
+    except SerializationError:
+        return {"$error": "cannot render"}
 
 
 def read_write(raw: bytes, *, data: bool = True) -> WriteRow:
     """The row of a write file (``data`` false: its value's bytes left out)."""
-    doc = json.loads(raw)
-    if not isinstance(doc, dict):
-        raise ValueError("not a JSON object")
-    for field in ("task_id", "task_name", "kind", "data"):
-        if not isinstance(doc.get(field), str):
+    line, _, payload = raw.partition(b"\n")
+    header = json.loads(line)
+    if not isinstance(header, dict):
+        raise ValueError("the header is not a JSON object")
+    for field in ("task_id", "task_name", "kind"):
+        if not isinstance(header.get(field), str):
             raise ValueError(f"{field!r} is missing")
-    value = b""
     if data:
-        value = unb64(doc["data"])
-        if not checks(doc, value):
+        if header.get("json") is True:
+            payload = DEFAULT.dumps(json.loads(payload))
+        if len(payload) != header["size"] or not checks(header, payload):
             raise ValueError("checksum mismatch")
-    return WriteRow(doc["task_id"], doc["kind"], doc["task_name"], value)
+    return WriteRow(
+        header["task_id"], header["kind"], header["task_name"], payload if data else b""
+    )

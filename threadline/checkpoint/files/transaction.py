@@ -292,7 +292,9 @@ class FilesTransaction:
             self.land()
         self.backend.init_ns(ns_dir, thread_id, ns)
         self._wrote = True
-        store_writes(ns_dir, checkpoint_id, writes, self.backend.codec, self.backend.encrypted)
+        backend = self.backend
+        formats = (backend.encrypted, backend.previews)
+        store_writes(ns_dir, checkpoint_id, writes, backend.codec, formats)
 
     def set_thread(
         self, thread_id: str, status: ThreadStatus, head: str, next_names: Sequence[str]

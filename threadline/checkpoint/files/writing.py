@@ -90,10 +90,14 @@ def write_preview(
 
 
 def store_writes(
-    ns_dir: str, checkpoint_id: str, writes: Sequence[WriteRow], codec: Serializer, encrypted: bool
+    ns_dir: str,
+    checkpoint_id: str,
+    writes: Sequence[WriteRow],
+    codec: Serializer,
+    formats: tuple[bool, bool],
 ) -> None:
     """Write files of a checkpoint's pending writes: a new one goes last; one with the key of
-    a stored one replaces it in its place."""
+    a stored one replaces it in its place. ``formats``: (encrypted, values as JSON)."""
     folder = folders.writes_dir(ns_dir, checkpoint_id)
     make_dirs(folder)
     by_key: dict[str, str] = {}
@@ -109,6 +113,6 @@ def store_writes(
         if found is None:
             last += 1
             found = by_key[key] = f"{last:06d}-{encode_name(w.kind, 24)}-{key}.json"
-        data = rows.write_file(w, codec, encrypted)
+        data = rows.write_file(w, codec, *formats)
         write_file(os.path.join(folder, found), data, sync_dir=False)
     fsync_dir(folder)
