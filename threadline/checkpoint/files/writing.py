@@ -106,13 +106,13 @@ def store_writes(
         seq, _, rest = name.partition("-")
         if seq.isdigit():
             last = max(last, int(seq))
-            by_key[rest.rsplit("-", 1)[-1].removesuffix(".json")] = name
+            by_key[rest.rsplit("-", 1)[-1].partition(".")[0]] = name
     for w in writes:
         key = write_key(w.task_id, w.kind)
         found = by_key.get(key)
         if found is None:
             last += 1
-            found = by_key[key] = f"{last:06d}-{encode_name(w.kind, 24)}-{key}.json"
+            found = by_key[key] = f"{last:06d}-{encode_name(w.kind, 24)}-{key}.write"
         data = rows.write_file(w, codec, *formats)
         write_file(os.path.join(folder, found), data, sync_dir=False)
     fsync_dir(folder)
