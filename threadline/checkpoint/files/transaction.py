@@ -15,6 +15,7 @@ import os
 import secrets
 import shutil
 from collections.abc import Callable, Collection, Mapping, Sequence
+from contextlib import suppress
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -88,8 +89,9 @@ class FilesTransaction:
         for thread_dir, fd in self._locks.items():
             bare = thread_dir in self._fresh and not self._wrote
             if bare and all_names(thread_dir) == [".lock"]:
-                remove_file(os.path.join(thread_dir, ".lock"))
-                os.rmdir(thread_dir)
+                with suppress(OSError):  # another process's files arrived meanwhile
+                    remove_file(os.path.join(thread_dir, ".lock"))
+                    os.rmdir(thread_dir)
             os.close(fd)
         self._locks.clear()
 
@@ -106,8 +108,9 @@ class FilesTransaction:
         return found
 
     def status(self, thread_id: str) -> ThreadStatus | None:
-        """A ``thread.json`` naming another head than the root's is stale (every put writes
-        it, so a crash came between): as if there were none."""
+        """The status ``thread.json`` records if it names the root's newest checkpoint, else
+        ``None``: a put that lands a new head then rewrites it, so it is stale only after a
+        crash (``list_threads`` then recomputes it)."""
         self.land()
         thread_dir = self._thread(thread_id)
         doc = read_thread_doc(thread_dir)
