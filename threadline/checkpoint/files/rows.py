@@ -2,9 +2,8 @@
 
 A row file shows its checkpoint as JSON (``row_file``) and keeps the exact bytes only when
 those fields do not make them again (``_rebuilt``); a blob file is a JSON header line and the
-value (``blob_file``), and so is a write file (``write_file``). Each keeps a
-CRC-32 of its bytes, checked when read (``ValueError`` on a mismatch: the caller names the
-file).
+value (``blob_file``), and so is a write file (``write_file``). Each keeps a CRC-32 of its
+bytes, checked when read (``ValueError`` on a mismatch: the caller names the file).
 """
 
 from __future__ import annotations
