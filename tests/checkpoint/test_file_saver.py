@@ -31,7 +31,7 @@ from threadline.checkpoint.base import (
     StorageHints,
     TaskWrite,
 )
-from threadline.checkpoint.files import FileSaver
+from threadline.checkpoint.files import FileSaver, folders, reading, rows
 from threadline.checkpoint.files import saver as saver_module
 from threadline.checkpoint.ids import new_checkpoint_id
 from threadline.checkpoint.urls import from_url
@@ -102,7 +102,7 @@ def files_under(path: Path) -> dict[str, bytes]:
 
 
 def ns_dir(saver: FileSaver, thread_id: str, ns: str = "") -> Path:
-    return Path(saver._dirs(thread_id, ns)[1])
+    return Path(saver.backend.ns_dir(thread_id, ns))
 
 
 @pytest.fixture
@@ -150,9 +150,10 @@ def test_row_file_is_readable_json(saver: FileSaver) -> None:
 
     (write_file,) = (folder / "writes" / second.id).iterdir()
     assert write_file.name.startswith("000001-interrupt-")
-    doc = json.loads(write_file.read_text())
+    line, _, value = write_file.read_bytes().partition(b"\n")  # laid out as a blob file
+    doc = json.loads(line)
     assert doc["task_id"] == "task-1" and doc["kind"] == "interrupt"
-    assert doc["value"] == {"question": "ok?"}
+    assert doc["json"] is True and json.loads(value) == {"question": "ok?"}
 
     # one blob per changed value: "topic" was stored once, at the first checkpoint
     blobs = sorted(p.name for p in (folder / "blobs").iterdir())
@@ -733,7 +734,7 @@ def test_list_threads_newest_updated_first_with_status(saver: FileSaver) -> None
     chain(saver, "only-child", 1, ns="child:1")
     assert "only-child" not in [i.thread_id for i in saver.list_threads()]
     # A stale thread.json (a crash after the row landed) is recomputed.
-    (Path(saver._thread_dir("idle")) / "thread.json").unlink()
+    (Path(saver.backend.thread_dir("idle")) / "thread.json").unlink()
     info = {i.thread_id: i for i in saver.list_threads()}["idle"]
     assert info.checkpoint_id == idle.id and info.status == "idle"
 
@@ -775,6 +776,16 @@ def test_prune_keeps_the_newest_and_the_values_they_use(saver: FileSaver) -> Non
     assert kept == {f"{k}@{v}.blob" for k, v in needed}
     assert saver.prune("t1", keep_last=2) == 0
     assert saver.prune("nope", keep_last=1) == 0
+
+
+def test_prune_does_not_move_a_thread_up_in_list_threads(saver: FileSaver) -> None:
+    """Pruning old checkpoints is not an update: the thread keeps its ``updated_at``."""
+    chain(saver, "older", 3)
+    chain(saver, "newer", 1)
+    before = saver.list_threads()
+    assert [i.thread_id for i in before] == ["newer", "older"]
+    assert saver.prune("older", keep_last=1) == 2
+    assert saver.list_threads() == before
 
 
 def test_copy_thread(saver: FileSaver) -> None:
@@ -991,7 +1002,7 @@ def blobs_opened(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         return open(path, *args, **kwargs)
 
     with monkeypatch.context() as patch:
-        patch.setattr(saver_module, "open", counting, raising=False)
+        patch.setattr(reading, "open", counting, raising=False)
         yield opened
 
 
@@ -1048,10 +1059,10 @@ def test_a_held_chain_is_checked_against_its_tip_on_disk(saver: FileSaver) -> No
     grow(saver, records, 60, 1000)
     assert newest(saver) == records[-1].checkpoint.values
     tip = records[-1].checkpoint.versions["messages"]
-    path = Path(saver._blob_path(str(ns_dir(saver, "t1")), "messages", tip))
+    path = Path(folders.blob_path(str(ns_dir(saver, "t1")), "messages", tip))
     header = json.loads(path.read_bytes().partition(b"\n")[0])
-    other = saver_module._blob_row(header, serde.DEFAULT.dumps(["another last item"]))
-    path.write_bytes(saver_module._blob_file(other))
+    other = rows.blob_row(header, serde.DEFAULT.dumps(["another last item"]))
+    path.write_bytes(rows.blob_file(other))
     assert newest(saver)["messages"] == [
         *records[-2].checkpoint.values["messages"],
         "another last item",

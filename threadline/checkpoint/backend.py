@@ -17,7 +17,8 @@ Writing a backend (see ``tests/checkpoint/toy_backend.py`` for a complete one ov
    it yields sees one snapshot and, for a write transaction, commits together or not at all
    (an exception rolls it back). Write transactions of one thread must not interleave (a lock,
    ``BEGIN IMMEDIATE``, a ``flock``...): the compare-and-set reads the head and writes on top
-   of it in the same transaction.
+   of it in the same transaction. A backend may lock each thread when a call first names it:
+   the core's one transaction over two threads (``copy_thread``) names them in sorted order.
 2. A thread has namespaces (``""`` is the root); each holds checkpoint rows (``CheckpointRow``,
    ordered by id), blob rows (``BlobRow`` by ``(key, version)``) and pending writes per
    checkpoint (``WriteRow`` by ``(task_id, kind)``, kept in first-write order; a write with the

@@ -372,12 +372,14 @@ class CoreSaver(BaseSaver):
         """
         src, dst = source_thread_id, target_thread_id
         with self.backend.transaction(True) as tx:
-            if tx.namespaces(dst):
+            # Named in one order: a backend locking threads as named (files) cannot deadlock.
+            held = {thread: bool(tx.namespaces(thread)) for thread in sorted({src, dst})}
+            if held[dst]:
                 raise ValueError(
                     f"cannot copy thread {src!r} to {dst!r}: the target already has "
                     "checkpoints; delete it first or pick another id"
                 )
-            if not tx.namespaces(src):
+            if not held[src]:
                 return
             tx.copy_thread(src, dst)
         self._forget(dst)

@@ -24,7 +24,7 @@ from threadline.checkpoint.backend import (
 )
 from threadline.checkpoint.base import Retention
 from threadline.checkpoint.bodies import body_versions
-from threadline.checkpoint.layout import WriteRow, referenced_blobs
+from threadline.checkpoint.layout import WriteRow, loading, referenced_blobs
 from threadline.checkpoint.rules import age_cutoff, created_ts, status_of
 
 
@@ -100,7 +100,8 @@ class Transactional:
             versions = versions_of(stored.row)
             if not versions:  # no blobs, or unreadable (decoding reports it)
                 return stored, {}, None
-            pool, check = tx.values(thread_id, ns, [versions])
+            with loading(thread_id, ns, stored.row.checkpoint_id):  # a damaged row read
+                pool, check = tx.values(thread_id, ns, [versions])
         return stored, pool, check
 
     async def aload(

@@ -8,13 +8,15 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from contextlib import suppress
 from datetime import date, datetime
 from datetime import time as dtime
 from typing import Any
 
-from threadline.checkpoint.base import StorageHints
+from threadline.checkpoint.layout import BlobRow
+from threadline.errors import SerializationError
+from threadline.serde import Serializer
 
 # Characters of a string shown: enough to tell what it is about (the value itself is in the
 # blob). Longer previews made them the largest part of a long conversation's folder.
@@ -91,26 +93,27 @@ def safe_render(obj: Any) -> Any:
 
 
 def preview_changes(
-    values: Mapping[str, Any], hints: StorageHints | None, shown: Collection[str] = ()
+    blobs: Sequence[BlobRow], shown: Collection[str], codec: Serializer
 ) -> dict[str, Any]:
-    """The values a checkpoint changed, but those ``shown`` (their blob is readable JSON); of a
-    list that grew, only its new items.
+    """The values a checkpoint stored in ``blobs`` but those ``shown`` (their blob is readable
+    JSON); of a list stored as a delta, only its new items.
 
     A preview of every value at every checkpoint would repeat a long conversation at each step
     and outweigh the stored values many times over.
     """
-    changed = hints.changed if hints is not None else values.keys()
-    extends = hints.extends if hints is not None else {}
     out: dict[str, Any] = {}
-    for key in sorted(k for k in changed if k in values and k not in shown):
-        value = values[key]
-        grew = extends.get(key)
-        if grew is not None and isinstance(value, list):
-            rendered: Any = {"$appended": safe_render(value[grew[1] :]), "$length": len(value)}
+    for blob in sorted((b for b in blobs if b.key not in shown), key=lambda b: b.key):
+        try:
+            value = codec.loads(blob.data)
+        except SerializationError as exc:
+            out[blob.key] = {"$error": f"cannot render: {type(exc).__name__}"}
+            continue
+        if blob.base is not None:
+            rendered: Any = {"$appended": safe_render(value), "$length": blob.items}
         else:
             rendered = safe_render(value)
         text = json.dumps(rendered, ensure_ascii=False)
         if len(text) > _MAX_PREVIEW:
             rendered = {"$truncated": f"{len(text)} characters", "head": text[:_MAX_STR]}
-        out[key] = rendered
+        out[blob.key] = rendered
     return out
