@@ -7,7 +7,7 @@ ids are kept in the data::
 
     P:schema_version             string: the layout version of everything under P
     P:threads                    zset: thread id -> last update (µs), for list_threads
-    T:meta                       hash: root-namespace head, status, next task names, updated_at
+    T:meta                       hash: root-namespace head, status, has_next, updated_at
     T:keys                       set: the suffix (after T) of the thread's other keys, but
                                  checkpoints and their writes (each index lists those)
     T:ns                         set: the thread's namespaces
@@ -19,7 +19,8 @@ ids are kept in the data::
 Redis spends some 60-100 bytes on every key, and a hash holding a value longer than 64 bytes
 becomes a real hash table with an allocation per field name and value, so a checkpoint is one
 string and so is a blob; only pending writes, which are added one call at a time, are a hash.
-Nothing is stored twice: a checkpoint's id, parent and step live only in its body.
+Nothing is stored twice: a checkpoint's id lives only in its key name, its parent, step and
+creation time only in its header (its body is the compact one).
 
 Small scalar values (``layout.inlined``) live in the checkpoint's body, changed or not, and
 have no blob key: a step that only moves a counter writes one checkpoint key. The header of a
@@ -141,29 +142,38 @@ def _blob_header(stored: bytes) -> tuple[list[str], bytes]:
 
 
 # --------------------------------------------------------------------------- checkpoints
-# A checkpoint is "<created_at> <metadata length> <blob suffix>...\n<metadata><body>",
-# created_at quoted, naming the blobs of the values the body does not hold (small scalars are
-# inline). The scripts read the blob suffixes (``read``) and created_at (retention).
+# A checkpoint is "<created_at>,<parent>,<step> <metadata length> <blob suffix>...\n<metadata>
+# <body>", created_at and parent quoted (parent empty for none), naming the blobs of the values
+# the body does not hold (small scalars are inline). The body is compact (``COMPACT_TAG``): the
+# id is the key's, the rest of the row is the header's. The scripts read the blob suffixes
+# (``read``) and the first word (retention).
 
 
 def pack_checkpoint(row: CheckpointRow, blob_suffixes: Sequence[str]) -> bytes:
     """The stored form of a checkpoint row naming the blobs its values live in."""
-    header = " ".join([q(row.created_at), str(len(row.metadata)), *blob_suffixes])
+    first = f"{q(row.created_at)},{q(row.parent_id or '')},{row.step}"
+    header = " ".join([first, str(len(row.metadata)), *blob_suffixes])
     return header.encode() + b"\n" + row.metadata + row.body
 
 
-def unpack_checkpoint(stored: bytes) -> tuple[str, bytes, bytes]:
-    """``(created_at, metadata, body)`` of a stored checkpoint; ValueError if damaged."""
+def unpack_checkpoint(checkpoint_id: str, stored: bytes) -> tuple[CheckpointRow, list[str]]:
+    """The row stored for ``checkpoint_id`` and the blob suffixes its header names;
+    ValueError if damaged."""
     header, sep, rest = stored.partition(b"\n")
-    created_at, size, *_ = header.decode().split(" ")
+    first, size, *suffixes = header.decode().split(" ")
+    created_at, parent, step = first.split(",")
     if not sep or int(size) > len(rest):
         raise ValueError("the checkpoint's header is damaged")
-    return unquote(created_at), rest[: int(size)], rest[int(size) :]
+    metadata, body = rest[: int(size)], rest[int(size) :]
+    row = CheckpointRow(
+        checkpoint_id, unquote(parent) or None, int(step), unquote(created_at), body, metadata
+    )
+    return row, suffixes
 
 
 def created_at_of(token: bytes) -> str:
     """The creation time from the first word of a checkpoint's header, as scripts return it."""
-    return unquote(token.decode())
+    return unquote(token.decode().partition(",")[0])
 
 
 # --------------------------------------------------------------------------------- writes

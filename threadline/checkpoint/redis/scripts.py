@@ -78,12 +78,13 @@ end
 
 # KEYS: registry, global threads zset.
 # ARGV: 1 tag, 2 ns, 3 qns, 4 id, 5 parent, 6 has_parent, 7 fork, 8 thread_id, 9 ttl_ms,
-# 10 score, 11 updated_at, 12 has_next, 13 next, 14 packed checkpoint, 15 blob suffixes
-# (space-separated), 16 n_blobs, 17 n_bases, 18 n_writes, 19 resent, 20 n_prefixes; then 2 per
-# blob (suffix, packed blob), one per delta base that must exist (suffix), 2 per write (field,
-# value), 2 per prefix row (suffix, packed row) that replaces a stored blob (compaction).
-# Replies {'ok', count, oldest created_at, blobs that existed}, {'conflict', head, moved},
-# {'nobase', suffix} or {'missing', {suffixes}}; only 'ok' has written anything.
+# 10 score, 11 updated_at, 12 has_next, 13 packed checkpoint, 14 suffixes of the blobs it relies
+# on (space-separated: values it names but does not bring, bases of its deltas), 15 n_blobs,
+# 16 n_deltas, 17 n_writes, 18 resent, 19 n_prefixes; then 2 per blob (suffix, packed blob), 2
+# per delta (its base's suffix, "<start>|<chain_bytes>|<full_bytes>" the base must have), 2 per
+# write (field, value), 2 per prefix row (suffix, packed row) that replaces a stored blob.
+# Replies {'ok', count, oldest created_at, blobs that existed}, {'conflict', head, moved} or
+# {'missing', {suffixes}} (relied on but not stored as expected); only 'ok' has written anything.
 PUT = (
     _COMMON
     + r"""
@@ -107,52 +108,55 @@ end
 -- compares bytes, as ids sort; Lua's own comparison would follow the server's locale)
 local behind = head ~= nil and #redis.call('ZRANGEBYLEX', idx, '[' .. cid, '+', 'LIMIT', 0, 1) > 0
 if moved or behind then
-  if ARGV[19] == '1' and head == cid and redis.call('GET', cp) == ARGV[14] then
+  if ARGV[18] == '1' and head == cid and redis.call('GET', cp) == ARGV[13] then
     return summary({})  -- this very put, sent again after its reply was lost: it is saved
   end
   return {'conflict', head or '', moved and '1' or '0'}
 end
 
-local nb, nbase, nw = tonumber(ARGV[16]), tonumber(ARGV[17]), tonumber(ARGV[18])
-local first_base = 21 + nb * 2
-for i = 0, nbase - 1 do
-  local s = ARGV[first_base + i]
-  if redis.call('EXISTS', tag .. s) == 0 then return {'nobase', s} end
+local nb, nd, nw = tonumber(ARGV[15]), tonumber(ARGV[16]), tonumber(ARGV[17])
+local first_delta = 20 + nb * 2
+local missing = {}
+for s in string.gmatch(ARGV[14], '[^ ]+') do
+  if redis.call('EXISTS', tag .. s) == 0 then missing[#missing + 1] = s end
 end
--- every value the checkpoint names must be stored already or come with it
-local new, missing = {}, {}
-for i = 0, nb - 1 do new[ARGV[21 + i * 2]] = true end
-for s in string.gmatch(ARGV[15], '[^ ]+') do
-  if not new[s] and redis.call('EXISTS', tag .. s) == 0 then missing[#missing + 1] = s end
+-- a delta extends its base as it was encoded, or not at all (a base rewritten meanwhile)
+for i = 0, nd - 1 do
+  local s = ARGV[first_delta + i * 2]
+  local stored = redis.call('GETRANGE', tag .. s, 0, 511)
+  if not string.find(stored, '\n', 1, true) then stored = redis.call('GET', tag .. s) or '' end
+  if string.match(stored, '^[fdp]|([^|\n]*|[^|\n]*|[^|\n]*)|') ~= ARGV[first_delta + i * 2 + 1] then
+    missing[#missing + 1] = s
+  end
 end
 if #missing > 0 then return {'missing', missing} end
 
-redis.call('SET', cp, ARGV[14])
+redis.call('SET', cp, ARGV[13])
 redis.call('ZADD', idx, 0, cid)
 redis.call('SADD', tag .. ':ns', ns)
 redis.call('SADD', reg, ':ns', idx_s)
 
 local existed = {}
 for i = 0, nb - 1 do
-  local s = ARGV[21 + i * 2]
-  if redis.call('SET', tag .. s, ARGV[22 + i * 2], 'NX') then
+  local s = ARGV[20 + i * 2]
+  if redis.call('SET', tag .. s, ARGV[21 + i * 2], 'NX') then
     redis.call('SADD', reg, s)
   else
     existed[#existed + 1] = s
   end
 end
 
-store_writes(tag, reg, w_s, first_base + nbase, nw)
+store_writes(tag, reg, w_s, first_delta + nd * 2, nw)
 
 -- compaction: older versions become prefix rows of a blob stored above (a pruned one stays gone)
-local first_prefix = first_base + nbase + nw * 2
-for i = 0, tonumber(ARGV[20]) - 1 do
+local first_prefix = first_delta + nd * 2 + nw * 2
+for i = 0, tonumber(ARGV[19]) - 1 do
   redis.call('SET', tag .. ARGV[first_prefix + i * 2], ARGV[first_prefix + i * 2 + 1], 'XX')
 end
 
 if ns == '' then
-  redis.call('HSET', tag .. ':meta', 'thread_id', ARGV[8], 'checkpoint_id', cid,
-             'status', status_of(tag .. w_s, ARGV[12]), 'has_next', ARGV[12], 'next', ARGV[13],
+  redis.call('HSET', tag .. ':meta', 'checkpoint_id', cid,
+             'status', status_of(tag .. w_s, ARGV[12]), 'has_next', ARGV[12],
              'updated_at', ARGV[11])
   redis.call('SADD', reg, ':meta')
   redis.call('ZADD', threads, tonumber(ARGV[10]), ARGV[8])
@@ -247,13 +251,14 @@ return 'ok'
 """
 )
 
-# KEYS: registry, global threads zset. ARGV: 1 tag, 2 qns, 3 expected head, 4 n ids, 5 n blobs,
-# 6 ns, 7 thread_id, then the ids and the blob suffixes to delete. Refuses (-1) when the head
-# moved since the caller decided what to drop.
+# KEYS: registry, global threads zset. ARGV: 1 tag, 2 qns, 3 the head the caller saw, 4 n ids,
+# 5 n blobs, 6 ns, 7 thread_id, then the ids and the blob suffixes to delete. The blobs go only
+# if the head is still that one: a checkpoint saved since may use them (the next prune takes
+# them). Replies how many checkpoints it deleted.
 PRUNE = r"""
 local tag, qns, reg = ARGV[1], ARGV[2], KEYS[1]
 local idx = tag .. ':idx:' .. qns
-if redis.call('ZREVRANGE', idx, 0, 0)[1] ~= ARGV[3] then return -1 end
+local head_kept = redis.call('ZREVRANGE', idx, 0, 0)[1] == ARGV[3]
 local n, nb = tonumber(ARGV[4]), tonumber(ARGV[5])
 local removed = 0
 for i = 8, 7 + n do
@@ -263,6 +268,7 @@ for i = 8, 7 + n do
   redis.call('UNLINK', tag .. c, tag .. w)
   redis.call('SREM', reg, c, w)
 end
+if not head_kept then nb = 0 end
 for i = 8 + n, 7 + n + nb do
   redis.call('UNLINK', tag .. ARGV[i])
   redis.call('SREM', reg, ARGV[i])
@@ -301,7 +307,7 @@ each_key(src, KEYS[1], function(s)
 end)
 local meta = dst .. ':meta'
 if redis.call('EXISTS', meta) == 1 then
-  redis.call('HSET', meta, 'thread_id', ARGV[3], 'updated_at', ARGV[6])
+  redis.call('HSET', meta, 'updated_at', ARGV[6])
   redis.call('ZADD', KEYS[3], tonumber(ARGV[5]), ARGV[3])
 end
 refresh(dst, KEYS[2], tonumber(ARGV[4]))
