@@ -46,7 +46,7 @@ from threadline.checkpoint.redis.keys import (
     write_args,
     write_rows,
 )
-from threadline.checkpoint.redis.requests import Eval, Op, pairs, text
+from threadline.checkpoint.redis.requests import Eval, Op, text
 from threadline.checkpoint.redis.transaction import RedisTx, blob_heads, malformed, now
 from threadline.checkpoint.rules import age_cutoff, created_ts
 from threadline.checkpoint.transactional import retain
@@ -254,7 +254,7 @@ class RedisBackend:
         """The checkpoint row, its writes and the blob rows of a ``read`` reply; a damaged key
         is named in the error."""
         keys, thread_id, ns = reading.keys, reading.thread_id, reading.ns
-        raw_id, stored, writes_flat, blobs_flat = reply
+        raw_id, stored, stored_writes, blobs_flat = reply
         checkpoint_id = text(raw_id)
         sent: dict[str, tuple[BlobRow, int | None]] = {}  # by suffix, with its CRC-32
         current = keys.checkpoint(q(ns), checkpoint_id)
@@ -265,7 +265,7 @@ class RedisBackend:
                 current = keys.tag + suffix
                 sent[suffix] = self._fetched(reading, suffix, blobs_flat[i + 1])
             current = keys.writes(q(ns), checkpoint_id)
-            writes = tuple(write_rows(pairs(writes_flat)))
+            writes = tuple(write_rows(stored_writes))
         except SerializationError as exc:
             raise named(exc, thread_id, ns, checkpoint_id) from exc
         except (KeyError, ValueError) as exc:

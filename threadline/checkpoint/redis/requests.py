@@ -124,8 +124,3 @@ def close_async_client(loop: asyncio.AbstractEventLoop, client: aredis.Redis) ->
 def text(value: Any) -> str:
     """A reply as ``str`` (redis-py returns bytes)."""
     return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def pairs(flat: Sequence[bytes]) -> dict[bytes, bytes]:
-    """A flat ``[field, value, ...]`` reply (HGETALL inside a script) as a dict."""
-    return {flat[i]: flat[i + 1] for i in range(0, len(flat) - 1, 2)}

@@ -18,9 +18,9 @@ import hashlib
 # key of a thread: those its registry names, and the checkpoint and writes keys of each
 # namespace index, which are not registered (they follow from the index; registering them cost
 # Redis about a quarter of a long conversation's size). ``refresh`` re-arms the TTL of every key
-# of a thread; ``status_of`` is ``base.thread_status`` over the fields of a writes hash
-# (``<kind>:<task>``); ``store_writes`` adds writes, keeping the sequence number of one that is
-# replaced.
+# of a thread; ``writes_of`` reads a writes string (``keys.py``) as a list of {field, value};
+# ``status_of`` is ``base.thread_status`` over its fields (``<kind>:<task>``); ``store_writes``
+# adds writes, one with the field of a stored one replacing it in place.
 _COMMON = r"""
 local function each_key(tag, reg, fn)
   for _, s in ipairs(redis.call('SMEMBERS', reg)) do
@@ -42,13 +42,24 @@ local function refresh(tag, reg, ttl)
   end
 end
 
+local function writes_of(stored)
+  local list, at = {}, 1
+  while at <= #stored do
+    local field, size, from = string.match(stored, '^([^ \n]+) (%d+)\n()', at)
+    if not field then error('a writes key is damaged') end
+    list[#list + 1] = {field, string.sub(stored, from, from + tonumber(size) - 1)}
+    at = from + tonumber(size)
+  end
+  return list
+end
+
 local function status_of(wkey, has_next)
   if has_next ~= '1' then return 'idle' end
   local finished, entries = {}, {}
-  for _, f in ipairs(redis.call('HKEYS', wkey)) do
-    local i = string.find(f, ':', 1, true)
+  for _, e in ipairs(writes_of(redis.call('GET', wkey) or '')) do
+    local i = string.find(e[1], ':', 1, true)
     if i then
-      local kind, task = string.sub(f, 1, i - 1), string.sub(f, i + 1)
+      local kind, task = string.sub(e[1], 1, i - 1), string.sub(e[1], i + 1)
       if kind == 'result' then finished[task] = true end
       entries[#entries + 1] = {kind, task}
     end
@@ -67,12 +78,19 @@ end
 local function store_writes(tag, reg, wsuffix, first, n)
   if n == 0 then return end
   local wkey = tag .. wsuffix
+  local list, index = writes_of(redis.call('GET', wkey) or ''), {}
+  for i, e in ipairs(list) do index[e[1]] = i end
   for i = 0, n - 1 do
     local field, value = ARGV[first + i * 2], ARGV[first + i * 2 + 1]
-    local old = redis.call('HGET', wkey, field)
-    local seq = old and string.match(old, '^(%d+)|') or redis.call('HINCRBY', wkey, 'n', 1)
-    redis.call('HSET', wkey, field, seq .. '|' .. value)
+    if not index[field] then
+      list[#list + 1] = {field, ''}
+      index[field] = #list
+    end
+    list[index[field]][2] = value
   end
+  local parts = {}
+  for _, e in ipairs(list) do parts[#parts + 1] = e[1] .. ' ' .. #e[2] .. '\n' .. e[2] end
+  redis.call('SET', wkey, table.concat(parts), 'KEEPTTL')
 end
 """
 
@@ -195,7 +213,7 @@ return 'ok'
 # bytes it holds (suffix, CRC-32). Either comes as its header line alone if its header records
 # that CRC (the first 512 bytes, keys.HEADER_READ, are looked at); the walk stops at such a
 # tip, so only the rows above it are sent (``chains.HeldChains`` has the rest).
-# Replies {id, packed checkpoint, writes hash fields, {suffix, stored blob, ...}} or false.
+# Replies {id, packed checkpoint, its writes string, {suffix, stored blob, ...}} or false.
 READ = r"""
 local tag, qns = ARGV[1], ARGV[2]
 local cid = ARGV[3]
@@ -210,7 +228,7 @@ if ARGV[4] ~= '1' then
 end
 local row = redis.call('GET', tag .. ':c:' .. qns .. ':' .. cid)
 if not row then return false end
-local writes = redis.call('HGETALL', tag .. ':w:' .. qns .. ':' .. cid)
+local writes = redis.call('GET', tag .. ':w:' .. qns .. ':' .. cid) or ''
 local out, seen, word = {}, {}, 0
 for s in string.gmatch(string.match(row, '^[^\n]*'), '[^ ]+') do
   word = word + 1  -- the header: created_at, metadata length, then the blob suffixes
