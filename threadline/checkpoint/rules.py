@@ -47,7 +47,7 @@ def check_put(record: CheckpointRecord, head: str | None, *, fork: bool) -> None
 
 
 def _describe(checkpoint_id: str | None) -> str:
-    return "no checkpoint (an empty thread)" if checkpoint_id is None else repr(checkpoint_id)
+    return "None (no checkpoint: an empty thread)" if checkpoint_id is None else repr(checkpoint_id)
 
 
 def _where(record: CheckpointRecord) -> str:
