@@ -138,14 +138,14 @@ def test_a_chain_let_go_while_its_load_was_sent_is_read_again(
     saver: RedisSaver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cps = long_log(saver, "t", TURNS)
-    assert saver._ops.chains.tips("t", "")  # white box: nothing else tells what is held
+    assert saver.backend.chains.tips("t", "")  # white box: nothing else tells what is held
     sent: list[Any] = []
     real_send = redis_requests.send
 
     def send(client: Any, request: Any) -> Any:
         reply = real_send(client, request)
         sent.append(request)
-        saver._ops.chains.clear()  # as if another load or put had moved the tip meanwhile
+        saver.backend.chains.clear()  # as if another load or put had moved the tip meanwhile
         return reply
 
     monkeypatch.setattr(redis_requests, "send", send)

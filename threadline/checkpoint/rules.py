@@ -34,7 +34,8 @@ def check_put(record: CheckpointRecord, head: str | None, *, fork: bool) -> None
     if not fork and cp.parent_id != head:
         raise ConcurrentUpdateError(
             f"{_where(record)} has moved on: checkpoint {cp.id} was computed from parent "
-            f"{cp.parent_id!r}, but the newest checkpoint is {head!r}; nothing was written. "
+            f"{_describe(cp.parent_id)}, but the newest checkpoint is {_describe(head)}; nothing "
+            "was written. "
             "Load the thread again and retry, or save with fork=True to branch on purpose."
         )
     if head is not None and cp.id <= head:
@@ -43,6 +44,10 @@ def check_put(record: CheckpointRecord, head: str | None, *, fork: bool) -> None
             f"{head}; nothing was written (it is saved already, and checkpoints are never "
             "replaced, or its id was made by a clock that is behind)"
         )
+
+
+def _describe(checkpoint_id: str | None) -> str:
+    return "None (no checkpoint: an empty thread)" if checkpoint_id is None else repr(checkpoint_id)
 
 
 def _where(record: CheckpointRecord) -> str:

@@ -6,14 +6,14 @@ The package, by layer:
   version marker;
 - ``scripts.py`` — the Lua scripts: every write is one atomic round trip, and ``put`` is a
   compare-and-set on the (thread, namespace) head;
-- ``operations.py`` — what each saver method does, as generators yielding requests, written
-  once for sync and async;
-- ``requests.py`` — those requests, and sending them over a sync or an async client;
-- ``saver.py`` — ``RedisSaver``: retries after a lost connection, setup, the public API;
+- ``backend.py`` — ``RedisBackend``, the core's backend protocol: a put, a put of writes and a
+  load are one script call each, written once as operations for sync and async;
+- ``transaction.py`` — its ``Transaction``: history pages, pruning, copies, thread listings;
+- ``requests.py`` — the requests operations yield, sent over a sync or an async client;
+- ``connection.py`` — running operations, retrying after a lost connection;
+- ``saver.py`` — ``RedisSaver``: ``core.CoreSaver`` over the backend, its setup;
 - ``clients.py`` — its clients: made from a URL, or the program's own (``redis_client=``);
-- ``aio.py`` — ``AsyncRedisSaver``, langgraph-redis's async name, on an async client too;
-- ``cache.py`` — blob metadata kept for delta encoding, and the bytes of large blobs kept
-  between loads.
+- ``aio.py`` — ``AsyncRedisSaver``, langgraph-redis's async name, on an async client too.
 
 ``ttl`` (seconds) applies to every key of a thread and is refreshed on every write to it; the
 refresh touches each of the thread's keys, so its cost grows with the thread's history (bound

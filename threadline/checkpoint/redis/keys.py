@@ -7,19 +7,20 @@ ids are kept in the data::
 
     P:schema_version             string: the layout version of everything under P
     P:threads                    zset: thread id -> last update (µs), for list_threads
-    T:meta                       hash: root-namespace head, status, next task names, updated_at
+    T:meta                       hash: root-namespace head, status, has_next, updated_at
     T:keys                       set: the suffix (after T) of the thread's other keys, but
                                  checkpoints and their writes (each index lists those)
     T:ns                         set: the thread's namespaces
     T:idx:<ns>                   zset: checkpoint ids, all scored 0, so ordered by id
     T:c:<ns>:<id>                string: one checkpoint (``pack_checkpoint``)
-    T:w:<ns>:<id>                hash: its pending writes, if any (``<kind>:<task>`` fields)
+    T:w:<ns>:<id>                string: its pending writes, if any (``write_rows``)
     T:b:<ns>:<key>:<version>     string: one value blob (``pack_blob``)
 
 Redis spends some 60-100 bytes on every key, and a hash holding a value longer than 64 bytes
 becomes a real hash table with an allocation per field name and value, so a checkpoint is one
-string and so is a blob; only pending writes, which are added one call at a time, are a hash.
-Nothing is stored twice: a checkpoint's id, parent and step live only in its body.
+string, and so are a blob and a checkpoint's pending writes.
+Nothing is stored twice: a checkpoint's id lives only in its key name, its parent, step and
+creation time only in its header (its body is the compact one).
 
 Small scalar values (``layout.inlined``) live in the checkpoint's body, changed or not, and
 have no blob key: a step that only moves a counter writes one checkpoint key. The header of a
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import functools
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -141,54 +142,68 @@ def _blob_header(stored: bytes) -> tuple[list[str], bytes]:
 
 
 # --------------------------------------------------------------------------- checkpoints
-# A checkpoint is "<created_at> <metadata length> <blob suffix>...\n<metadata><body>",
-# created_at quoted, naming the blobs of the values the body does not hold (small scalars are
-# inline). The scripts read the blob suffixes (``read``) and created_at (retention).
+# A checkpoint is "<created_at>,<parent>,<step> <metadata length> <blob suffix>...\n<metadata>
+# <body>", created_at and parent quoted (parent empty for none), naming the blobs of the values
+# the body does not hold (small scalars are inline). The body is compact (``COMPACT_TAG``): the
+# id is the key's, the rest of the row is the header's. The scripts read the blob suffixes
+# (``read``) and the first word (retention).
 
 
 def pack_checkpoint(row: CheckpointRow, blob_suffixes: Sequence[str]) -> bytes:
     """The stored form of a checkpoint row naming the blobs its values live in."""
-    header = " ".join([q(row.created_at), str(len(row.metadata)), *blob_suffixes])
+    first = f"{q(row.created_at)},{q(row.parent_id or '')},{row.step}"
+    header = " ".join([first, str(len(row.metadata)), *blob_suffixes])
     return header.encode() + b"\n" + row.metadata + row.body
 
 
-def unpack_checkpoint(stored: bytes) -> tuple[str, bytes, bytes]:
-    """``(created_at, metadata, body)`` of a stored checkpoint; ValueError if damaged."""
+def unpack_checkpoint(checkpoint_id: str, stored: bytes) -> tuple[CheckpointRow, list[str]]:
+    """The row stored for ``checkpoint_id`` and the blob suffixes its header names;
+    ValueError if damaged."""
     header, sep, rest = stored.partition(b"\n")
-    created_at, size, *_ = header.decode().split(" ")
+    first, size, *suffixes = header.decode().split(" ")
+    created_at, parent, step = first.split(",")
     if not sep or int(size) > len(rest):
         raise ValueError("the checkpoint's header is damaged")
-    return unquote(created_at), rest[: int(size)], rest[int(size) :]
+    metadata, body = rest[: int(size)], rest[int(size) :]
+    row = CheckpointRow(
+        checkpoint_id, unquote(parent) or None, int(step), unquote(created_at), body, metadata
+    )
+    return row, suffixes
 
 
 def created_at_of(token: bytes) -> str:
     """The creation time from the first word of a checkpoint's header, as scripts return it."""
-    return unquote(token.decode())
+    return unquote(token.decode().partition(",")[0])
 
 
 # --------------------------------------------------------------------------------- writes
-# A checkpoint's writes are the fields ``<kind>:<task>`` of its ``w`` hash, each holding
-# "<seq>|<quoted task name>\n<data>"; field ``n`` counts the writes added, giving ``seq``.
+# A checkpoint's writes are one string of entries "<kind>:<task> <length>\n<value>", task id
+# quoted, in the order they were first saved; a value is "<quoted task name>\n<data>". (A
+# hash would cost Redis some 300 bytes more a checkpoint: a field longer than 64 bytes makes
+# it a real hash table.) The scripts add writes (one with the field of a stored one replaces
+# it in place) and read their fields for the thread's status.
 
 
 def write_args(writes: Sequence[WriteRow]) -> list[Any]:
-    """Script arguments for ``writes``: field name, then the value without its sequence number."""
+    """Script arguments for ``writes``: field name, then value."""
     args: list[Any] = []
     for w in writes:
-        args += [f"{w.kind}:{w.task_id}", f"{q(w.task_name)}\n".encode() + w.data]
+        args += [f"{w.kind}:{q(w.task_id)}", f"{q(w.task_name)}\n".encode() + w.data]
     return args
 
 
-def write_rows(fields: Mapping[bytes, bytes]) -> list[WriteRow]:
-    """The pending writes in a ``w`` hash's ``fields``, in the order they were saved."""
-    found: list[tuple[int, WriteRow]] = []
-    for name, value in fields.items():
-        if name == b"n":
-            continue
-        kind, _, task_id = name.decode().partition(":")
-        head, sep, data = value.partition(b"\n")
-        seq, bar, task_name = head.decode().partition("|")
-        if not sep or not bar:
-            raise ValueError(f"write field {name.decode()!r} is damaged")
-        found.append((int(seq), WriteRow(task_id, kind, unquote(task_name), data)))
-    return [row for _, row in sorted(found, key=lambda pair: pair[0])]
+def write_rows(stored: bytes | None) -> list[WriteRow]:
+    """The pending writes in a writes string, in the order they were saved."""
+    found: list[WriteRow] = []
+    at, stored = 0, stored or b""
+    while at < len(stored):
+        end = stored.index(b"\n", at)  # ValueError if there is none
+        field, _, size = stored[at:end].decode().partition(" ")
+        kind, _, task_id = field.partition(":")
+        value = stored[end + 1 : end + 1 + int(size)]
+        name, named, data = value.partition(b"\n")
+        if not named or len(value) != int(size):
+            raise ValueError(f"write entry {field!r} is damaged")
+        found.append(WriteRow(unquote(task_id), kind, unquote(name.decode()), data))
+        at = end + 1 + int(size)
+    return found

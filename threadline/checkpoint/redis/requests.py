@@ -1,8 +1,8 @@
 """Requests the saver's operations yield, and sending them over a sync or an async client.
 
-The operations (``operations.py``) are generators: they yield a request, receive its reply and
-go on, so one piece of code serves ``RedisSaver.put`` and ``RedisSaver.aput`` alike. This module
-is the only one that touches a redis-py client.
+The backend's operations (``backend.py``, ``transaction.py``) are generators: they yield a
+request, receive its reply and go on, so one piece of code serves ``put`` and ``aput`` alike.
+This module is the only one that touches a redis-py client.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from typing import Any, TypeVar
 import redis
 import redis.asyncio as aredis
 
-from threadline.checkpoint.base import CheckpointRecord
 from threadline.checkpoint.redis.scripts import SCRIPTS, SHAS
 
 
@@ -53,17 +52,10 @@ class Pipe:
     calls: Sequence[Call | Eval]
 
 
-@dataclass(frozen=True, slots=True)
-class Emit:
-    """Not a request: an item for the caller of a streaming operation (``list``)."""
-
-    record: CheckpointRecord
-
-
 Request = Call | Eval | Pipe | Load
 T = TypeVar("T")
 Op = Generator[Any, Any, T]
-"""An operation: yields requests (and ``Emit``s), receives replies, returns its result."""
+"""An operation: yields requests, receives replies, returns its result."""
 
 
 def again(request: Request) -> Request | None:
@@ -132,8 +124,3 @@ def close_async_client(loop: asyncio.AbstractEventLoop, client: aredis.Redis) ->
 def text(value: Any) -> str:
     """A reply as ``str`` (redis-py returns bytes)."""
     return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def pairs(flat: Sequence[bytes]) -> dict[bytes, bytes]:
-    """A flat ``[field, value, ...]`` reply (HGETALL inside a script) as a dict."""
-    return {flat[i]: flat[i + 1] for i in range(0, len(flat) - 1, 2)}

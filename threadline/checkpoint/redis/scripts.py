@@ -18,9 +18,9 @@ import hashlib
 # key of a thread: those its registry names, and the checkpoint and writes keys of each
 # namespace index, which are not registered (they follow from the index; registering them cost
 # Redis about a quarter of a long conversation's size). ``refresh`` re-arms the TTL of every key
-# of a thread; ``status_of`` is ``base.thread_status`` over the fields of a writes hash
-# (``<kind>:<task>``); ``store_writes`` adds writes, keeping the sequence number of one that is
-# replaced.
+# of a thread; ``writes_of`` reads a writes string (``keys.py``) as a list of {field, value};
+# ``status_of`` is ``base.thread_status`` over its fields (``<kind>:<task>``); ``store_writes``
+# adds writes, one with the field of a stored one replacing it in place.
 _COMMON = r"""
 local function each_key(tag, reg, fn)
   for _, s in ipairs(redis.call('SMEMBERS', reg)) do
@@ -42,13 +42,24 @@ local function refresh(tag, reg, ttl)
   end
 end
 
+local function writes_of(stored)
+  local list, at = {}, 1
+  while at <= #stored do
+    local field, size, from = string.match(stored, '^([^ \n]+) (%d+)\n()', at)
+    if not field then error('a writes key is damaged') end
+    list[#list + 1] = {field, string.sub(stored, from, from + tonumber(size) - 1)}
+    at = from + tonumber(size)
+  end
+  return list
+end
+
 local function status_of(wkey, has_next)
   if has_next ~= '1' then return 'idle' end
   local finished, entries = {}, {}
-  for _, f in ipairs(redis.call('HKEYS', wkey)) do
-    local i = string.find(f, ':', 1, true)
+  for _, e in ipairs(writes_of(redis.call('GET', wkey) or '')) do
+    local i = string.find(e[1], ':', 1, true)
     if i then
-      local kind, task = string.sub(f, 1, i - 1), string.sub(f, i + 1)
+      local kind, task = string.sub(e[1], 1, i - 1), string.sub(e[1], i + 1)
       if kind == 'result' then finished[task] = true end
       entries[#entries + 1] = {kind, task}
     end
@@ -67,23 +78,31 @@ end
 local function store_writes(tag, reg, wsuffix, first, n)
   if n == 0 then return end
   local wkey = tag .. wsuffix
+  local list, index = writes_of(redis.call('GET', wkey) or ''), {}
+  for i, e in ipairs(list) do index[e[1]] = i end
   for i = 0, n - 1 do
     local field, value = ARGV[first + i * 2], ARGV[first + i * 2 + 1]
-    local old = redis.call('HGET', wkey, field)
-    local seq = old and string.match(old, '^(%d+)|') or redis.call('HINCRBY', wkey, 'n', 1)
-    redis.call('HSET', wkey, field, seq .. '|' .. value)
+    if not index[field] then
+      list[#list + 1] = {field, ''}
+      index[field] = #list
+    end
+    list[index[field]][2] = value
   end
+  local parts = {}
+  for _, e in ipairs(list) do parts[#parts + 1] = e[1] .. ' ' .. #e[2] .. '\n' .. e[2] end
+  redis.call('SET', wkey, table.concat(parts), 'KEEPTTL')
 end
 """
 
 # KEYS: registry, global threads zset.
 # ARGV: 1 tag, 2 ns, 3 qns, 4 id, 5 parent, 6 has_parent, 7 fork, 8 thread_id, 9 ttl_ms,
-# 10 score, 11 updated_at, 12 has_next, 13 next, 14 packed checkpoint, 15 blob suffixes
-# (space-separated), 16 n_blobs, 17 n_bases, 18 n_writes, 19 resent, 20 n_prefixes; then 2 per
-# blob (suffix, packed blob), one per delta base that must exist (suffix), 2 per write (field,
-# value), 2 per prefix row (suffix, packed row) that replaces a stored blob (compaction).
-# Replies {'ok', count, oldest created_at, blobs that existed}, {'conflict', head, moved},
-# {'nobase', suffix} or {'missing', {suffixes}}; only 'ok' has written anything.
+# 10 score, 11 updated_at, 12 has_next, 13 packed checkpoint, 14 suffixes of the blobs it relies
+# on (space-separated: values it names but does not bring, bases of its deltas), 15 n_blobs,
+# 16 n_deltas, 17 n_writes, 18 resent, 19 n_prefixes; then 2 per blob (suffix, packed blob), 2
+# per delta (its base's suffix, "<start>|<chain_bytes>|<full_bytes>" the base must have), 2 per
+# write (field, value), 2 per prefix row (suffix, packed row) that replaces a stored blob.
+# Replies {'ok', count, oldest created_at, blobs that existed}, {'conflict', head, moved} or
+# {'missing', {suffixes}} (relied on but not stored as expected); only 'ok' has written anything.
 PUT = (
     _COMMON
     + r"""
@@ -107,52 +126,55 @@ end
 -- compares bytes, as ids sort; Lua's own comparison would follow the server's locale)
 local behind = head ~= nil and #redis.call('ZRANGEBYLEX', idx, '[' .. cid, '+', 'LIMIT', 0, 1) > 0
 if moved or behind then
-  if ARGV[19] == '1' and head == cid and redis.call('GET', cp) == ARGV[14] then
+  if ARGV[18] == '1' and head == cid and redis.call('GET', cp) == ARGV[13] then
     return summary({})  -- this very put, sent again after its reply was lost: it is saved
   end
   return {'conflict', head or '', moved and '1' or '0'}
 end
 
-local nb, nbase, nw = tonumber(ARGV[16]), tonumber(ARGV[17]), tonumber(ARGV[18])
-local first_base = 21 + nb * 2
-for i = 0, nbase - 1 do
-  local s = ARGV[first_base + i]
-  if redis.call('EXISTS', tag .. s) == 0 then return {'nobase', s} end
+local nb, nd, nw = tonumber(ARGV[15]), tonumber(ARGV[16]), tonumber(ARGV[17])
+local first_delta = 20 + nb * 2
+local missing = {}
+for s in string.gmatch(ARGV[14], '[^ ]+') do
+  if redis.call('EXISTS', tag .. s) == 0 then missing[#missing + 1] = s end
 end
--- every value the checkpoint names must be stored already or come with it
-local new, missing = {}, {}
-for i = 0, nb - 1 do new[ARGV[21 + i * 2]] = true end
-for s in string.gmatch(ARGV[15], '[^ ]+') do
-  if not new[s] and redis.call('EXISTS', tag .. s) == 0 then missing[#missing + 1] = s end
+-- a delta extends its base as it was encoded, or not at all (a base rewritten meanwhile)
+for i = 0, nd - 1 do
+  local s = ARGV[first_delta + i * 2]
+  local stored = redis.call('GETRANGE', tag .. s, 0, 511)
+  if not string.find(stored, '\n', 1, true) then stored = redis.call('GET', tag .. s) or '' end
+  if string.match(stored, '^[fdp]|([^|\n]*|[^|\n]*|[^|\n]*)|') ~= ARGV[first_delta + i * 2 + 1] then
+    missing[#missing + 1] = s
+  end
 end
 if #missing > 0 then return {'missing', missing} end
 
-redis.call('SET', cp, ARGV[14])
+redis.call('SET', cp, ARGV[13])
 redis.call('ZADD', idx, 0, cid)
 redis.call('SADD', tag .. ':ns', ns)
 redis.call('SADD', reg, ':ns', idx_s)
 
 local existed = {}
 for i = 0, nb - 1 do
-  local s = ARGV[21 + i * 2]
-  if redis.call('SET', tag .. s, ARGV[22 + i * 2], 'NX') then
+  local s = ARGV[20 + i * 2]
+  if redis.call('SET', tag .. s, ARGV[21 + i * 2], 'NX') then
     redis.call('SADD', reg, s)
   else
     existed[#existed + 1] = s
   end
 end
 
-store_writes(tag, reg, w_s, first_base + nbase, nw)
+store_writes(tag, reg, w_s, first_delta + nd * 2, nw)
 
 -- compaction: older versions become prefix rows of a blob stored above (a pruned one stays gone)
-local first_prefix = first_base + nbase + nw * 2
-for i = 0, tonumber(ARGV[20]) - 1 do
+local first_prefix = first_delta + nd * 2 + nw * 2
+for i = 0, tonumber(ARGV[19]) - 1 do
   redis.call('SET', tag .. ARGV[first_prefix + i * 2], ARGV[first_prefix + i * 2 + 1], 'XX')
 end
 
 if ns == '' then
-  redis.call('HSET', tag .. ':meta', 'thread_id', ARGV[8], 'checkpoint_id', cid,
-             'status', status_of(tag .. w_s, ARGV[12]), 'has_next', ARGV[12], 'next', ARGV[13],
+  redis.call('HSET', tag .. ':meta', 'checkpoint_id', cid,
+             'status', status_of(tag .. w_s, ARGV[12]), 'has_next', ARGV[12],
              'updated_at', ARGV[11])
   redis.call('SADD', reg, ':meta')
   redis.call('ZADD', threads, tonumber(ARGV[10]), ARGV[8])
@@ -191,7 +213,7 @@ return 'ok'
 # bytes it holds (suffix, CRC-32). Either comes as its header line alone if its header records
 # that CRC (the first 512 bytes, keys.HEADER_READ, are looked at); the walk stops at such a
 # tip, so only the rows above it are sent (``chains.HeldChains`` has the rest).
-# Replies {id, packed checkpoint, writes hash fields, {suffix, stored blob, ...}} or false.
+# Replies {id, packed checkpoint, its writes string, {suffix, stored blob, ...}} or false.
 READ = r"""
 local tag, qns = ARGV[1], ARGV[2]
 local cid = ARGV[3]
@@ -206,7 +228,7 @@ if ARGV[4] ~= '1' then
 end
 local row = redis.call('GET', tag .. ':c:' .. qns .. ':' .. cid)
 if not row then return false end
-local writes = redis.call('HGETALL', tag .. ':w:' .. qns .. ':' .. cid)
+local writes = redis.call('GET', tag .. ':w:' .. qns .. ':' .. cid) or ''
 local out, seen, word = {}, {}, 0
 for s in string.gmatch(string.match(row, '^[^\n]*'), '[^ ]+') do
   word = word + 1  -- the header: created_at, metadata length, then the blob suffixes
@@ -247,13 +269,14 @@ return 'ok'
 """
 )
 
-# KEYS: registry, global threads zset. ARGV: 1 tag, 2 qns, 3 expected head, 4 n ids, 5 n blobs,
-# 6 ns, 7 thread_id, then the ids and the blob suffixes to delete. Refuses (-1) when the head
-# moved since the caller decided what to drop.
+# KEYS: registry, global threads zset. ARGV: 1 tag, 2 qns, 3 the head the caller saw, 4 n ids,
+# 5 n blobs, 6 ns, 7 thread_id, then the ids and the blob suffixes to delete. The blobs go only
+# if the head is still that one: a checkpoint saved since may use them (the next prune takes
+# them). Replies how many checkpoints it deleted.
 PRUNE = r"""
 local tag, qns, reg = ARGV[1], ARGV[2], KEYS[1]
 local idx = tag .. ':idx:' .. qns
-if redis.call('ZREVRANGE', idx, 0, 0)[1] ~= ARGV[3] then return -1 end
+local head_kept = redis.call('ZREVRANGE', idx, 0, 0)[1] == ARGV[3]
 local n, nb = tonumber(ARGV[4]), tonumber(ARGV[5])
 local removed = 0
 for i = 8, 7 + n do
@@ -263,6 +286,7 @@ for i = 8, 7 + n do
   redis.call('UNLINK', tag .. c, tag .. w)
   redis.call('SREM', reg, c, w)
 end
+if not head_kept then nb = 0 end
 for i = 8 + n, 7 + n + nb do
   redis.call('UNLINK', tag .. ARGV[i])
   redis.call('SREM', reg, ARGV[i])
@@ -301,7 +325,7 @@ each_key(src, KEYS[1], function(s)
 end)
 local meta = dst .. ':meta'
 if redis.call('EXISTS', meta) == 1 then
-  redis.call('HSET', meta, 'thread_id', ARGV[3], 'updated_at', ARGV[6])
+  redis.call('HSET', meta, 'updated_at', ARGV[6])
   redis.call('ZADD', KEYS[3], tonumber(ARGV[5]), ARGV[3])
 end
 refresh(dst, KEYS[2], tonumber(ARGV[4]))
