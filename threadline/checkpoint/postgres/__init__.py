@@ -26,22 +26,23 @@ of ``list``) is one statement returning the checkpoints, their writes and their 
 snapshot with no transaction around it; it is read a second time, naming no held chains, if a
 chain it relied on was let go meanwhile. The other operations send their statements in psycopg
 pipeline mode together with their ``BEGIN`` and ``COMMIT``, so ``put_writes``,
-``delete_thread``, ``prune`` and a filtered page of ``list`` each take one round trip and one
-transaction. ``put`` takes one more when the blob
-cache misses a base a list delta needs, and a put that fails for values it relies on not being
-stored is retried once with them stored in full. Sync methods run on a
-``psycopg_pool.ConnectionPool``; the ``a*`` methods are native async on an
-``AsyncConnectionPool`` per event loop, opened on first use; neither serialises calls: they run
-concurrently up to the pool size, and puts on one thread wait only for each other, on its head
-row.
+``delete_thread`` and ``prune`` each take one round trip and one transaction. ``put`` takes one
+more when the core's metadata cache misses a base a list delta needs, and a put that fails for
+values it relies on not being stored is retried once with them stored in full. Sync methods run
+on a ``psycopg_pool.ConnectionPool``; ``aput``, ``aget_tuple`` and ``aput_writes`` are native
+async on an ``AsyncConnectionPool`` per event loop, opened on first use (the other ``a*``
+methods run the sync ones on a worker thread); neither serialises calls: they run concurrently
+up to the pool size, and puts on one thread wait only for each other, on its head row.
 
 Every value goes into SQL as a bound parameter; metadata filters are applied in Python after
 decoding, so a filter key never reaches SQL.
 
-Modules: ``schema`` (tables, functions, version), ``statements`` (SQL), ``driver`` (batches of
-statements, one round trip each), ``connections`` (pools, errors), ``rows`` and ``cache``
-(what is stored and remembered), ``sources`` (values stored inside the input's write),
-``batcher`` (many ``aput``s in one call), ``saver`` (``PostgresSaver``); held chains are in
+Modules: ``saver`` (``PostgresSaver``, a ``core.CoreSaver``), ``backend`` (puts, loads, whole
+threads), ``transaction`` (the core's ``Transaction``, a statement a call), ``schema`` (tables,
+functions, version), ``statements`` and ``tx_statements`` (SQL), ``driver`` (batches of
+statements, one round trip each), ``connections`` and ``given`` (pools, errors, the program's
+connections), ``rows`` (what is stored and loaded), ``sources`` (values stored inside the
+input's write), ``batcher`` (many ``aput``s in one call); held chains are in
 ``checkpoint/chains.py``, shared with the SQLite, files and Redis savers.
 """
 

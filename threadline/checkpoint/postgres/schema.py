@@ -55,6 +55,7 @@ CREATE TABLE IF NOT EXISTS {cps} (
     parent_id     text COLLATE "C",
     step          integer     NOT NULL,
     created_at    timestamptz,
+    created_raw   text,
     body          bytea       NOT NULL,
     metadata      bytea       NOT NULL,
     blob_keys     text[] COLLATE "C" NOT NULL,
@@ -171,7 +172,8 @@ $threadline$
     # the head, insert the row, its new blobs and its pending writes, then check that every
     # value it names and did not store in full is stored. Any exception undoes all of it.
     # Two parameters: ``p`` holds everything but bytes, as JSON: ``{"thread", "ns", "cid",
-    # "parent", "fork", "step", "ts" (Unix seconds or null), "o", "body": [off, len], "meta":
+    # "parent", "fork", "step", "ts" (the time, or null), "raw" (``created_at`` as given when
+    # the time does not spell it: ``rows.created_fields``), "o", "body": [off, len], "meta":
     # [off, len], "next": [name], "refs": [[key, version]], "check": [[key, version]], "blobs":
     # [[key, version, start, base, chain_bytes, full_bytes, crc32, items, src_id, src_task,
     # src_at, src_len, off, len]], "writes": [[task_id, kind, task_name, off, len]], "prefixes":
@@ -195,11 +197,11 @@ BEGIN
                                 WITH ORDINALITY AS x(n, i) ORDER BY i));
     -- Never an upsert: the head's compare-and-set guarantees the id is new.
     INSERT INTO {cps} (
-        thread_id, checkpoint_ns, checkpoint_id, parent_id, step, created_at, body, metadata,
-        blob_keys, blob_versions
+        thread_id, checkpoint_ns, checkpoint_id, parent_id, step, created_at, created_raw,
+        body, metadata, blob_keys, blob_versions
     ) VALUES (
         v_thread, v_ns, v_cid, v_parent, (p->>'step')::integer,
-        to_timestamp((p->>'ts')::double precision),
+        (p->>'ts')::timestamptz, p->>'raw',
         substring(p_data FROM v_o + (p->'body'->>0)::integer + 1
                          FOR (p->'body'->>1)::integer),
         substring(p_data FROM v_o + (p->'meta'->>0)::integer + 1
