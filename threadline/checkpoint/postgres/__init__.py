@@ -6,10 +6,11 @@ Tables (in ``schema``, all named ``threadline_*``; DDL in ``schema.py``):
   compare-and-set on this row (``threadline_advance_head``, the rule of ``rules.check_put``):
   it moves only from the checkpoint the new one was computed from (anywhere for a fork), and
   only to an id that sorts after it. Root-namespace rows also keep the planned task names and
-  the time of the last change, so they serve ``list_threads`` (the "threads table").
-- ``checkpoints``: the checkpoint without its values (``layout.encode_record``; its body
-  holds the small scalars, ``layout.inlined``), its encoded metadata, and the ``(key,
-  version)`` of every other value in the clear, so loading fetches blobs and chains, and
+  the time of the last change, so they serve ``list_threads`` (the "threads table"; sorted by
+  that time with no index, so a put's update of its head is HOT).
+- ``checkpoints``: the checkpoint without its values (``layout.encode_record``, a compact body
+  without what the row's columns hold; it holds the small scalars, ``layout.inlined``), its
+  encoded metadata, and the ``(key, version)`` of every other value in the clear, so loading fetches blobs and chains, and
   pruning finds unused blobs, in SQL without decoding anything.
 - ``blobs``: one immutable row per stored value (full, or a delta on a list), keyed by
   (thread, namespace, key, version), with a CRC-32 of its bytes checked on load.

@@ -10,7 +10,12 @@ from threadline.checkpoint.postgres.schema import (
     DDL,
     DDL_VERSION_TABLE,
 )
-from threadline.checkpoint.postgres.tx_statements import BLOB_DATA, MICROS, TX_STATEMENTS
+from threadline.checkpoint.postgres.tx_statements import (
+    BLOB_DATA,
+    MICROS,
+    PARENT,
+    TX_STATEMENTS,
+)
 
 # Two parameters whatever the put (see ``schema.py``): a JSON text and the bytes.
 _PUT = "SELECT {put}(%(put)s::jsonb, %(data)b)"
@@ -77,9 +82,7 @@ _BLOB_SIZE = "length(b.data) + COALESCE(b.src_len, 0)"
 # instead of three in a read-only transaction costs the client half the work: psycopg spends
 # more on each statement of a pipeline than the rows of a load cost to read.
 # PostgreSQL plans it again at every call (~0.45 ms of server time; knowing the arrays are empty
-# makes a custom plan look cheaper than a generic one). Forcing a generic plan saved that, but in
-# a 200-turn conversation the ``heads_recent`` index then kept its dead entries (16 -> 48 KB, 3%
-# more storage in all). See docs/performance.md.
+# makes a custom plan look cheaper than a generic one). See docs/performance.md.
 _LOAD = """
 WITH RECURSIVE need(key, version) AS (
     SELECT r.key, r.version
@@ -98,7 +101,7 @@ WITH RECURSIVE need(key, version) AS (
             LIMIT 1) d
 )
 SELECT 0 AS part, row_number() OVER (ORDER BY c.checkpoint_id DESC) AS ord,
-       c.checkpoint_id, c.parent_id, c.created_raw, NULL::text, c.body, c.metadata,
+       c.checkpoint_id, {parent}, c.created_raw, NULL::text, c.body, c.metadata,
        c.step::bigint, {micros}, NULL::bigint, NULL::bigint
   FROM {cps} c
  WHERE c.thread_id = %(thread)s AND c.checkpoint_ns = %(ns)s AND {target_c}
@@ -120,7 +123,13 @@ SELECT 2, 0, b.key, b.version, b.start, b.base, CASE WHEN h.key IS NULL THEN {da
     ON h.key = b.key AND h.version = b.version AND h.crc32 = b.crc32
    AND h.size = {size}
 """
-_LOAD = _LOAD.replace("{data}", BLOB_DATA).replace("{size}", _BLOB_SIZE).replace("{micros}", MICROS)
+for _mark, _sql in {
+    "{data}": BLOB_DATA,
+    "{size}": _BLOB_SIZE,
+    "{micros}": MICROS,
+    "{parent}": PARENT,
+}.items():
+    _LOAD = _LOAD.replace(_mark, _sql)
 
 _LOCK_HEADS = """
 SELECT 1 FROM {heads} WHERE thread_id = %(thread)s ORDER BY checkpoint_ns FOR {mode}
@@ -140,8 +149,10 @@ _DELETE_THREAD = (
 _PRUNE = """
 WITH RECURSIVE
 ranked AS (
-    SELECT c.checkpoint_ns, c.checkpoint_id, c.created_at,
-           row_number() OVER (PARTITION BY c.checkpoint_ns ORDER BY c.checkpoint_id DESC) AS rn
+    SELECT c.checkpoint_ns, c.checkpoint_id, c.created_at, c.parent_id,
+           row_number() OVER (PARTITION BY c.checkpoint_ns ORDER BY c.checkpoint_id DESC) AS rn,
+           lag(c.checkpoint_id) OVER (PARTITION BY c.checkpoint_ns ORDER BY c.checkpoint_id)
+               AS prev
       FROM {cps} c
      WHERE c.thread_id = %(thread)s{ns_c}
 ),
@@ -151,6 +162,17 @@ doomed AS (
        AND c.checkpoint_ns = r.checkpoint_ns AND c.checkpoint_id = r.checkpoint_id
        AND (r.rn > %(keep)s::bigint OR (r.rn > 1 AND r.created_at < %(cutoff)s::timestamptz))
     RETURNING c.checkpoint_ns, c.checkpoint_id
+),
+kept_parents AS (  -- a kept checkpoint whose implied parent (the previous one) goes names it
+    UPDATE {cps} c SET parent_id = r.prev
+      FROM ranked r
+     WHERE c.thread_id = %(thread)s AND c.checkpoint_ns = r.checkpoint_ns
+       AND c.checkpoint_id = r.checkpoint_id AND r.parent_id IS NULL
+       AND EXISTS (SELECT 1 FROM doomed d
+                    WHERE d.checkpoint_ns = r.checkpoint_ns AND d.checkpoint_id = r.prev)
+       AND NOT EXISTS (SELECT 1 FROM doomed d
+                        WHERE d.checkpoint_ns = r.checkpoint_ns
+                          AND d.checkpoint_id = r.checkpoint_id)
 ),
 gone_heads AS (
     DELETE FROM {heads} h
@@ -256,7 +278,6 @@ class Queries:
         self.names: dict[str, sql.Composable] = {
             "version": table("schema_version"),
             "heads": table("heads"),
-            "heads_recent_name": sql.Identifier("threadline_heads_recent"),
             "cps": table("checkpoints"),
             "blobs": table("blobs"),
             "writes": table("writes"),

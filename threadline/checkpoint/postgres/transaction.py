@@ -227,7 +227,7 @@ class PostgresTx:
 
     def delete(self, thread_id: str, ns: str, ids: Collection[str]) -> None:
         params = {"thread": thread_id, "ns": ns, "ids": list(ids)}
-        names = ("keep_sources", "delete_writes", "delete_cps", "drop_empty_head")
+        names = ("keep_sources", "keep_parents", "delete_writes", "delete_cps", "drop_empty_head")
         self._queue(*(Stmt(self.sql[name], params) for name in names))
 
     def delete_blobs(self, thread_id: str, ns: str, pairs: Collection[Pair]) -> None:

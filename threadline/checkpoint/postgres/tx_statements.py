@@ -14,6 +14,11 @@ BLOB_DATA = """b.data || CASE WHEN b.src_id IS NULL THEN ''::bytea ELSE COALESCE
     FROM b.src_at + 1 FOR b.src_len), ''::bytea) END"""
 # A checkpoint's time as microseconds since 1970 (``rows.created_text`` spells it).
 MICROS = "(extract(epoch FROM c.created_at) * 1000000)::bigint"
+# A checkpoint's parent (``schema``: NULL is the previous checkpoint of the namespace).
+PARENT = """CASE WHEN c.parent_id IS NOT NULL THEN nullif(c.parent_id, '') ELSE (
+    SELECT max(p.checkpoint_id) FROM {cps} p
+     WHERE p.thread_id = c.thread_id AND p.checkpoint_ns = c.checkpoint_ns
+       AND p.checkpoint_id < c.checkpoint_id) END"""
 
 _META = "b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes, b.items"
 _NS = "thread_id = %(thread)s AND checkpoint_ns = %(ns)s"
@@ -47,6 +52,14 @@ _KEEP_SOURCES = f"""
 UPDATE {{blobs}} b
    SET data = {BLOB_DATA}, src_id = NULL, src_task = NULL, src_at = NULL, src_len = NULL
  WHERE b.thread_id = %(thread)s AND b.checkpoint_ns = %(ns)s AND b.src_id = ANY(%(ids)s::text[])
+"""
+
+# Checkpoints whose parent is implied (the previous one) and about to go name it.
+_KEEP_PARENTS = f"""
+UPDATE {{cps}} c SET parent_id = {PARENT.replace("{cps}", "{{cps}}")}
+ WHERE c.thread_id = %(thread)s AND c.checkpoint_ns = %(ns)s AND c.parent_id IS NULL
+   AND NOT c.checkpoint_id = ANY(%(ids)s::text[])
+   AND {PARENT.replace("{cps}", "{{cps}}")} = ANY(%(ids)s::text[])
 """
 
 _DROP_EMPTY_HEAD = """
@@ -88,6 +101,7 @@ SELECT {_META} FROM {{blobs}} b
     "bodies": f"SELECT checkpoint_id, body FROM {{cps}} WHERE {_NS}",
     "namespaces": "SELECT DISTINCT checkpoint_ns FROM {cps} WHERE thread_id = %(thread)s",
     "keep_sources": _KEEP_SOURCES,
+    "keep_parents": _KEEP_PARENTS,
     "delete_writes": f"DELETE FROM {{writes}} WHERE {_NS} AND checkpoint_id = ANY(%(ids)s::text[])",
     "delete_cps": f"DELETE FROM {{cps}} WHERE {_NS} AND checkpoint_id = ANY(%(ids)s::text[])",
     "drop_empty_head": _DROP_EMPTY_HEAD,
