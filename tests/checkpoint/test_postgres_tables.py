@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from builders import step
+from builders import counter_graph, step
 from psycopg import sql
 from services import postgres_url
 from test_postgres_saver import chain, postgres_saver
@@ -84,17 +84,7 @@ def test_a_counter_step_costs_at_most_240_bytes_of_checkpoint_rows(saver: Postgr
     """A step that only moves a counter writes one compact row: with its key's index, at most
     240 bytes of the checkpoints table a checkpoint (tables, indexes and TOAST, as
     ``pg_total_relation_size`` counts them); the head is updated in place (a page or two)."""
-    from typing import TypedDict
-
-    from threadline.graph import END, START, StateGraph
-
-    class Counter(TypedDict):
-        n: int
-
-    builder = StateGraph(Counter)
-    builder.add_node("inc", lambda s: {"n": s["n"] + 1})
-    builder.add_edge(START, "inc")
-    builder.add_conditional_edges("inc", lambda s: END if s["n"] >= 2000 else "inc")
+    builder = counter_graph(2000)
     config = {"configurable": {"thread_id": "t"}, "recursion_limit": 4000}
     assert builder.compile(checkpointer=saver).invoke({"n": 0}, config) == {"n": 2000}
     size = "SELECT pg_total_relation_size(to_regclass(%(t)s)), pg_relation_size(to_regclass(%(t)s))"
