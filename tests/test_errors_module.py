@@ -19,9 +19,11 @@ from threadline import errors
 
 # Exceptions that never reach a caller, and so need not be importable from threadline.errors.
 INTERNAL = {
-    # Signals between the PostgreSQL saver's SQL and its put: the head's compare-and-set
+    # Signals between a backend's commit and the saver core: the head's compare-and-set
     # failed, or values a delta needs are gone. ``put``/``aput`` always catch them and raise
     # ConcurrentUpdateError or SerializationError (both in threadline.errors) instead.
+    "threadline.checkpoint.backend.HeadMoved",
+    "threadline.checkpoint.backend.NotStored",
     "threadline.checkpoint.postgres.rows.HeadMoved",
     "threadline.checkpoint.postgres.rows.NotStored",
 }
