@@ -24,8 +24,6 @@ INTERNAL = {
     # ConcurrentUpdateError or SerializationError (both in threadline.errors) instead.
     "threadline.checkpoint.backend.HeadMoved",
     "threadline.checkpoint.backend.NotStored",
-    "threadline.checkpoint.postgres.rows.HeadMoved",
-    "threadline.checkpoint.postgres.rows.NotStored",
 }
 
 

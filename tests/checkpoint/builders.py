@@ -111,3 +111,20 @@ def item(i: int, size: int = 1000) -> str:
     """A list item of exactly ``size`` characters (think: one chat message)."""
     head = f"message {i:05d} "
     return head + "x" * (size - len(head))
+
+
+def counter_graph(steps: int) -> Any:
+    """A graph whose one node bumps a counter ``steps`` times: one compact checkpoint a step
+    (what the row-size tests measure). Invoke it with ``{"n": 0}``."""
+    from typing import TypedDict
+
+    from threadline.graph import END, START, StateGraph
+
+    class Counter(TypedDict):
+        n: int
+
+    builder = StateGraph(Counter)
+    builder.add_node("inc", lambda s: {"n": s["n"] + 1})
+    builder.add_edge(START, "inc")
+    builder.add_conditional_edges("inc", lambda s: END if s["n"] >= steps else "inc")
+    return builder

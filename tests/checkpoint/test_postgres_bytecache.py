@@ -114,7 +114,7 @@ def test_a_long_conversation_loads_the_same_from_cache_and_from_sql(saver: Postg
 
 
 async def test_deleting_or_copying_over_a_thread_forgets_its_bytes(saver: PostgresSaver) -> None:
-    held = saver._bytes  # what a load names (white box: nothing else tells what is kept)
+    held = saver.backend.bytes  # what a load names (white box: nothing else tells what is kept)
     for thread_id in ("t1", "t2", "t3"):
         saver.put(step(thread_id, {"doc": text()}, None))
         assert len(held.held(thread_id, "")) == 1

@@ -94,9 +94,9 @@ def test_deleting_a_thread_forgets_its_chains(saver: PostgresSaver) -> None:
     for record in chain("t1", TURNS, size=ITEM):
         saver.put(record)
     assert saver.get_tuple("t1") is not None
-    assert saver._chains.tips("t1", "")  # white box: nothing else tells what is held
+    assert saver.backend.chains.tips("t1", "")  # white box: nothing else tells what is held
     saver.delete_thread("t1")
-    assert saver._chains.tips("t1", "") == {}
+    assert saver.backend.chains.tips("t1", "") == {}
 
 
 @pytest.mark.parametrize("how", ["get_tuple", "list", "aget_tuple"])
@@ -110,14 +110,14 @@ def test_a_chain_let_go_while_its_load_was_out_is_read_again_whole(
     for record in records:
         saver.put(record)
     assert saver.get_tuple("t1") is not None  # now held
-    assert saver._chains.tips("t1", "")  # white box: nothing else tells what is held
-    real = saver._chains.rows_below
+    assert saver.backend.chains.tips("t1", "")  # white box: nothing else tells what is held
+    real = saver.backend.chains.rows_below
 
     def let_go_first(*args: object) -> object:
-        saver._chains.clear()
+        saver.backend.chains.clear()
         return real(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(saver._chains, "rows_below", let_go_first)
+    monkeypatch.setattr(saver.backend.chains, "rows_below", let_go_first)
     if how == "get_tuple":
         got = saver.get_tuple("t1")
     elif how == "aget_tuple":

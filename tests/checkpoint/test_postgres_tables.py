@@ -1,6 +1,7 @@
 """What the PostgreSQL saver's server-side functions read and rewrite, counted by PostgreSQL
 itself (``pg_stat_get_xact_*``: this transaction's counts): a put's check reads a few index
-entries however long the thread, and a head outside the root namespace is updated in place.
+entries however long the thread, and a head is updated in place; and how many bytes a
+checkpoint's row costs.
 
 Same server and schema conventions as ``test_postgres_saver``.
 """
@@ -12,7 +13,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from builders import step
+from builders import counter_graph, step
 from psycopg import sql
 from services import postgres_url
 from test_postgres_saver import chain, postgres_saver
@@ -58,8 +59,8 @@ def test_a_put_checks_its_values_without_reading_the_whole_thread(saver: Postgre
 
 
 def test_a_head_outside_the_root_namespace_is_updated_in_place(saver: PostgresSaver) -> None:
-    """Root-namespace heads are listed by the time they changed (an indexed column), so their
-    updates cannot be HOT; other namespaces' heads keep their time and are updated in place."""
+    """Every head is updated in place (HOT: no index covers the time a root head changed);
+    other namespaces' heads keep their time."""
     sub, root = step("t1", {"x": 1}, None, ns="sub"), step("t1", {"x": 1}, None)
     saver.put(sub)
     saver.put(root)
@@ -71,9 +72,25 @@ def test_a_head_outside_the_root_namespace_is_updated_in_place(saver: PostgresSa
     times = "SELECT checkpoint_ns, updated_at FROM {s}.threadline_heads ORDER BY checkpoint_ns"
     heads = f'"{saver.schema}".threadline_heads'
     before = in_one_transaction(saver.schema, times)
-    for ns, record, hot in (("sub", sub, 1), ("", root, 0)):
+    for ns, record, hot in (("sub", sub, 1), ("", root, 1)):
         params = {"ns": ns, "parent": record.checkpoint.id, "new": new_checkpoint_id()}
         params["heads"] = heads
         assert in_one_transaction(saver.schema, advance, counts, params=params) == [(1, hot)]
         after = dict(in_one_transaction(saver.schema, advance, times, params=params))
         assert (after[ns] == dict(before)[ns]) == (ns != "")
+
+
+def test_a_counter_step_costs_at_most_240_bytes_of_checkpoint_rows(saver: PostgresSaver) -> None:
+    """A step that only moves a counter writes one compact row: with its key's index, at most
+    240 bytes of the checkpoints table a checkpoint (tables, indexes and TOAST, as
+    ``pg_total_relation_size`` counts them); the head is updated in place (a page or two)."""
+    builder = counter_graph(2000)
+    config = {"configurable": {"thread_id": "t"}, "recursion_limit": 4000}
+    assert builder.compile(checkpointer=saver).invoke({"n": 0}, config) == {"n": 2000}
+    size = "SELECT pg_total_relation_size(to_regclass(%(t)s)), pg_relation_size(to_regclass(%(t)s))"
+    table = f'"{saver.schema}".threadline_{{}}'
+    counted = "SELECT count(*) FROM {s}.threadline_checkpoints"
+    ((count,),) = in_one_transaction(saver.schema, counted)
+    ((rows, _),) = in_one_transaction(saver.schema, size, params={"t": table.format("checkpoints")})
+    ((_, heads),) = in_one_transaction(saver.schema, size, params={"t": table.format("heads")})
+    assert count == 2002 and rows / count <= 240 and heads <= 16384

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from builders import item, make_cp, rec, step, w
+from builders import counter_graph, item, make_cp, rec, step, w
 
 from threadline import serde
 from threadline.checkpoint import (
@@ -915,17 +915,7 @@ def test_another_tools_database_is_refused(tmp_path: Path) -> None:
 def test_a_counter_step_costs_at_most_200_bytes_of_checkpoint_rows(tmp_path: Path) -> None:
     """A step that only moves a counter writes one compact row (its body leaves out what the
     row's columns hold): at most 200 bytes of the checkpoints table's pages a checkpoint."""
-    from typing import TypedDict
-
-    from threadline.graph import END, START, StateGraph
-
-    class Counter(TypedDict):
-        n: int
-
-    builder = StateGraph(Counter)
-    builder.add_node("inc", lambda s: {"n": s["n"] + 1})
-    builder.add_edge(START, "inc")
-    builder.add_conditional_edges("inc", lambda s: END if s["n"] >= 2000 else "inc")
+    builder = counter_graph(2000)
     path = tmp_path / "counter.db"
     with SqliteSaver(path) as saver:
         config = {"configurable": {"thread_id": "t"}, "recursion_limit": 4000}

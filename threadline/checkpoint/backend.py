@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from threadline.checkpoint.base import Retention, ThreadStatus
 from threadline.checkpoint.layout import BlobRow, CheckpointRow, Compaction, WriteRow
@@ -297,3 +297,19 @@ class Backend(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class WholeThreads(Protocol):
+    """Optional, for a backend that prunes or copies a whole thread faster than the core does
+    through ``transaction`` (one SQL statement instead of a round trip per read)."""
+
+    def prune_thread(self, thread_id: str, keep_last: int) -> tuple[int, list[tuple[str, Pair]]]:
+        """``CoreSaver.prune`` as one transaction: returns how many checkpoints went and the
+        ``(namespace, (key, version))`` of the blob rows deleted."""
+        ...
+
+    def copy_whole(self, source: str, target: str) -> bool:
+        """``Transaction.copy_thread`` as one transaction, if ``target`` has no checkpoints
+        (else nothing is done: returns False)."""
+        ...

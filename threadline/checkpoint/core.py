@@ -33,6 +33,7 @@ from threadline.checkpoint.backend import (
     Prepared,
     StoredCheckpoint,
     Transaction,
+    WholeThreads,
 )
 from threadline.checkpoint.base import (
     BaseSaver,
@@ -353,6 +354,11 @@ class CoreSaver(BaseSaver):
 
     def prune(self, thread_id: str, *, keep_last: int) -> int:
         check_keep_last(keep_last)
+        if isinstance(self.backend, WholeThreads):
+            deleted, dropped = self.backend.prune_thread(thread_id, keep_last)
+            for ns, pair in dropped:
+                self._forget(thread_id, ns, [pair])
+            return deleted
         deleted = 0
         gone: builtins.list[tuple[str, builtins.list[Pair]]] = []
         with self.backend.transaction(True) as tx:
@@ -371,14 +377,16 @@ class CoreSaver(BaseSaver):
         source); copying a thread that has none does nothing. One transaction.
         """
         src, dst = source_thread_id, target_thread_id
+        if isinstance(self.backend, WholeThreads):
+            if not self.backend.copy_whole(src, dst):
+                raise _target_taken(src, dst)
+            self._forget(dst)
+            return
         with self.backend.transaction(True) as tx:
             # Named in one order: a backend locking threads as named (files) cannot deadlock.
             held = {thread: bool(tx.namespaces(thread)) for thread in sorted({src, dst})}
             if held[dst]:
-                raise ValueError(
-                    f"cannot copy thread {src!r} to {dst!r}: the target already has "
-                    "checkpoints; delete it first or pick another id"
-                )
+                raise _target_taken(src, dst)
             if not held[src]:
                 return
             tx.copy_thread(src, dst)
@@ -450,6 +458,13 @@ def _moved(record: CheckpointRecord, fork: bool, moved: HeadMoved) -> Concurrent
     return ConcurrentUpdateError(  # the head moved back between the commit and this report
         f"thread {record.thread_id!r} (namespace {record.checkpoint_ns!r}) changed while "
         f"checkpoint {record.checkpoint.id} was being saved; nothing was written"
+    )
+
+
+def _target_taken(source: str, target: str) -> ValueError:
+    return ValueError(
+        f"cannot copy thread {source!r} to {target!r}: the target already has checkpoints; "
+        "delete it first or pick another id"
     )
 
 

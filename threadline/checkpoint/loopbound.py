@@ -26,6 +26,27 @@ from threadline.errors import ConfigError, SaverUnavailableError
 _T = TypeVar("_T")
 
 
+def run_on(home: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, _T], saver: str) -> _T:
+    """Run ``coro`` on ``home`` from another thread and wait for it; on ``home``'s own thread
+    (where waiting would block it forever) or once it is closed, a clear error."""
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is home or home.is_closed():
+        coro.close()
+        if home.is_closed():
+            raise SaverUnavailableError(
+                f"{saver}: the event loop its connection belongs to is closed"
+            )
+        raise ConfigError(
+            f"{saver} runs on an async connection: from its event loop, use the async "
+            "interface (await graph.ainvoke(...), await graph.aget_state(...)); sync calls are "
+            "only possible from another thread"
+        )
+    return asyncio.run_coroutine_threadsafe(coro, home).result()
+
+
 class LoopBound(BaseSaver):
     """Mixin, placed before the saver class: sync methods go to ``_home`` when it is set."""
 
@@ -34,22 +55,7 @@ class LoopBound(BaseSaver):
     def _on_home(self, coro: Coroutine[Any, Any, _T]) -> _T:
         home = self._home
         assert home is not None
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is home or home.is_closed():
-            coro.close()
-            if home.is_closed():
-                raise SaverUnavailableError(
-                    f"{type(self).__name__}: the event loop its connection belongs to is closed"
-                )
-            raise ConfigError(
-                f"{type(self).__name__} runs on an async connection: from its event loop, use "
-                "the async interface (await graph.ainvoke(...), await graph.aget_state(...)); "
-                "sync calls are only possible from another thread"
-            )
-        return asyncio.run_coroutine_threadsafe(coro, home).result()
+        return run_on(home, coro, type(self).__name__)
 
     def get_tuple(
         self, thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None

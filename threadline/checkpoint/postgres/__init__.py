@@ -6,11 +6,12 @@ Tables (in ``schema``, all named ``threadline_*``; DDL in ``schema.py``):
   compare-and-set on this row (``threadline_advance_head``, the rule of ``rules.check_put``):
   it moves only from the checkpoint the new one was computed from (anywhere for a fork), and
   only to an id that sorts after it. Root-namespace rows also keep the planned task names and
-  the time of the last change, so they serve ``list_threads`` (the "threads table").
-- ``checkpoints``: the checkpoint without its values (``layout.encode_record``; its body
-  holds the small scalars, ``layout.inlined``), its encoded metadata, and the ``(key,
-  version)`` of every other value in the clear, so loading fetches blobs and chains, and
-  pruning finds unused blobs, in SQL without decoding anything.
+  the time of the last change, so they serve ``list_threads`` (the "threads table"; sorted by
+  that time with no index, so a put's update of its head is HOT).
+- ``checkpoints``: the checkpoint without its values (``layout.encode_record``, a compact body
+  without what the row's columns hold; it holds the small scalars, ``layout.inlined``), its
+  encoded metadata, and the ``(key, version)`` of every other value in the clear, so loading
+  fetches blobs and chains, and pruning finds unused blobs, in SQL without decoding anything.
 - ``blobs``: one immutable row per stored value (full, or a delta on a list), keyed by
   (thread, namespace, key, version), with a CRC-32 of its bytes checked on load.
 - ``writes``: pending writes, in insertion order (``seq``).
@@ -26,22 +27,23 @@ of ``list``) is one statement returning the checkpoints, their writes and their 
 snapshot with no transaction around it; it is read a second time, naming no held chains, if a
 chain it relied on was let go meanwhile. The other operations send their statements in psycopg
 pipeline mode together with their ``BEGIN`` and ``COMMIT``, so ``put_writes``,
-``delete_thread``, ``prune`` and a filtered page of ``list`` each take one round trip and one
-transaction. ``put`` takes one more when the blob
-cache misses a base a list delta needs, and a put that fails for values it relies on not being
-stored is retried once with them stored in full. Sync methods run on a
-``psycopg_pool.ConnectionPool``; the ``a*`` methods are native async on an
-``AsyncConnectionPool`` per event loop, opened on first use; neither serialises calls: they run
-concurrently up to the pool size, and puts on one thread wait only for each other, on its head
-row.
+``delete_thread`` and ``prune`` each take one round trip and one transaction. ``put`` takes one
+more when the core's metadata cache misses a base a list delta needs, and a put that fails for
+values it relies on not being stored is retried once with them stored in full. Sync methods run
+on a ``psycopg_pool.ConnectionPool``; ``aput``, ``aget_tuple`` and ``aput_writes`` are native
+async on an ``AsyncConnectionPool`` per event loop, opened on first use (the other ``a*``
+methods run the sync ones on a worker thread); neither serialises calls: they run concurrently
+up to the pool size, and puts on one thread wait only for each other, on its head row.
 
 Every value goes into SQL as a bound parameter; metadata filters are applied in Python after
 decoding, so a filter key never reaches SQL.
 
-Modules: ``schema`` (tables, functions, version), ``statements`` (SQL), ``driver`` (batches of
-statements, one round trip each), ``connections`` (pools, errors), ``rows`` and ``cache``
-(what is stored and remembered), ``sources`` (values stored inside the input's write),
-``batcher`` (many ``aput``s in one call), ``saver`` (``PostgresSaver``); held chains are in
+Modules: ``saver`` (``PostgresSaver``, a ``core.CoreSaver``), ``backend`` (puts, loads, whole
+threads), ``transaction`` (the core's ``Transaction``, a statement a call), ``schema`` (tables,
+functions, version), ``statements`` and ``tx_statements`` (SQL), ``driver`` (batches of
+statements, one round trip each), ``connections`` and ``given`` (pools, errors, the program's
+connections), ``rows`` (what is stored and loaded), ``sources`` (values stored inside the
+input's write), ``batcher`` (many ``aput``s in one call); held chains are in
 ``checkpoint/chains.py``, shared with the SQLite, files and Redis savers.
 """
 

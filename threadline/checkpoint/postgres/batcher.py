@@ -16,11 +16,10 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from threadline.checkpoint.backend import HeadMoved, NotStored
 from threadline.checkpoint.postgres.connections import Connections
 from threadline.checkpoint.postgres.driver import Batch, Op, Stmt
 from threadline.checkpoint.postgres.rows import (
-    HeadMoved,
-    NotStored,
     Pieces,
     PutParams,
     put_failure,

@@ -9,7 +9,7 @@ import contextlib
 import re
 import threading
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 import psycopg
@@ -286,6 +286,30 @@ class Connections:
         """Run ``hot`` alone on a pooled connection (see ``driver.Hot``)."""
         self._on_connection(lambda conn: execute_hot(conn, hot))
 
+    bridged = False  # sync calls run on an event loop's connection (``given.py``)
+
+    def bridge(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        """Run ``coro`` on the event loop the connections belong to (``bridged`` only)."""
+        coro.close()
+        raise NotImplementedError
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[Session]:
+        """One pooled connection for several operations (a transaction: ``Session``)."""
+        try:
+            pool = self._sync_pool()
+            conn = pool.getconn()
+        except Exception as exc:
+            raise self.mapped(exc) from exc
+        try:
+            yield Session(self, conn)
+        finally:
+            pool.putconn(conn)
+
+    def mapped(self, exc: Exception) -> BaseException:
+        """The saver's exception for ``exc`` (itself if it stands for none)."""
+        return self.map_error(exc) or exc
+
     def _on_connection(self, work: Callable[[psycopg.Connection[Any]], _T]) -> _T:
         """``work`` on a pooled connection; driver errors become the saver's."""
         try:
@@ -339,6 +363,25 @@ class Connections:
             f"schema version {found}: they were made by a newer threadline (this one reads up "
             f"to version {SCHEMA_VERSION}); upgrade threadline to use them"
         )
+
+
+class Session:
+    """A connection held for a transaction: ``run`` drives operations on it, each batch of
+    statements one round trip; driver errors become the saver's."""
+
+    def __init__(self, db: Connections, conn: Any) -> None:
+        self.db = db
+        self.conn = conn
+
+    def run(self, op: Op[_T]) -> _T:
+        try:
+            return drive(self.conn, op, None)
+        except Exception as exc:
+            if isinstance(exc, psycopg.Error) and unexpected(exc):
+                self.conn.close()  # the pool replaces it (see ``unexpected``)
+            raise self.db.mapped(exc) from exc
+        finally:
+            op.close()
 
 
 def unexpected(exc: psycopg.Error) -> bool:

@@ -17,7 +17,8 @@ from typing import Any, NamedTuple, TypeVar
 
 import psycopg
 from psycopg.errors import error_from_result
-from psycopg.pq import ExecStatus, PGresult
+from psycopg.pq import ExecStatus
+from psycopg.pq.abc import PGresult
 from psycopg.rows import tuple_row
 
 _T = TypeVar("_T")
@@ -191,7 +192,7 @@ def _send(conn: psycopg.Connection[Any], stmts: Sequence[Stmt]) -> list[psycopg.
         return _pipeline(conn, stmts)
     cur = conn.cursor(binary=True, row_factory=tuple_row)
     stmt = stmts[0]
-    cur.execute(stmt.query, stmt.params, prepare=stmt.prepare and stmt.hot)  # type: ignore[arg-type]
+    cur.execute(stmt.query, stmt.params, prepare=stmt.prepare and stmt.hot)
     return [cur]
 
 
@@ -202,7 +203,7 @@ async def _asend(
         return await _apipeline(conn, stmts)
     cur = conn.cursor(binary=True, row_factory=tuple_row)
     stmt = stmts[0]
-    await cur.execute(stmt.query, stmt.params, prepare=stmt.prepare and stmt.hot)  # type: ignore[arg-type]
+    await cur.execute(stmt.query, stmt.params, prepare=stmt.prepare and stmt.hot)
     return [cur]
 
 
@@ -219,7 +220,7 @@ def _pipeline(conn: psycopg.Connection[Any], stmts: Sequence[Stmt]) -> list[psyc
             for stmt in stmts:
                 cur = conn.cursor(binary=True, row_factory=tuple_row)
                 try:
-                    cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)  # type: ignore[arg-type]
+                    cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)
                 except psycopg.Error as exc:
                     error = exc
                     break
@@ -242,7 +243,7 @@ async def _apipeline(
             for stmt in stmts:
                 cur = conn.cursor(binary=True, row_factory=tuple_row)
                 try:
-                    await cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)  # type: ignore[arg-type]
+                    await cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)
                 except psycopg.Error as exc:
                     error = exc
                     break

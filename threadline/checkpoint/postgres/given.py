@@ -8,20 +8,29 @@ refuses a connection without it; it reads rows as tuples whatever their ``row_fa
 prepares its statements whatever their ``prepare_threshold``. One connection runs one saver
 call at a time (a lock; a pool runs them side by side). With a sync connection or pool the
 saver's ``a*`` methods run its sync ones on a worker thread; with an async one, sync calls are
-handed to the event loop the connection belongs to (``loopbound.py``).
+handed to the event loop the connection belongs to (``home``, set by ``AsyncPostgresSaver``),
+statement by statement (``bridge``): called on that loop's own thread they would block it
+forever, so they raise.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from threadline.checkpoint.postgres.connections import Connections, mask_url, unexpected
+from threadline.checkpoint.loopbound import run_on
+from threadline.checkpoint.postgres.connections import (
+    Connections,
+    Session,
+    mask_url,
+    unexpected,
+)
 from threadline.checkpoint.postgres.driver import Batch, Op, Stmt, adrive, drive
 from threadline.errors import ConfigError, SaverUnavailableError
 
@@ -47,7 +56,14 @@ def connections_for(
         options = {k: _POOL_DEFAULTS[k] if v is None else v for k, v in pools.items()}
         if options["pool_size"] < 1:
             raise ValueError(f"{saver} pool_size must be at least 1")
-        return Connections(conn, schema=schema, version_table=version_table, **options)
+        return Connections(
+            conn,
+            schema=schema,
+            version_table=version_table,
+            pool_size=int(options["pool_size"]),
+            connect_timeout=float(options["connect_timeout"]),
+            pool_timeout=float(options["pool_timeout"]),
+        )
     if not isinstance(conn, SYNC_KINDS + ASYNC_KINDS):
         raise ConfigError(
             f"{saver} takes a PostgreSQL URL, a psycopg Connection or a psycopg_pool "
@@ -70,7 +86,7 @@ def connections_for(
 def describe(conn: Any) -> str:
     """Where ``conn`` points, without its password, for messages and ``repr``."""
     if isinstance(conn, ConnectionPool | AsyncConnectionPool):
-        return mask_url(conn.conninfo)
+        return mask_url(conn.conninfo if isinstance(conn.conninfo, str) else "<pool>")
     try:
         return str(conn.info.dsn)  # libpq leaves the password out
     except psycopg.Error:
@@ -92,6 +108,8 @@ class GivenConnections(Connections):
         )
         self.given = given
         self.is_async = isinstance(given, ASYNC_KINDS)
+        self.bridged = self.is_async
+        self.home: asyncio.AbstractEventLoop | None = None  # the async connection's loop
         self._one = threading.Lock()  # a lone sync connection: one call at a time
         self._aone: asyncio.Lock | None = None  # the same for a lone async connection
         self._checked = False  # tables checked for a newer threadline's version
@@ -104,6 +122,50 @@ class GivenConnections(Connections):
         self.closed = True
 
     # -- sync ----------------------------------------------------------------------------------
+
+    def run(self, op: Op[_T], begin: Stmt | None) -> _T:
+        if self.is_async:
+            return self.bridge(self.arun(op, begin))
+        return super().run(op, begin)
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[Session]:
+        if self.is_async:
+            with self._bridged_session() as session:
+                yield session
+            return
+        try:
+            if isinstance(self.given, ConnectionPool):
+                conn = self._checked_out(self.given.getconn())
+                try:
+                    yield self._session(conn)
+                finally:
+                    self.given.putconn(conn)
+                return
+            with self._one:
+                yield self._session(self._usable(self.given))
+        except Exception as exc:
+            raise self.mapped(exc) from exc
+
+    def _session(self, conn: psycopg.Connection[Any]) -> Session:
+        if not self._checked:
+            drive(conn, self._version_op(), None)
+            self._checked = True
+        return Session(self, conn)
+
+    def bridge(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        assert self.home is not None
+        return run_on(self.home, coro, "AsyncPostgresSaver")
+
+    @contextlib.contextmanager
+    def _bridged_session(self) -> Iterator[Session]:
+        """A connection of the loop held for a transaction run from another thread."""
+        held = self._aheld()
+        conn = self.bridge(_start(held))
+        try:
+            yield _BridgedSession(self, conn)
+        finally:
+            self.bridge(_finish(held))
 
     def _on_connection(self, work: Callable[[psycopg.Connection[Any]], _T]) -> _T:
         if self.is_async:
@@ -139,7 +201,8 @@ class GivenConnections(Connections):
 
     def _checked_out(self, conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
         try:
-            return self._usable(conn)
+            usable: psycopg.Connection[Any] = self._usable(conn)
+            return usable
         except BaseException:
             self.given.putconn(conn)
             raise
@@ -186,6 +249,28 @@ class GivenConnections(Connections):
                 await conn.close()
             raise
 
+    async def _aheld(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """Yields a connection of the loop (checked out, or the lone one locked), held until
+        the generator is resumed."""
+        loop = asyncio.get_running_loop()
+        got: asyncio.Future[psycopg.AsyncConnection[Any]] = loop.create_future()
+        release = asyncio.Event()
+
+        async def hold(conn: psycopg.AsyncConnection[Any]) -> None:
+            got.set_result(conn)
+            await release.wait()
+
+        task = loop.create_task(self._aon_connection(hold))
+        try:
+            either: list[asyncio.Future[Any]] = [got, task]
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+            if not got.done():
+                task.result()  # raises why there is no connection
+            yield got.result()
+        finally:
+            release.set()
+            await task
+
     # -- checks --------------------------------------------------------------------------------
 
     def _usable(self, conn: Any) -> Any:
@@ -211,3 +296,29 @@ class GivenConnections(Connections):
             return
         (version,) = yield Batch([Stmt(f"SELECT max(version) FROM {self._version_table}")])
         self._check_version(version.rows[0][0])
+
+
+async def _start(held: AsyncIterator[_T]) -> _T:
+    return await anext(held)
+
+
+async def _finish(held: AsyncIterator[Any]) -> None:
+    with contextlib.suppress(StopAsyncIteration):
+        await anext(held)
+
+
+class _BridgedSession(Session):
+    """A ``Session`` whose connection belongs to an event loop another thread runs."""
+
+    db: GivenConnections
+
+    def run(self, op: Op[_T]) -> _T:
+        return self.db.bridge(self._arun(op))
+
+    async def _arun(self, op: Op[_T]) -> _T:
+        try:
+            return await adrive(self.conn, op, None)
+        except Exception as exc:
+            raise self.db.mapped(exc) from exc
+        finally:
+            op.close()

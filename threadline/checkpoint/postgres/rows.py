@@ -7,10 +7,12 @@ import dataclasses
 import json
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from types import NoneType
 from typing import Any, NamedTuple
 
-from threadline.checkpoint.layout import BlobRow, WriteRow
+from threadline.checkpoint.backend import HeadMoved, NotStored, Pair
+from threadline.checkpoint.layout import BlobRow, CheckpointRow, WriteRow
 from threadline.checkpoint.postgres.driver import Hot
 from threadline.checkpoint.postgres.schema import CAS_SQLSTATE, REFS_SQLSTATE
 
@@ -20,7 +22,7 @@ Held = Mapping[tuple[str, str], tuple[int, bytes]]  # (key, version) -> (crc32, 
 class Loaded(NamedTuple):
     """Raw rows of some checkpoints of one (thread, namespace), ready to decode."""
 
-    checkpoints: list[tuple[Any, ...]]  # (checkpoint_id, body, metadata), newest first
+    checkpoints: list[CheckpointRow]  # newest first
     writes: list[tuple[Any, ...]]  # (checkpoint_id, task_id, kind, task_name, data) by seq
     blobs: list[tuple[Any, ...]]  # (key, version, start, base, chain, full, data, crc32, items)
     held: Held  # the bytes of blobs named in the load: their ``data`` came back NULL
@@ -42,15 +44,48 @@ def split_load(rows: Sequence[tuple[Any, ...]], held: Named) -> Loaded:
     checkpoints.sort(key=_ord)
     writes.sort(key=_ord)
     return Loaded(
-        [(r[2], r[6], r[7]) for r in checkpoints],
+        [_checkpoint_row(r) for r in checkpoints],
         [(r[2], r[3], r[4], r[5], r[6]) for r in writes],
         blobs,
         *held,
     )
 
 
+def _checkpoint_row(r: tuple[Any, ...]) -> CheckpointRow:
+    return CheckpointRow(r[2], r[3], r[8], created_text(r[9], r[4]), r[6], r[7])
+
+
 def _ord(row: tuple[Any, ...]) -> Any:
     return row[1]
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def created_fields(created_at: str) -> tuple[str | None, str | None]:
+    """``created_at`` as the put stores it: ``(time, None)`` when the ``timestamptz`` column
+    spells it back exactly (``created_text``), else ``(time or None, the text as given)``."""
+    try:
+        parsed = datetime.fromisoformat(created_at)
+    except (TypeError, ValueError):
+        return None, created_at
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)  # naive means UTC (``rules.created_ts``)
+    time = parsed.isoformat(timespec="microseconds")
+    if _spelled(parsed) == created_at:
+        return time, None
+    return time, created_at
+
+
+def _spelled(at: datetime) -> str:
+    return at.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def created_text(micros: int | None, raw: str | None) -> str:
+    """A checkpoint's ``created_at`` from its stored columns (see ``created_fields``)."""
+    if raw is not None:
+        return raw
+    return "" if micros is None else _spelled(_EPOCH + timedelta(microseconds=micros))
 
 
 class Named(NamedTuple):
@@ -58,22 +93,6 @@ class Named(NamedTuple):
 
     held: Held
     tips: bool
-
-
-class HeadMoved(Exception):
-    """The head's compare-and-set failed (``put`` turns it into ``ConcurrentUpdateError``)."""
-
-    def __init__(self, actual: str | None) -> None:
-        super().__init__(actual)
-        self.actual = actual
-
-
-class NotStored(Exception):
-    """Values the new checkpoint relies on are not stored (``put`` stores them in full)."""
-
-    def __init__(self, keys: Sequence[str]) -> None:
-        super().__init__(keys)
-        self.keys = tuple(keys)
 
 
 def put_failure(state: str | None, detail: str | None) -> HeadMoved | NotStored | None:
@@ -221,3 +240,14 @@ def loaded_blobs(
             damaged.add(kv)
         rows[kv] = BlobRow(key, version, start, base, chain_bytes, full_bytes, data, items)
     return rows, sent, damaged
+
+
+def complete(versions: Mapping[str, str], rows: Mapping[Pair, BlobRow]) -> bool:
+    """Whether ``rows`` hold every row the values of ``versions`` are rebuilt from."""
+    for pair in versions.items():
+        row, steps = rows.get(pair), len(rows)
+        while row is not None and row.base is not None and steps:
+            row, steps = rows.get((row.key, row.base)), steps - 1
+        if row is None:
+            return False
+    return True

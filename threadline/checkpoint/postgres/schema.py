@@ -28,6 +28,16 @@ CREATE TABLE IF NOT EXISTS {version} (
 # is: bytes ``src_at`` (0-based) to ``src_at + src_len`` of the ``result`` write of task
 # ``src_task`` at checkpoint ``src_id``. Loads append them (``BLOB_DATA``); a prune that drops
 # that write copies them into the row first.
+#
+# Compact rows (a checkpoint that only bumps a counter: ~230 bytes of ``checkpoints`` with its
+# key's index): ``heads`` has no index on ``updated_at`` (``list_threads`` sorts the root heads,
+# one a thread), so a put's update of the head is HOT and leaves no index entries behind. In
+# ``checkpoints``, ``parent_id`` is NULL when the parent is the previous checkpoint of the
+# namespace (a put that is no fork: its parent was the head), '' when there is none; a prune
+# that deletes a checkpoint writes its id into the row that named it so. ``blob_keys`` and
+# ``blob_versions`` are NULL when no value lives in a blob; ``created_raw`` holds
+# ``created_at`` only when the ``timestamptz`` does not spell it back (``rows.created_fields``).
+# The fixed-width columns come first (no padding), and the key's index fills its pages.
 DDL = (
     """
 CREATE TABLE IF NOT EXISTS {heads} (
@@ -37,29 +47,22 @@ CREATE TABLE IF NOT EXISTS {heads} (
     next          text[]      NOT NULL DEFAULT '{{}}',
     updated_at    timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (thread_id, checkpoint_ns)
-)
-""",
-    # ``list_threads`` pages through root-namespace rows by this index, most recent first. An
-    # update that changes ``updated_at`` cannot be HOT (it is indexed, whatever the predicate
-    # says), so a root row's every put adds index entries; other namespaces are never listed, and
-    # keep the time they were created: their updates stay HOT.
-    """
-CREATE INDEX IF NOT EXISTS {heads_recent_name} ON {heads} (updated_at DESC, thread_id DESC)
-    WHERE checkpoint_ns = ''
+) WITH (fillfactor = 70)
 """,
     """
 CREATE TABLE IF NOT EXISTS {cps} (
+    created_at    timestamptz,
+    step          integer     NOT NULL,
     thread_id     text COLLATE "C" NOT NULL,
     checkpoint_ns text COLLATE "C" NOT NULL,
     checkpoint_id text COLLATE "C" NOT NULL,
     parent_id     text COLLATE "C",
-    step          integer     NOT NULL,
-    created_at    timestamptz,
+    created_raw   text,
     body          bytea       NOT NULL,
     metadata      bytea       NOT NULL,
-    blob_keys     text[] COLLATE "C" NOT NULL,
-    blob_versions text[] COLLATE "C" NOT NULL,
-    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+    blob_keys     text[] COLLATE "C",
+    blob_versions text[] COLLATE "C",
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id) WITH (fillfactor = 100)
 )
 """,
     """
@@ -171,7 +174,8 @@ $threadline$
     # the head, insert the row, its new blobs and its pending writes, then check that every
     # value it names and did not store in full is stored. Any exception undoes all of it.
     # Two parameters: ``p`` holds everything but bytes, as JSON: ``{"thread", "ns", "cid",
-    # "parent", "fork", "step", "ts" (Unix seconds or null), "o", "body": [off, len], "meta":
+    # "parent", "fork", "step", "ts" (the time, or null), "raw" (``created_at`` as given when
+    # the time does not spell it: ``rows.created_fields``), "o", "body": [off, len], "meta":
     # [off, len], "next": [name], "refs": [[key, version]], "check": [[key, version]], "blobs":
     # [[key, version, start, base, chain_bytes, full_bytes, crc32, items, src_id, src_task,
     # src_at, src_len, off, len]], "writes": [[task_id, kind, task_name, off, len]], "prefixes":
@@ -195,19 +199,24 @@ BEGIN
                                 WITH ORDINALITY AS x(n, i) ORDER BY i));
     -- Never an upsert: the head's compare-and-set guarantees the id is new.
     INSERT INTO {cps} (
-        thread_id, checkpoint_ns, checkpoint_id, parent_id, step, created_at, body, metadata,
-        blob_keys, blob_versions
+        thread_id, checkpoint_ns, checkpoint_id, parent_id, step, created_at, created_raw,
+        body, metadata, blob_keys, blob_versions
     ) VALUES (
-        v_thread, v_ns, v_cid, v_parent, (p->>'step')::integer,
-        to_timestamp((p->>'ts')::double precision),
+        v_thread, v_ns, v_cid,
+        CASE WHEN v_parent IS NOT NULL AND NOT (p->>'fork')::boolean THEN NULL
+             ELSE coalesce(v_parent, '') END,
+        (p->>'step')::integer,
+        (p->>'ts')::timestamptz, p->>'raw',
         substring(p_data FROM v_o + (p->'body'->>0)::integer + 1
                          FOR (p->'body'->>1)::integer),
         substring(p_data FROM v_o + (p->'meta'->>0)::integer + 1
                          FOR (p->'meta'->>1)::integer),
-        ARRAY(SELECT r->>0 FROM jsonb_array_elements(p->'refs')
-                    WITH ORDINALITY AS x(r, i) ORDER BY i),
-        ARRAY(SELECT r->>1 FROM jsonb_array_elements(p->'refs')
-                    WITH ORDINALITY AS x(r, i) ORDER BY i)
+        CASE WHEN jsonb_array_length(p->'refs') > 0 THEN
+            ARRAY(SELECT r->>0 FROM jsonb_array_elements(p->'refs')
+                         WITH ORDINALITY AS x(r, i) ORDER BY i) END,
+        CASE WHEN jsonb_array_length(p->'refs') > 0 THEN
+            ARRAY(SELECT r->>1 FROM jsonb_array_elements(p->'refs')
+                         WITH ORDINALITY AS x(r, i) ORDER BY i) END
     );
     IF jsonb_array_length(p->'blobs') > 0 THEN
         -- A (key, version) stored already holds the same value (perhaps as a prefix row).

@@ -10,6 +10,12 @@ from threadline.checkpoint.postgres.schema import (
     DDL,
     DDL_VERSION_TABLE,
 )
+from threadline.checkpoint.postgres.tx_statements import (
+    BLOB_DATA,
+    MICROS,
+    PARENT,
+    TX_STATEMENTS,
+)
 
 # Two parameters whatever the put (see ``schema.py``): a JSON text and the bytes.
 _PUT = "SELECT {put}(%(put)s::jsonb, %(data)b)"
@@ -37,14 +43,6 @@ UPDATE {heads}
  WHERE thread_id = %(thread)s AND checkpoint_ns = %(ns)s AND head = %(cid)s
 """
 
-_SELECT_BASES = """
-SELECT b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes, b.items
-  FROM {blobs} b
-  JOIN unnest(%(keys)s::text[], %(versions)s::text[]) AS n(key, version)
-    ON b.key = n.key AND b.version = n.version
- WHERE b.thread_id = %(thread)s AND b.checkpoint_ns = %(ns)s
-"""
-
 # Which checkpoints a load is about; ``{col}`` is the checkpoint id column to constrain.
 _TARGET_LATEST = (
     "{col} = (SELECT h.head FROM {heads} h"
@@ -61,12 +59,6 @@ _PAGE_IDS = (
 # believes of the table's size (with no statistics it re-ran an ``IN`` subquery per row).
 _TARGET_PAGE = "{col} >= (SELECT min(pg.checkpoint_id) FROM (" + _PAGE_IDS + ") pg){upper}"
 
-_SELECT_CHECKPOINTS = """
-SELECT c.checkpoint_id, c.body, c.metadata FROM {cps} c
- WHERE c.thread_id = %(thread)s AND c.checkpoint_ns = %(ns)s AND {target_c}
- ORDER BY c.checkpoint_id DESC
-"""
-
 # Every blob the target checkpoints' values live in, following ``base`` to a full blob: down a
 # delta chain, or from a prefix row to the later version it is part of.
 # Each blob is looked up by its primary key (``LATERAL ... LIMIT 1``, which the planner cannot
@@ -81,11 +73,6 @@ SELECT c.checkpoint_id, c.body, c.metadata FROM {cps} c
 # A blob's bytes (of a row ``b`` of the thread): its ``data``, followed, when they are
 # inside a write (``blobs.src_*``, see ``schema``), by that slice of the write. A write that is gone
 # adds nothing: the bytes then fail their CRC-32, a clear error rather than a wrong value.
-_BLOB_DATA = """b.data || CASE WHEN b.src_id IS NULL THEN ''::bytea ELSE COALESCE(substring(
-    (SELECT w.data FROM {writes} w
-      WHERE w.thread_id = %(thread)s AND w.checkpoint_ns = b.checkpoint_ns
-        AND w.checkpoint_id = b.src_id AND w.task_id = b.src_task AND w.kind = 'result')
-    FROM b.src_at + 1 FOR b.src_len), ''::bytea) END"""
 _BLOB_SIZE = "length(b.data) + COALESCE(b.src_len, 0)"
 
 # A load is one statement (so one snapshot, with no transaction around it): the checkpoints
@@ -95,9 +82,7 @@ _BLOB_SIZE = "length(b.data) + COALESCE(b.src_len, 0)"
 # instead of three in a read-only transaction costs the client half the work: psycopg spends
 # more on each statement of a pipeline than the rows of a load cost to read.
 # PostgreSQL plans it again at every call (~0.45 ms of server time; knowing the arrays are empty
-# makes a custom plan look cheaper than a generic one). Forcing a generic plan saved that, but in
-# a 200-turn conversation the ``heads_recent`` index then kept its dead entries (16 -> 48 KB, 3%
-# more storage in all). See docs/performance.md.
+# makes a custom plan look cheaper than a generic one). See docs/performance.md.
 _LOAD = """
 WITH RECURSIVE need(key, version) AS (
     SELECT r.key, r.version
@@ -116,8 +101,8 @@ WITH RECURSIVE need(key, version) AS (
             LIMIT 1) d
 )
 SELECT 0 AS part, row_number() OVER (ORDER BY c.checkpoint_id DESC) AS ord,
-       c.checkpoint_id, NULL::text, NULL::text, NULL::text, c.body, c.metadata,
-       NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint
+       c.checkpoint_id, {parent}, c.created_raw, NULL::text, c.body, c.metadata,
+       c.step::bigint, {micros}, NULL::bigint, NULL::bigint
   FROM {cps} c
  WHERE c.thread_id = %(thread)s AND c.checkpoint_ns = %(ns)s AND {target_c}
 UNION ALL
@@ -138,7 +123,13 @@ SELECT 2, 0, b.key, b.version, b.start, b.base, CASE WHEN h.key IS NULL THEN {da
     ON h.key = b.key AND h.version = b.version AND h.crc32 = b.crc32
    AND h.size = {size}
 """
-_LOAD = _LOAD.replace("{data}", _BLOB_DATA).replace("{size}", _BLOB_SIZE)
+for _mark, _sql in {
+    "{data}": BLOB_DATA,
+    "{size}": _BLOB_SIZE,
+    "{micros}": MICROS,
+    "{parent}": PARENT,
+}.items():
+    _LOAD = _LOAD.replace(_mark, _sql)
 
 _LOCK_HEADS = """
 SELECT 1 FROM {heads} WHERE thread_id = %(thread)s ORDER BY checkpoint_ns FOR {mode}
@@ -158,8 +149,10 @@ _DELETE_THREAD = (
 _PRUNE = """
 WITH RECURSIVE
 ranked AS (
-    SELECT c.checkpoint_ns, c.checkpoint_id, c.created_at,
-           row_number() OVER (PARTITION BY c.checkpoint_ns ORDER BY c.checkpoint_id DESC) AS rn
+    SELECT c.checkpoint_ns, c.checkpoint_id, c.created_at, c.parent_id,
+           row_number() OVER (PARTITION BY c.checkpoint_ns ORDER BY c.checkpoint_id DESC) AS rn,
+           lag(c.checkpoint_id) OVER (PARTITION BY c.checkpoint_ns ORDER BY c.checkpoint_id)
+               AS prev
       FROM {cps} c
      WHERE c.thread_id = %(thread)s{ns_c}
 ),
@@ -169,6 +162,17 @@ doomed AS (
        AND c.checkpoint_ns = r.checkpoint_ns AND c.checkpoint_id = r.checkpoint_id
        AND (r.rn > %(keep)s::bigint OR (r.rn > 1 AND r.created_at < %(cutoff)s::timestamptz))
     RETURNING c.checkpoint_ns, c.checkpoint_id
+),
+kept_parents AS (  -- a kept checkpoint whose implied parent (the previous one) goes names it
+    UPDATE {cps} c SET parent_id = r.prev
+      FROM ranked r
+     WHERE c.thread_id = %(thread)s AND c.checkpoint_ns = r.checkpoint_ns
+       AND c.checkpoint_id = r.checkpoint_id AND r.parent_id IS NULL
+       AND EXISTS (SELECT 1 FROM doomed d
+                    WHERE d.checkpoint_ns = r.checkpoint_ns AND d.checkpoint_id = r.prev)
+       AND NOT EXISTS (SELECT 1 FROM doomed d
+                        WHERE d.checkpoint_ns = r.checkpoint_ns
+                          AND d.checkpoint_id = r.checkpoint_id)
 ),
 gone_heads AS (
     DELETE FROM {heads} h
@@ -224,22 +228,7 @@ SELECT (SELECT count(*) FROM doomed),
        ARRAY(SELECT g.key FROM gone_blobs g),
        ARRAY(SELECT g.version FROM gone_blobs g)
 """
-_PRUNE = _PRUNE.replace("{data}", _BLOB_DATA)
-
-_LIST_THREADS = """
-SELECT h.thread_id, h.head, h.updated_at, h.next,
-       ARRAY(SELECT w.task_id FROM {writes} w
-              WHERE w.thread_id = h.thread_id AND w.checkpoint_ns = ''
-                AND w.checkpoint_id = h.head ORDER BY w.seq),
-       ARRAY(SELECT w.kind FROM {writes} w
-              WHERE w.thread_id = h.thread_id AND w.checkpoint_ns = ''
-                AND w.checkpoint_id = h.head ORDER BY w.seq)
-  FROM {heads} h
- WHERE h.checkpoint_ns = '' AND h.head IS NOT NULL{after}
- ORDER BY h.updated_at DESC, h.thread_id DESC
- LIMIT %(n)s
-"""
-_LIST_THREADS_AFTER = " AND (h.updated_at, h.thread_id) < (%(at)s, %(tid)s)"
+_PRUNE = _PRUNE.replace("{data}", BLOB_DATA)
 
 _THREAD_EXISTS = "SELECT EXISTS (SELECT 1 FROM {cps} WHERE thread_id = %(target)s)"
 
@@ -254,11 +243,11 @@ SELECT %(target)s, checkpoint_ns, head, next, clock_timestamp()
 """,
     """
 INSERT INTO {cps} (
-    thread_id, checkpoint_ns, checkpoint_id, parent_id, step, created_at, body, metadata,
-    blob_keys, blob_versions
+    thread_id, checkpoint_ns, checkpoint_id, parent_id, step, created_at, created_raw, body,
+    metadata, blob_keys, blob_versions
 )
-SELECT %(target)s, checkpoint_ns, checkpoint_id, parent_id, step, created_at, body, metadata,
-       blob_keys, blob_versions
+SELECT %(target)s, checkpoint_ns, checkpoint_id, parent_id, step, created_at, created_raw,
+       body, metadata, blob_keys, blob_versions
   FROM {cps} WHERE thread_id = %(source)s
 """,
     """
@@ -289,7 +278,6 @@ class Queries:
         self.names: dict[str, sql.Composable] = {
             "version": table("schema_version"),
             "heads": table("heads"),
-            "heads_recent_name": sql.Identifier("threadline_heads_recent"),
             "cps": table("checkpoints"),
             "blobs": table("blobs"),
             "writes": table("writes"),
@@ -311,7 +299,6 @@ class Queries:
         self.put_hot_name = f"threadline_put_{digest}".encode()
         self.upsert_writes = f(_UPSERT_WRITES)
         self.touch_head = f(_TOUCH_HEAD)
-        self.select_bases = f(_SELECT_BASES)
         self.delete_thread = tuple(f(stmt) for stmt in _DELETE_THREAD)
         self.lock_heads_update = f(_LOCK_HEADS.replace("{mode}", "UPDATE"))
         self.lock_heads_share = f(_LOCK_HEADS.replace("{mode}", "SHARE"))
@@ -322,8 +309,6 @@ class Queries:
             one_ns = one_ns.replace(mark, f" AND {alias}.checkpoint_ns = %(ns)s")
         self.prune_thread = f(thread_wide)
         self.prune_ns = f(one_ns)
-        self.list_threads = f(_LIST_THREADS.replace("{after}", ""))
-        self.list_threads_after = f(_LIST_THREADS.replace("{after}", _LIST_THREADS_AFTER))
         self.thread_exists = f(_THREAD_EXISTS)
         self.copy_thread = tuple(f(stmt) for stmt in _COPY_THREAD)
         before = " AND p.checkpoint_id < %(before)s"
@@ -338,12 +323,11 @@ class Queries:
         }
         # The load (``_LOAD``) for each way of choosing the checkpoints.
         self.load = {name: f(_targeted(_LOAD, target)) for name, target in targets.items()}
-        # A page's checkpoint rows alone (``list`` with a filter reads their metadata first).
-        self.page = f(_targeted(_SELECT_CHECKPOINTS, targets["page"]))
-        self.page_before = f(_targeted(_SELECT_CHECKPOINTS, targets["page_before"]))
+        # One statement per ``Transaction`` read or write (``transaction.py``).
+        self.tx = {name: f(stmt) for name, stmt in TX_STATEMENTS.items()}
 
     def format(self, template: str) -> str:
-        return sql.SQL(template).format(**self.names).as_string(None)  # type: ignore[arg-type]
+        return sql.SQL(template).format(**self.names).as_string(None)
 
 
 def _targeted(template: str, target: str) -> str:

@@ -1,0 +1,368 @@
+"""``PostgresBackend``: the backend protocol (``checkpoint.backend``) on PostgreSQL.
+
+A put is one statement, a call of the server-side ``threadline_put`` (``schema.py``): alone on
+libpq for a sync put, with the puts of other threads in one ``threadline_put_many`` call for an
+``acommit`` (``batcher.py``), followed by retention's prune in the same pipeline when the saver
+retains. A load is one statement returning the checkpoint, its writes and the blob rows its
+values need (``statements._LOAD``). Both name what this process holds so the server sends less:
+the bytes of large values (``bytecache.HeldBlobs``, sent back as NULL) and the tips of the delta
+chains it holds (``chains.HeldChains``, where the chain walk stops). A load that names a tip
+whose chain was let go meanwhile misses the rows below it, and is read again naming none.
+
+Everything else goes through ``transaction`` (``transaction.py``), one statement per call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+from threadline.checkpoint.backend import (
+    Check,
+    Loaded,
+    NextOf,
+    Pair,
+    Prepared,
+    StoredCheckpoint,
+    VersionsOf,
+)
+from threadline.checkpoint.bytecache import HeldBlobs
+from threadline.checkpoint.chains import HeldChains
+from threadline.checkpoint.layout import BlobRow, Compaction, WriteRow, corrupted
+from threadline.checkpoint.postgres.batcher import PutBatchers
+from threadline.checkpoint.postgres.connections import Connections
+from threadline.checkpoint.postgres.driver import BEGIN_WRITE, Batch, Op, Stmt
+from threadline.checkpoint.postgres.rows import (
+    Loaded as Rows,
+)
+from threadline.checkpoint.postgres.rows import (
+    Named,
+    Pieces,
+    PutParams,
+    complete,
+    created_fields,
+    dedupe_writes,
+    held_params,
+    loaded_blobs,
+    normalized,
+    split_load,
+    tip_params,
+    writes_params,
+)
+from threadline.checkpoint.postgres.sources import RecentWrites
+from threadline.checkpoint.postgres.statements import Queries
+from threadline.checkpoint.postgres.transaction import PostgresTx
+from threadline.checkpoint.rules import age_cutoff
+from threadline.serde import Serializer
+
+# An updated row's TOAST stays until a vacuum, so old full blobs are kept, not rewritten (their
+# deltas still become prefix rows), and full blobs are rare: a list is stored about once (its
+# deltas), a full copy only once its deltas outweigh 16 times the last one (and 1 MiB). Loads
+# stay flat without them: the backend holds the chains it reads (``chains.py``).
+COMPACTION = Compaction(ratio=16.0, min_chain_bytes=1 << 20, rewrite_full=False)
+
+_NO_SOURCE = (None, None, None, None)  # src_id, src_task, src_at, src_len (``sources.py``)
+Unpacked = tuple[list[StoredCheckpoint], dict[Pair, BlobRow], Check]
+
+
+class PostgresBackend:
+    """Rows in the tables of ``schema.py``, through ``db``."""
+
+    compaction = COMPACTION
+    in_process = False
+
+    def __init__(self, db: Connections, queries: Queries, codec: Serializer) -> None:
+        self.db = db
+        self.q = queries
+        self.codec = codec
+        # large values' bytes, by (key, version): a long conversation is not resent
+        self.bytes: HeldBlobs[Pair] = HeldBlobs(per_namespace=16)
+        self.chains = HeldChains(codec=codec)  # long delta chains: a load walks new rows
+        self.recent = RecentWrites()  # the run input's write, which the next put refers to
+        self.batchers = PutBatchers(db, queries.put_many)  # acommit: many puts, one call
+
+    @contextmanager
+    def transaction(self, write: bool) -> Iterator[PostgresTx]:
+        with self.db.session() as session:
+            tx = PostgresTx(self, session, write)
+            try:
+                yield tx
+            except BaseException:
+                tx.rollback()
+                raise
+            tx.commit()
+        for action in tx.committed:
+            action()
+
+    def close(self) -> None:
+        self.db.close()
+        self.forget()
+
+    async def aclose(self) -> None:
+        await self.db.aclose()
+        self.forget()
+
+    def forget(self, thread_id: str | None = None) -> None:
+        """Forget what is held of a thread's blobs (deleted, or replaced by a copy), or of all."""
+        for held in (self.bytes, self.chains):
+            if thread_id is None:
+                held.clear()
+            else:
+                held.forget_thread(thread_id)
+
+    # -- a put ---------------------------------------------------------------------------------
+
+    def commit(self, put: Prepared) -> list[Pair]:
+        if self.db.bridged:
+            return self.db.bridge(self.acommit(put))
+        params, crcs = self._params(put)
+        if _retains(put):
+            evicted = self.db.run(self._put_op(put, params), BEGIN_WRITE)
+        else:
+            self.db.run_hot(params.hot(self.q.put_hot_name, self.q.put_hot))
+            evicted = []
+        return self._stored(put, crcs, evicted)
+
+    async def acommit(self, put: Prepared) -> list[Pair]:
+        params, crcs = self._params(put)
+        if _retains(put):
+            evicted = await self.db.arun(self._put_op(put, params), BEGIN_WRITE)
+        else:
+            failure = await self.batchers.here().put(params)
+            if failure is not None:
+                raise failure
+            evicted = []
+        return self._stored(put, crcs, evicted)
+
+    def _put_op(self, put: Prepared, params: PutParams) -> Op[list[Pair]]:
+        """The put with retention's prune of its namespace after it, in one batch."""
+        retention = put.retention
+        assert retention is not None
+        cutoff = age_cutoff(retention)
+        prune = {
+            "thread": put.thread_id,
+            "ns": put.ns,
+            "keep": retention.max_checkpoints,
+            "cutoff": None if cutoff is None else datetime.fromtimestamp(cutoff, UTC),
+        }
+        stmts = [Stmt(self.q.put, params.alone()), Stmt(self.q.prune_ns, prune)]
+        results = yield Batch(stmts)
+        _, _, keys, versions = results[-1].rows[0]
+        return list(zip(keys, versions, strict=True))
+
+    def _params(self, put: Prepared) -> tuple[PutParams, list[int]]:
+        """``put`` as ``threadline_put`` takes it, and each new blob's CRC-32."""
+        row, thread_id, ns = put.row, put.thread_id, put.ns
+        blobs = [normalized(b) for b in put.blobs]
+        writes = dedupe_writes(put.writes) if put.writes else ()
+        sources = self.recent.sources(thread_id, ns, row.parent_id, blobs) if blobs else ()
+        crcs = [zlib.crc32(b.data) for b in blobs]
+        ts, raw = created_fields(row.created_at)
+        data = Pieces()
+        fields = {
+            "thread": thread_id,
+            "ns": ns,
+            "cid": row.checkpoint_id,
+            "parent": row.parent_id,
+            "fork": put.fork,
+            "step": row.step,
+            "ts": ts,
+            "raw": raw,
+            "body": data.add(row.body),
+            "meta": data.add(row.metadata),
+            "next": put.next_names if ns == "" else [],
+            "refs": sorted(put.refs.items()),
+            "check": _unchecked(put),
+            "blobs": [
+                [
+                    *(b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes, crc, b.items),
+                    *(_NO_SOURCE if src is None else dataclasses.astuple(src)),
+                    *data.add(b.data if src is None else b.data[:2]),
+                ]
+                for b, crc, src in zip(blobs, crcs, sources or [None] * len(blobs), strict=True)
+            ],
+            "writes": [[r.task_id, r.kind, r.task_name, *data.add(r.data)] for r in writes],
+            "prefixes": [
+                [p.key, p.version, p.base, p.full_bytes, p.items]
+                for p in map(normalized, put.prefixes)
+            ],
+        }
+        return PutParams(fields, data), crcs
+
+    def _stored(self, put: Prepared, crcs: Sequence[int], evicted: list[Pair]) -> list[Pair]:
+        """Hold what a committed put stored; returns the pairs retention deleted."""
+        thread_id, ns = put.thread_id, put.ns
+        self.recent.remember(thread_id, ns, put.row.checkpoint_id, put.writes)
+        for b, crc in zip(put.blobs, crcs, strict=True):
+            self.bytes.add(thread_id, ns, (b.key, b.version), b.key, b.version, crc, b.data)
+        if put.blobs:
+            self.chains.stored(thread_id, ns, put.blobs, crcs)
+        # Versions compaction turned into prefix rows no longer hold those bytes.
+        gone = [*evicted, *((p.key, p.version) for p in put.prefixes)]
+        if gone:
+            self.bytes.drop(thread_id, ns, gone)
+        return evicted
+
+    # -- pending writes ------------------------------------------------------------------------
+
+    def commit_writes(
+        self,
+        thread_id: str,
+        ns: str,
+        checkpoint_id: str,
+        writes: Sequence[WriteRow],
+        next_of: NextOf,
+    ) -> None:
+        # The thread's status is worked out when threads are listed (heads.next and the
+        # head's writes), so ``next_of`` is not needed here.
+        self.db.run(self._writes_op(thread_id, ns, checkpoint_id, writes), BEGIN_WRITE)
+
+    async def acommit_writes(
+        self,
+        thread_id: str,
+        ns: str,
+        checkpoint_id: str,
+        writes: Sequence[WriteRow],
+        next_of: NextOf,
+    ) -> None:
+        await self.db.arun(self._writes_op(thread_id, ns, checkpoint_id, writes), BEGIN_WRITE)
+
+    def _writes_op(
+        self, thread_id: str, ns: str, checkpoint_id: str, writes: Sequence[WriteRow]
+    ) -> Op[None]:
+        params = writes_params(thread_id, ns, checkpoint_id, dedupe_writes(writes))
+        # The head first (locked only if it is this checkpoint), as a put: no deadlocks.
+        yield Batch([Stmt(self.q.touch_head, params), Stmt(self.q.upsert_writes, params)])
+
+    # -- loads ---------------------------------------------------------------------------------
+
+    def load(
+        self, thread_id: str, ns: str, checkpoint_id: str | None, versions_of: VersionsOf
+    ) -> Loaded | None:
+        target = "latest" if checkpoint_id is None else "one"
+        params = {"cid": checkpoint_id}
+        for tips in (True, False):
+            rows = self.db.run(self.load_op(thread_id, ns, target, params, tips), None)
+            unpacked = self.unpack(thread_id, ns, rows, versions_of)
+            if unpacked is not None:
+                return _first(unpacked)
+        raise AssertionError("a load naming no tips is complete")
+
+    async def aload(
+        self, thread_id: str, ns: str, checkpoint_id: str | None, versions_of: VersionsOf
+    ) -> Loaded | None:
+        target = "latest" if checkpoint_id is None else "one"
+        params = {"cid": checkpoint_id}
+        for tips in (True, False):
+            op = self.load_op(thread_id, ns, target, params, tips)
+            unpacked = self.unpack(thread_id, ns, await self.db.arun(op, None), versions_of)
+            if unpacked is not None:
+                return _first(unpacked)
+        raise AssertionError("a load naming no tips is complete")
+
+    def load_op(
+        self, thread_id: str, ns: str, target: str, params: dict[str, Any], tips: bool
+    ) -> Op[Rows]:
+        stmt, named = self.load_stmt(thread_id, ns, target, params, tips)
+        (result,) = yield Batch([stmt])
+        return split_load(result.rows, named)
+
+    def load_stmt(
+        self, thread_id: str, ns: str, target: str, params: dict[str, Any], tips: bool
+    ) -> tuple[Stmt, Named]:
+        """One statement: checkpoints chosen by ``target`` (``Queries.load``), their writes and
+        blobs, naming held bytes and (with ``tips``) held chain tips."""
+        named = self.chains.tips(thread_id, ns) if tips else {}
+        held = {**self.bytes.held(thread_id, ns), **named}
+        params = {"thread": thread_id, "ns": ns, **params, **held_params(held)}
+        params.update(tip_params(named))
+        return Stmt(self.q.load[target], params, hot=True), Named(held, bool(named))
+
+    def unpack(
+        self, thread_id: str, ns: str, loaded: Rows, versions_of: VersionsOf
+    ) -> Unpacked | None:
+        """The checkpoints of a load with their writes, the blob rows (held ones filled in) and
+        their check; ``None`` if a chain tip it named was let go (read it again naming none)."""
+        rows, sent, damaged = loaded_blobs(loaded)
+        crcs = {(b[0], b[1]): b[7] for b in loaded.blobs}
+        rows.update(self.chains.rows_below(thread_id, ns, crcs))
+        if loaded.tips and not all(
+            complete(versions_of(row) or {}, rows) for row in loaded.checkpoints
+        ):
+            return None
+        for (key, version), crc in sent.items():
+            data = rows[key, version].data
+            self.bytes.add(thread_id, ns, (key, version), key, version, crc, data)
+        writes: dict[str, list[WriteRow]] = {}
+        for cid, task_id, kind, task_name, data in loaded.writes:
+            writes.setdefault(cid, []).append(WriteRow(task_id, kind, task_name, data))
+        stored = [
+            StoredCheckpoint(row, tuple(writes.get(row.checkpoint_id, ())))
+            for row in loaded.checkpoints
+        ]
+
+        def check(row: BlobRow) -> None:
+            if (row.key, row.version) in damaged:
+                raise corrupted(row)
+
+        return stored, rows, check
+
+    # -- whole threads (``checkpoint.backend.WholeThreads``) ------------------------------------
+
+    def prune_thread(self, thread_id: str, keep_last: int) -> tuple[int, list[tuple[str, Pair]]]:
+        count, gone = self.db.run(self._prune_op(thread_id, keep_last), BEGIN_WRITE)
+        for ns, pair in gone:
+            self.bytes.drop(thread_id, ns, [pair])
+        return count, gone
+
+    def _prune_op(self, thread_id: str, keep_last: int) -> Op[tuple[int, list[tuple[str, Pair]]]]:
+        params = {"thread": thread_id, "keep": keep_last, "cutoff": None}
+        lock = Stmt(self.q.lock_heads_update, params)  # no put on this thread meanwhile
+        _, result = yield Batch([lock, Stmt(self.q.prune_thread, params)])
+        count, namespaces, keys, versions = result.rows[0]
+        return count, [(ns, (k, v)) for ns, k, v in zip(namespaces, keys, versions, strict=True)]
+
+    def copy_whole(self, source: str, target: str) -> bool:
+        copied = self.db.run(self._copy_op(source, target), BEGIN_WRITE)
+        if copied:
+            self.forget(target)
+        return copied
+
+    def _copy_op(self, source: str, target: str) -> Op[bool]:
+        params = {"source": source, "target": target, "thread": source}
+        # The source's heads are share-locked: no put or prune changes it while it is copied.
+        stmts = [Stmt(self.q.thread_exists, params), Stmt(self.q.lock_heads_share, params)]
+        exists, _ = yield Batch(stmts, last=False)
+        if exists.rows[0][0]:
+            return False
+        yield Batch([Stmt(query, params) for query in self.q.copy_thread])
+        return True
+
+    def blob(self, thread_id: str, ns: str, key: str, version: str) -> BlobRow | None:
+        with self.transaction(False) as tx:
+            return tx.blob_meta(thread_id, ns, [(key, version)]).get((key, version))
+
+    def loaded(
+        self, thread_id: str, ns: str, versions: Mapping[str, str], pool: Mapping[Pair, BlobRow]
+    ) -> None:
+        self.chains.loaded(thread_id, ns, versions, pool)
+
+
+def _first(unpacked: Unpacked) -> Loaded | None:
+    stored, rows, check = unpacked
+    return (stored[0], rows, check) if stored else None
+
+
+def _retains(put: Prepared) -> bool:
+    r = put.retention
+    return r is not None and (r.max_checkpoints is not None or r.max_age is not None)
+
+
+def _unchecked(put: Prepared) -> list[Pair]:
+    """The pairs the server must find stored: all of ``put.check``. (Not fewer for a head this
+    process saved, ``Prepared.trusted``: another process may have deleted rows under it.)"""
+    return sorted(set(put.check))

@@ -1,0 +1,254 @@
+"""``PostgresTx``: the core's ``Transaction`` on one PostgreSQL connection, a statement a call.
+
+A write transaction begins (``BEGIN``, in the pipeline of its first statement) before anything
+is read, and its writes wait to go with its next read or with its ``COMMIT``: deleting a thread
+is one round trip. A read transaction runs its first statement alone, which is one snapshot,
+and begins only if it needs a second (a page's values are read with the page: ``page`` stashes
+them). What a transaction changes in what the backend holds is kept once it commits
+(``committed``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import zlib
+from collections.abc import Callable, Collection, Mapping, Sequence
+from datetime import UTC
+from typing import TYPE_CHECKING, Any
+
+from threadline.checkpoint.backend import Check, Pair, StoredCheckpoint, ThreadRow
+from threadline.checkpoint.base import ThreadStatus
+from threadline.checkpoint.bodies import body_versions
+from threadline.checkpoint.layout import BlobRow, CheckpointRow, WriteRow, corrupted
+from threadline.checkpoint.postgres.connections import Session
+from threadline.checkpoint.postgres.driver import (
+    BEGIN_READ,
+    BEGIN_WRITE,
+    COMMIT,
+    Batch,
+    Op,
+    Result,
+    Stmt,
+)
+from threadline.checkpoint.postgres.rows import (
+    blob_row,
+    complete,
+    created_text,
+    split_load,
+    writes_params,
+)
+from threadline.checkpoint.rules import status_of
+
+if TYPE_CHECKING:
+    from threadline.checkpoint.postgres.backend import PostgresBackend
+
+_THREADS_PAGE = 256
+
+
+class PostgresTx:
+    """One transaction of a ``PostgresBackend`` (``checkpoint.backend.Transaction``)."""
+
+    def __init__(self, backend: PostgresBackend, session: Session, write: bool) -> None:
+        self.backend = backend
+        self.session = session
+        self.write = write
+        self.sql = backend.q.tx
+        self.begun = False
+        self.ran = False
+        self.committed: list[Callable[[], None]] = []  # what the backend holds, once committed
+        self._queued: list[Stmt] = []  # writes not sent yet
+        self._stash: tuple[dict[Pair, BlobRow], Check] | None = None  # blobs of the last page
+
+    def _run(self, *stmts: Stmt) -> list[Result]:
+        """``stmts`` in one round trip, after the queued writes (and a ``BEGIN``, if the
+        transaction begins here)."""
+        sent, self._queued = [*self._queued, *stmts], []
+        if not self.begun and (self.write or self.ran):
+            sent.insert(0, BEGIN_WRITE if self.write else BEGIN_READ)
+            self.begun = True
+        self.ran = True
+        results = self.session.run(_batch(sent))
+        return results[len(results) - len(stmts) :]
+
+    def _rows(self, name: str, **params: Any) -> list[tuple[Any, ...]]:
+        (result,) = self._run(Stmt(self.sql[name], params))
+        return result.rows
+
+    def _queue(self, *stmts: Stmt) -> None:
+        self._queued += stmts
+
+    def commit(self) -> None:
+        if self._queued:
+            self._run(COMMIT)
+        elif self.begun:
+            self.session.run(_batch([COMMIT]))
+
+    def rollback(self) -> None:
+        self._queued = []
+        if self.begun:
+            with contextlib.suppress(Exception):
+                self.session.run(_batch([Stmt("ROLLBACK")]))
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def head(self, thread_id: str, ns: str) -> str | None:
+        rows = self._rows("head", thread=thread_id, ns=ns)
+        return rows[0][0] if rows else None
+
+    def status(self, thread_id: str) -> ThreadStatus | None:
+        rows = self._rows("status", thread=thread_id)
+        if not rows:
+            return None
+        next_, task_ids, kinds = rows[0]
+        return status_of(next_, zip(task_ids, kinds, strict=True))
+
+    def checkpoint(
+        self, thread_id: str, ns: str, checkpoint_id: str | None
+    ) -> StoredCheckpoint | None:
+        target = "latest" if checkpoint_id is None else "one"
+        found = self._load(thread_id, ns, target, {"cid": checkpoint_id})
+        return found[0] if found else None
+
+    def page(
+        self, thread_id: str, ns: str, before: str | None, limit: int
+    ) -> list[StoredCheckpoint]:
+        target = "page" if before is None else "page_before"
+        return self._load(thread_id, ns, target, {"before": before, "n": limit})
+
+    def _load(
+        self, thread_id: str, ns: str, target: str, params: dict[str, Any]
+    ) -> list[StoredCheckpoint]:
+        """Checkpoints with their writes and blobs in one statement; the blobs are stashed for
+        ``values``. Read again naming no chain tips if one was let go (``backend.unpack``)."""
+        backend = self.backend
+        for tips in (True, False):
+            stmt, named = backend.load_stmt(thread_id, ns, target, params, tips)
+            (result,) = self._run(stmt)
+            loaded = split_load(result.rows, named)
+            unpacked = backend.unpack(thread_id, ns, loaded, self._versions_of)
+            if unpacked is not None:
+                stored, rows, check = unpacked
+                self._stash = (rows, check)
+                return stored
+        raise AssertionError("a load naming no tips is complete")
+
+    def _versions_of(self, row: CheckpointRow) -> dict[str, str] | None:
+        return body_versions(row.body, row.checkpoint_id, self.backend.codec)
+
+    def values(
+        self, thread_id: str, ns: str, wanted: Sequence[Mapping[str, str]]
+    ) -> tuple[dict[Pair, BlobRow], Check | None]:
+        stash = self._stash
+        if stash is not None and all(complete(versions, stash[0]) for versions in wanted):
+            return stash
+        pairs = sorted({pair for versions in wanted for pair in versions.items()})
+        rows = self._rows(
+            "values",
+            thread=thread_id,
+            ns=ns,
+            keys=[k for k, _ in pairs],
+            versions=[v for _, v in pairs],
+        )
+        pool = {(r[0], r[1]): blob_row(r[:7], r[7]) for r in rows}
+        crcs = {(r[0], r[1]): r[8] for r in rows}
+
+        def check(row: BlobRow) -> None:
+            if zlib.crc32(row.data) != crcs.get((row.key, row.version)):
+                raise corrupted(row)
+
+        return pool, check
+
+    def blob_meta(self, thread_id: str, ns: str, pairs: Collection[Pair]) -> dict[Pair, BlobRow]:
+        keys, versions = [k for k, _ in pairs], [v for _, v in pairs]
+        rows = self._rows("blob_meta", thread=thread_id, ns=ns, keys=keys, versions=versions)
+        return {(r[0], r[1]): blob_row(r) for r in rows}
+
+    def all_blob_meta(self, thread_id: str, ns: str) -> dict[Pair, BlobRow]:
+        rows = self._rows("all_blob_meta", thread=thread_id, ns=ns)
+        return {(r[0], r[1]): blob_row(r) for r in rows}
+
+    def ids(self, thread_id: str, ns: str) -> list[tuple[str, str]]:
+        rows = self._rows("ids", thread=thread_id, ns=ns)
+        return [(cid, created_text(micros, raw)) for cid, micros, raw in rows]
+
+    def bodies(self, thread_id: str, ns: str) -> list[tuple[str, bytes]]:
+        return [(cid, body) for cid, body in self._rows("bodies", thread=thread_id, ns=ns)]
+
+    def namespaces(self, thread_id: str) -> list[str]:
+        params = {"thread": thread_id}
+        stmts = [Stmt(self.sql["namespaces"], params)]
+        if self.write:  # no put on this thread until the transaction ends
+            stmts.insert(0, Stmt(self.backend.q.lock_heads_update, params))
+        return [ns for (ns,) in self._run(*stmts)[-1].rows]
+
+    def threads(self, status: ThreadStatus | None, limit: int | None) -> list[ThreadRow]:
+        """Root heads, newest update first, a page a statement; status is worked out here."""
+        found: list[ThreadRow] = []
+        params: dict[str, Any] = {}
+        name = "threads"
+        while limit is None or len(found) < limit:
+            n = _THREADS_PAGE if limit is None or status is not None else limit - len(found)
+            params["n"] = n
+            rows = self._rows(name, **params)
+            for thread_id, head, updated_at, body, task_ids, kinds, next_ in rows:
+                state = status_of(next_, zip(task_ids, kinds, strict=True))
+                if status is None or state == status:
+                    at = updated_at.astimezone(UTC).isoformat(timespec="microseconds")
+                    found.append(ThreadRow(thread_id, state, head, at, body))
+            if len(rows) < n:
+                break
+            name, params["at"], params["tid"] = "threads_after", rows[-1][2], rows[-1][0]
+        return found if limit is None else found[:limit]
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def insert(
+        self,
+        thread_id: str,
+        ns: str,
+        row: CheckpointRow,
+        blobs: Sequence[BlobRow],
+        prefixes: Sequence[BlobRow],
+    ) -> None:
+        """Not used: ``PostgresBackend.commit`` stores a put in one statement."""
+        raise NotImplementedError("PostgresBackend stores puts with commit()")
+
+    def add_writes(
+        self, thread_id: str, ns: str, checkpoint_id: str, writes: Sequence[WriteRow]
+    ) -> None:
+        params = writes_params(thread_id, ns, checkpoint_id, writes)
+        self._queue(Stmt(self.backend.q.upsert_writes, params))
+
+    def set_thread(
+        self, thread_id: str, status: ThreadStatus, head: str, next_names: Sequence[str]
+    ) -> None:
+        params = {"thread": thread_id, "head": head, "next": list(next_names)}
+        self._queue(Stmt(self.sql["set_thread"], params))
+
+    def delete(self, thread_id: str, ns: str, ids: Collection[str]) -> None:
+        params = {"thread": thread_id, "ns": ns, "ids": list(ids)}
+        names = ("keep_sources", "keep_parents", "delete_writes", "delete_cps", "drop_empty_head")
+        self._queue(*(Stmt(self.sql[name], params) for name in names))
+
+    def delete_blobs(self, thread_id: str, ns: str, pairs: Collection[Pair]) -> None:
+        keys, versions = [k for k, _ in pairs], [v for _, v in pairs]
+        params = {"thread": thread_id, "ns": ns, "keys": keys, "versions": versions}
+        self._queue(Stmt(self.sql["delete_blobs"], params))
+        held = self.backend.bytes
+        self.committed.append(lambda: held.drop(thread_id, ns, list(pairs)))
+
+    def delete_thread(self, thread_id: str) -> None:
+        q, params = self.backend.q, {"thread": thread_id}
+        self._queue(*(Stmt(s, params) for s in (q.lock_heads_update, *q.delete_thread)))
+        self.committed.append(lambda: self.backend.forget(thread_id))
+
+    def copy_thread(self, source: str, target: str) -> None:
+        q, params = self.backend.q, {"source": source, "target": target, "thread": source}
+        # The source's heads are share-locked: no put or prune changes it while it is copied.
+        self._queue(*(Stmt(s, params) for s in (q.lock_heads_share, *q.copy_thread)))
+        self.committed.append(lambda: self.backend.forget(target))
+
+
+def _batch(stmts: list[Stmt]) -> Op[list[Result]]:
+    results = yield Batch(stmts)
+    return results
