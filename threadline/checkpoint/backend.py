@@ -84,7 +84,7 @@ class Prepared:
     trusted: tuple[str, Mapping[str, str]] | None
     status: ThreadStatus | None  # root namespace: the thread's status after the put
     next_names: list[str]  # the planned task names the thread row keeps
-    retention: Retention | None  # prune older checkpoints of the namespace in the transaction
+    retention: Retention | None  # prune older checkpoints of the namespace (see ``commit``)
     refs: dict[str, str]  # key -> version of every value the checkpoint keeps in blobs
 
 
@@ -242,7 +242,8 @@ class Backend(Protocol):
     def commit(self, put: Prepared) -> list[Pair]:
         """Store ``put`` as one transaction (see ``Prepared``): check the compare-and-set
         (``HeadMoved``) and what it relies on (``NotStored``), insert the rows and writes, write
-        the thread row if ``put.status`` differs from the stored one, apply ``put.retention``.
+        the thread row if ``put.status`` differs from the stored one, apply ``put.retention``
+        (in the same transaction where the store allows; Redis prunes just after, atomically).
         Returns the pairs of the blob rows retention deleted."""
         ...
 

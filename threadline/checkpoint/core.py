@@ -1,11 +1,12 @@
 """The saver API written once, over a ``backend.Backend`` of row-level primitives.
 
-``CoreSaver`` does everything but storing rows: it encodes a record (``layout``) before any
-transaction, then in one write transaction checks the compare-and-set (``rules.check_put``),
-makes sure what the new rows rely on is stored (else stores those values whole), inserts the
-rows, records the thread's status when it changes, and applies retention. Loads read a
-checkpoint and the blob rows its values need in one read transaction and decode outside it.
-Pruning, retention and copies decide here which rows go; the backend deletes or copies them.
+``CoreSaver`` does everything but storing rows. A put is encoded (``layout``) before any I/O
+into a ``backend.Prepared`` -- rows, the head it must sit on, what it relies on, the thread's
+new status, retention -- which the backend commits in one call; the core turns its signals into
+errors (``HeadMoved``) or stores whole the values whose bases are gone (``NotStored``). A load
+is one backend call too, decoded after it. History pages, pruning, retention and copies go
+through the backend's ``transaction``: the core decides which rows go, the backend deletes or
+copies them.
 
 It remembers, per saver, the metadata of blob rows it stored or read (so encoding a delta
 rarely asks the backend for its base) and the versions of the head it saved last in each
@@ -79,8 +80,9 @@ _Loaded = tuple[StoredCheckpoint, Checkpoint, Pool, Check | None]
 
 
 class CoreSaver(BaseSaver):
-    """A saver over ``backend``; ``retention`` prunes older checkpoints at each put (in its
-    transaction). ``copy_thread`` raises ``ValueError`` if the target has checkpoints."""
+    """A saver over ``backend``; ``retention`` prunes older checkpoints at each put (in the
+    put's transaction where the backend can). ``copy_thread`` raises ``ValueError`` if the
+    target has checkpoints."""
 
     def __init__(
         self,

@@ -7,7 +7,7 @@ guarded by a lock; several savers (or processes) may open the same file, and wai
 ``timeout`` seconds for each other's write transactions. ``AsyncSqliteSaver`` (in ``aio``) is
 the same saver under LangGraph's async name.
 
-Storage follows ``threadline.checkpoint.layout`` (schema version 6): a small ``checkpoints`` row
+Storage follows ``threadline.checkpoint.layout`` (format version 1): a small ``checkpoints`` row
 per checkpoint holding every small scalar value (``layout.inlined``: a step that only bumps a
 counter writes one row), one ``blobs`` row per other value that changed (list deltas for lists
 that grew), the
