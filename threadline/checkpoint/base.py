@@ -68,25 +68,11 @@ class TaskWrite:
 
 
 @dataclass(slots=True)
-class StorageHints:
-    """What the engine knows about a checkpoint that lets a saver store less.
-
-    ``changed``: keys whose value is new at this checkpoint (every other key's value is already
-    stored under its version). ``extends``: for a changed list, ``(base_version, base_length)``
-    when the new value is the value stored at ``base_version`` plus new items from
-    ``base_length`` on, so only those items need storing.
-    """
-
-    changed: frozenset[str]
-    extends: Mapping[str, tuple[str, int]] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
 class CheckpointRecord:
     """A checkpoint as a saver returns it: with its metadata and the pending writes against it.
 
-    ``hints`` is set by the engine when saving and is ``None`` when loading; a saver given no
-    hints stores every value in full.
+    The engine saves a ``changes.ChangedRecord``, which also says what changed, so the saver
+    stores only that; given a plain record, a saver stores every value.
     """
 
     thread_id: str
@@ -94,7 +80,6 @@ class CheckpointRecord:
     checkpoint: Checkpoint
     metadata: dict[str, Any]
     pending_writes: tuple[TaskWrite, ...] = ()
-    hints: StorageHints | None = None
 
 
 @dataclass(frozen=True, slots=True)

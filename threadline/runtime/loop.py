@@ -12,10 +12,11 @@ Resume, replay and recovery after a crash are the same loop started from a saved
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable
+from collections.abc import Generator, Iterable, Mapping
 from typing import Any
 
 from threadline.checkpoint.base import Checkpoint, CheckpointRecord, PlannedTask, TaskWrite
+from threadline.checkpoint.changes import SET, Change, ChangedRecord, then
 from threadline.checkpoint.ids import new_checkpoint_id, run_local_ids
 from threadline.clock import now_iso
 from threadline.constants import INTERRUPT_KEY, START
@@ -37,7 +38,6 @@ from threadline.runtime.calls import StepCalls
 from threadline.runtime.chunks import Chunks
 from threadline.runtime.context import SpareAnswer
 from threadline.runtime.effects import Effect, Execute, Load, Save, SaveWrites
-from threadline.runtime.hints import storage_hints
 from threadline.runtime.migrate import check_planned
 from threadline.runtime.planning import hits, local_task_id, plan_next, task_id, tasks_of
 from threadline.runtime.replay import carried_inputs, fork_of, may_continue_at
@@ -65,6 +65,7 @@ class RunLoop:
         self.writes: dict[tuple[str, str], TaskWrite] = {}
         self.unsaved_writes: list[TaskWrite] = []
         self.saved: Checkpoint | None = None  # the newest checkpoint actually persisted
+        self.changes: dict[str, Change] = {}  # what the values did since ``saved``
         self.fork_next = False  # the next save starts a branch from an older checkpoint
         self.dirty = False
         # Checkpoints nobody saves are never seen by id or time: cheap ids, no clock.
@@ -108,11 +109,13 @@ class RunLoop:
         if record is None:
             values, step = schema.initial_values(), -1
             versions = dict.fromkeys(values, cp_id)
+            self._note(dict.fromkeys(values, SET))
         else:
-            # the record as this graph reads it, with a kept Command update applied
-            base = command_input.as_resumed(self.spec, self._upgraded(record))
-            values, versions, step = dict(base.values), dict(base.versions), base.step + 1
             self.saved = record.checkpoint
+            # the record as this graph reads it, with a kept Command update applied
+            base, changes = command_input.as_resumed(self.spec, self._upgraded(record))
+            values, versions, step = dict(base.values), dict(base.versions), base.step + 1
+            self._note(changes)
             self.fork_next = self.s.checkpoint_id is not None
         result = start_result(self._step_env(values, cp_id), updates)
         cp = self._checkpoint(values, versions, (PlannedTask(START),), {}, (), step, cp_id)
@@ -314,7 +317,7 @@ class RunLoop:
         ]
         new_id = self._new_id()
         try:
-            values, versions = apply_writes(
+            values, versions, changes = apply_writes(
                 self.spec.schema,
                 cp.values,
                 cp.versions,
@@ -332,6 +335,7 @@ class RunLoop:
             raise error from exc
         updated_by = tuple(dict.fromkeys([n for n, _ in results if n != START]))
         new = self._checkpoint(values, versions, next_, barriers, updated_by, cp.step + 1, new_id)
+        self._note(changes)
         yield from self._commit(new, "loop", [])
         if self.out is not None:
             yield from self.out.step_applied(new.values, [r.updates for _, r in results])
@@ -392,21 +396,27 @@ class RunLoop:
         cp = self._cp()
         traced = self.s.trace.take(stopping) if self.s.trace is not None else ()
         if self.dirty:
-            record = CheckpointRecord(
+            record = ChangedRecord(
                 self.s.thread_id or "",
                 self.s.ns,
                 cp,
                 self.meta,
                 (*self.writes.values(), *traced),
-                storage_hints(self.saved, cp),
+                self.changes,
             )
             yield Save(record, self.fork_next)
             self.saved = cp
+            self.changes = {}
             self.fork_next = False
             self.dirty = False
         elif self.unsaved_writes or traced:
             yield SaveWrites(cp.id, (*self.unsaved_writes, *traced))
         self.unsaved_writes = []
+
+    def _note(self, changes: Mapping[str, Change]) -> None:
+        """Add what a step (or a Command's update) did to what changed since ``saved``."""
+        for key, change in changes.items():
+            self.changes[key] = then(self.changes.get(key), change)
 
     def _add_writes(self, writes: Iterable[TaskWrite]) -> None:
         for w in writes:
@@ -446,6 +456,7 @@ class RunLoop:
 
     def _adopt(self, record: CheckpointRecord, command: Command | None = None) -> None:
         self.saved = record.checkpoint
+        self.changes = {}
         record = self._upgraded(record)
         check_planned(self.spec, record)
         self.meta = dict(record.metadata)
@@ -453,13 +464,17 @@ class RunLoop:
         self.unsaved_writes = []
         if command is not None and (kept := command_input.write(self.spec, command, self.writes)):
             self._add_write(kept)
-        self.current = command_input.applied(self.spec, record.checkpoint, self.writes)
+        self.current, changes = command_input.applied(self.spec, record.checkpoint, self.writes)
+        self._note(changes)
         self.dirty = False
 
     def _upgraded(self, record: CheckpointRecord) -> CheckpointRecord:
-        """``record`` as this graph reads it; ``saved`` keeps the stored checkpoint, so values
-        an upcaster changed count as changed and are stored again with the next checkpoint."""
-        return record if self.s.upgrade is None else self.s.upgrade(record)
+        """``record`` as this graph reads it; values an upcaster rewrote count as changed, so
+        the next checkpoint stores them anew."""
+        upgraded = record if self.s.upgrade is None else self.s.upgrade(record)
+        if upgraded is not record:
+            self._note(dict.fromkeys(upgraded.checkpoint.values, SET))
+        return upgraded
 
     # ----------------------------------------------------------------- views
     def _cp(self) -> Checkpoint:

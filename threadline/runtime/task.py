@@ -25,7 +25,7 @@ from threadline.runtime.calls import StepCalls, asettle_calls, settle_calls
 from threadline.runtime.context import SpareAnswer, TaskContext, enter_task, leave_task
 from threadline.runtime.timeouts import call_within, within
 from threadline.runtime.trace import RunTrace, note_retry
-from threadline.runtime.writes import Update, apply_writes, normalize_output
+from threadline.runtime.writes import Update, applied, normalize_output
 from threadline.types import Command, Interrupt, RetryPolicy, Send
 
 if TYPE_CHECKING:
@@ -392,7 +392,7 @@ async def _arouted(
 def _branch_state(task: Task, env: StepEnv, updates: Update) -> Any:
     """A branch sees the state as its node left it: the step's start plus this node's writes."""
     schema = env.spec.schema
-    local, _ = apply_writes(schema, env.values, {}, [(task.name, updates)], "")
+    local = applied(schema, env.values, [(task.name, updates)])
     reader = task.node.reader if task.node is not None else None
     return (reader or schema).node_input(local)
 

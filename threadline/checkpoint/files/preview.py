@@ -14,7 +14,7 @@ from datetime import date, datetime
 from datetime import time as dtime
 from typing import Any
 
-from threadline.checkpoint.base import StorageHints
+from threadline.checkpoint.changes import StorageHints
 
 # Characters of a string shown: enough to tell what it is about (the value itself is in the
 # blob). Longer previews made them the largest part of a long conversation's folder.

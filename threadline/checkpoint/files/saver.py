@@ -37,6 +37,7 @@ from threadline.checkpoint.bodies import (
     wanted_blobs,
 )
 from threadline.checkpoint.chains import HeldChains
+from threadline.checkpoint.changes import hints_of
 from threadline.checkpoint.files.disk import (
     ROOT_NS_DIR,
     TMP,
@@ -837,7 +838,7 @@ class FileSaver(BaseSaver):
             # 3. the preview of what changed and no blob (nor the row: inline values) shows as
             # JSON, for people
             shown = {key for key, text in texts.items() if text is not None} | encoded.inline
-            changes = preview_changes(cp.values, record.hints, shown) if self.previews else {}
+            changes = preview_changes(cp.values, hints_of(record), shown) if self.previews else {}
             if changes:
                 preview = {"checkpoint_id": cp.id, "step": cp.step, "values": changes}
                 write_file(self._preview_path(ns_dir, cp.id), json_bytes(preview))

@@ -24,6 +24,7 @@ from threadline.checkpoint.base import (
 from threadline.checkpoint.bodies import blob_versions, decode_metadata, wanted_blobs
 from threadline.checkpoint.bytecache import HeldBlobs
 from threadline.checkpoint.chains import HeldChains
+from threadline.checkpoint.changes import hints_of
 from threadline.checkpoint.formats import migrations_from
 from threadline.checkpoint.layout import (
     BlobRow,
@@ -465,7 +466,7 @@ class PostgresSaver(BaseSaver):
 
     def _missing_bases(self, record: CheckpointRecord) -> list[tuple[str, str]]:
         """(key, version) of list bases a delta could extend that the cache does not know."""
-        hints = record.hints
+        hints = hints_of(record)
         if hints is None:
             return []
         wanted = {
