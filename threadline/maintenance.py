@@ -76,7 +76,7 @@ def _finished_here(item: Any, loop: RunLoop, mark: str) -> bool:
     itself: ``invoke(None)`` on a thread that had finished already releases nothing."""
     from threadline.runtime.drivers import Done
 
-    cp = loop.current
+    cp = loop.progress.current
     return isinstance(item, Done) and cp is not None and not cp.next and cp.id > mark
 
 
