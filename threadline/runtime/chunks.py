@@ -19,7 +19,8 @@ Shapes (from LangGraph 1.2):
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
+import functools
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from threadline.checkpoint.base import Checkpoint, TaskWrite
@@ -47,6 +48,38 @@ class Emit:
     mode: str
     payload: Any
     ns: str = ""  # "" for the graph being streamed; "child:<task id>|..." inside subgraphs
+
+
+Put = Callable[[Emit], None]
+"""Where a driver takes chunks made while tasks run (a queue it reads as they come)."""
+Writer = Callable[[Any], None]
+"""What ``get_stream_writer()`` returns to a task."""
+
+
+def live_outlets(
+    settings: RunSettings, put: Put | None
+) -> tuple[Callable[[Any], None], Put | None]:
+    """Where a run's tasks send what streams while they run: what they give
+    ``get_stream_writer()``, as ``custom`` chunks, and the chunks of their subgraphs (those a
+    nested run forwards, or with ``stream(subgraphs=True)`` all of them) to ``put``."""
+    writer: Writer = _discard
+    if put is not None and "custom" in settings.stream_modes:
+        writer = functools.partial(_custom, put)
+    sink = put if put is not None and settings.subgraphs else settings.sink
+    return writer, sink
+
+
+def _custom(put: Put, item: Any) -> None:
+    put(Emit("custom", item))
+
+
+def _discard(_: Any) -> None:
+    return None
+
+
+def message_chunk(message: Any, metadata: dict[str, Any], ns: str) -> Emit:
+    """A ``messages`` chunk: a message (or a token of one) and where it comes from."""
+    return Emit("messages", (message, metadata), ns)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from threadline.checkpoint.base import BaseSaver
-from threadline.runtime.chunks import Chunks, Emit
+from threadline.runtime.chunks import Chunks, Emit, Put
 from threadline.runtime.effects import Execute, Load, Save, SaveWrites
 from threadline.runtime.loop import RunLoop
 from threadline.runtime.task import Outcome, StepEnv, Task, run_task_async, run_task_sync
@@ -87,13 +87,9 @@ def drive_sync(loop: RunLoop, input: Any) -> Iterator[Emit | Done]:
     runner: Runner = run_task_sync
     if s.stream_modes & _LIVE_MODES or s.subgraphs:
         events = queue.SimpleQueue()
-        if "custom" in s.stream_modes:
-            s.writer = lambda item: events.put(Emit("custom", item))
-        if s.subgraphs:
-            s.sink = events.put
         if "messages" in s.stream_modes:
             runner = MessageStream.for_run(loop, events.put).runner(loop, run_task_sync)
-    gen = loop.run(input)
+    gen = loop.run(input, events.put if events is not None else None)
     value: Any = None
     finished: list[Outcome] = []  # the outcomes of the step running now, as they come
     try:
@@ -238,13 +234,10 @@ async def drive_async(loop: RunLoop, input: Any) -> AsyncIterator[Emit | Done]:
     pending: asyncio.Future[Any] | None = None
     events: asyncio.Queue[Any] | None = None
     runner: AsyncRunner = run_task_async
+    put: Put | None = None
     if s.stream_modes & _LIVE_MODES or s.subgraphs:
         events = asyncio.Queue()
         put = _threadsafe_put(events)
-        if "custom" in s.stream_modes:
-            s.writer = lambda item: put(Emit("custom", item))
-        if s.subgraphs:
-            s.sink = put
         if "messages" in s.stream_modes:
             runner = MessageStream.for_run(loop, put).async_runner(loop, run_task_async)
     # A cancelled save could land after the run has returned (in a worker thread, or on the
@@ -257,7 +250,7 @@ async def drive_async(loop: RunLoop, input: Any) -> AsyncIterator[Emit | Done]:
         and type(saver).aput_writes is BaseSaver.aput_writes
     )
     settle = _settled if saver is not None and not saver.in_process else _awaited
-    gen = loop.run(input)
+    gen = loop.run(input, put)
     value: Any = None
     step: _Step | None = None  # the step whose tasks are running
     whole = True  # no saver call is under way: the loop's own state is consistent

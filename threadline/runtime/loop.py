@@ -35,7 +35,7 @@ from threadline.managed.is_last_step import with_managed
 from threadline.runtime import command_input
 from threadline.runtime.answers import match_answers, pending_interrupts, resume_writes
 from threadline.runtime.calls import StepCalls
-from threadline.runtime.chunks import Chunks
+from threadline.runtime.chunks import Chunks, Put, live_outlets
 from threadline.runtime.context import SpareAnswer
 from threadline.runtime.effects import Effect, Execute, Load
 from threadline.runtime.migrate import check_planned
@@ -66,11 +66,14 @@ class RunLoop:
         self.progress = Progress(settings, saver is not None, now_iso if saver is not None else str)
         self._task_id = task_id if saver is not None else local_task_id
         self._env: StepEnv | None = None  # what the tasks of a step share; values change
+        self._put: Put | None = None
         # The stream chunks this run produces; None when nothing is streamed (most runs).
         self.out = Chunks.of_run(spec, settings, saver is not None)
 
     # ----------------------------------------------------------------- entry
-    def run(self, input: Any) -> Generator[Effect, Any, dict[str, Any]]:
+    def run(self, input: Any, put: Put | None = None) -> Generator[Effect, Any, dict[str, Any]]:
+        """The run's effects; ``put`` takes the chunks made while tasks run, when any stream."""
+        self._put = put
         record = (yield Load(self.s.checkpoint_id)) if self.saver is not None else None
         if self.s.checkpoint_id is not None and record is None:
             raise CheckpointNotFoundError(
@@ -254,10 +257,11 @@ class RunLoop:
         return Execute(runnable, env)
 
     def _step_env(self, values: dict[str, Any], checkpoint_id: str) -> StepEnv:
-        """What the tasks of a step share; made once per run (the driver has set the writer)."""
+        """What the tasks of a step share; made once per run."""
         if self._env is None:
             saver = self.saver if self.saver is not None else self.s.lent_saver
-            self._env = StepEnv.of_run(self.spec, saver, self.store, self.s)
+            outlets = live_outlets(self.s, self._put)
+            self._env = StepEnv.of_run(self.spec, saver, self.store, self.s, outlets)
         return self._env.at(values, checkpoint_id)
 
     def _keep(self, outcomes: list[Outcome]) -> bool:

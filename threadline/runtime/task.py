@@ -105,17 +105,26 @@ class StepEnv:
     trace: RunTrace | None = None  # where the run keeps its execution trace, if it keeps one
 
     @classmethod
-    def of_run(cls, spec: GraphSpec, saver: Any, store: Any, s: RunSettings) -> StepEnv:
-        """The env of a run's steps, from its settings; ``at`` moves it to each step."""
+    def of_run(
+        cls,
+        spec: GraphSpec,
+        saver: Any,
+        store: Any,
+        s: RunSettings,
+        outlets: tuple[Callable[[Any], None], Callable[[Any], None] | None],
+    ) -> StepEnv:
+        """The env of a run's steps, from its settings and where what streams while tasks run
+        goes (``chunks.live_outlets``); ``at`` moves it to each step."""
+        writer, sink = outlets
         return cls(
             spec,
             {},
             s.config,
             saver,
             store,
-            s.writer,
+            writer,
             s.durability,
-            s.sink,
+            sink,
             s.stream_modes,
             thread_id=s.thread_id,
             parents=s.parents,
