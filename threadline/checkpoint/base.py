@@ -113,10 +113,16 @@ def thread_status(checkpoint: Checkpoint, writes: Sequence[TaskWrite]) -> Thread
     """Idle when nothing is planned; else interrupted, failed, or still to run (or running)."""
     if not checkpoint.next:
         return "idle"
+    return status_of_writes([(w.task_id, w.kind) for w in writes])
+
+
+def status_of_writes(writes: Sequence[tuple[str, str]]) -> ThreadStatus:
+    """``thread_status`` of a checkpoint that plans tasks, from its writes' ``(task_id, kind)``
+    (all a thread row keeps of them)."""
     if not writes:
         return "running"
-    finished = {w.task_id for w in writes if w.kind == "result"}
-    kinds = {w.kind for w in writes if w.task_id not in finished}
+    finished = {task_id for task_id, kind in writes if kind == "result"}
+    kinds = {kind for task_id, kind in writes if task_id not in finished}
     if "error" in kinds:
         return "error"
     if kinds & {"interrupt", "breakpoint"}:

@@ -15,7 +15,13 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
-from threadline.checkpoint.base import Checkpoint, CheckpointRecord, PlannedTask, TaskWrite
+from threadline.checkpoint.base import (
+    BaseSaver,
+    Checkpoint,
+    CheckpointRecord,
+    PlannedTask,
+    TaskWrite,
+)
 from threadline.checkpoint.changes import SET
 from threadline.checkpoint.ids import new_checkpoint_id, run_local_ids
 from threadline.clock import now_iso
@@ -46,6 +52,7 @@ from threadline.runtime.settings import RunSettings
 from threadline.runtime.task import Outcome, StepEnv, Task, TaskResult, start_result
 from threadline.runtime.trace import without_trace
 from threadline.runtime.writes import applied, apply_writes, finished_updates, updates_of
+from threadline.store.base import BaseStore
 from threadline.types import Command, Interrupt
 
 BREAKPOINT_TASK = "__breakpoint__"
@@ -56,7 +63,13 @@ SPARE_ANSWER_TASK = "__resume__"  # task id of a resume value no waiting interru
 class RunLoop:
     """One run of a graph on one thread (or without a checkpointer)."""
 
-    def __init__(self, spec: GraphSpec, saver: Any, store: Any, settings: RunSettings):
+    def __init__(
+        self,
+        spec: GraphSpec,
+        saver: BaseSaver | None,
+        store: BaseStore | None,
+        settings: RunSettings,
+    ) -> None:
         self.spec = spec
         self.saver = saver
         self.store = store
