@@ -46,7 +46,7 @@ from threadline.runtime.context import SpareAnswer
 from threadline.runtime.effects import Effect, Execute, Load
 from threadline.runtime.migrate import check_planned
 from threadline.runtime.planning import hits, local_task_id, plan_next, task_id, tasks_of
-from threadline.runtime.progress import Progress
+from threadline.runtime.progress import Progress, error_value
 from threadline.runtime.replay import carried_inputs, fork_of, may_continue_at
 from threadline.runtime.settings import RunSettings
 from threadline.runtime.task import Outcome, StepEnv, Task, TaskResult, start_result
@@ -122,10 +122,10 @@ class RunLoop:
             values, versions, step = dict(base.values), dict(base.versions), base.step + 1
             self.progress.note(changes)
             self.progress.fork_next = self.s.checkpoint_id is not None
-        result = start_result(self._step_env(values, cp_id), updates)
         cp = self.progress.checkpoint(values, versions, (PlannedTask(START),), {}, (), step, cp_id)
-        write = TaskWrite(self._task_id(cp.id, 0, START), START, "result", result)
-        yield from self.progress.commit(cp, "input", [write])
+        (start,) = tasks_of(self.spec, cp, self.s.ns, self._task_id)
+        result = start_result(start, self._step_env(values, cp_id), updates)
+        yield from self.progress.commit(cp, "input", [TaskWrite(start.id, START, "result", result)])
 
     def _continue(self, record: CheckpointRecord | None) -> Generator[Effect, Any, None]:
         """``invoke(None)``: go on from the latest checkpoint, or replay from an older one.
@@ -282,18 +282,7 @@ class RunLoop:
         calls = self._env.calls if self._env is not None else None
         if calls is not None and calls.held:  # ``@task`` results held until the exit
             self.progress.add_writes(calls.take_held())
-        complete = True
-        for o in outcomes:
-            t = o.task
-            if o.result is not None:
-                self.progress.add_write(TaskWrite(t.id, t.name, "result", o.result))
-                continue
-            complete = False
-            if o.error is not None:
-                self.progress.add_write(TaskWrite(t.id, t.name, "error", error_value(o.error)))
-            elif o.parent_command is None:
-                self.progress.add_write(TaskWrite(t.id, t.name, "interrupt", o.interrupts))
-        return not complete
+        return not self.progress.keep(outcomes)
 
     def cancelled(self, finished: list[Outcome]) -> Generator[Effect, Any, None]:
         """The run was cancelled between effects or mid-step: keep what the step's finished
@@ -327,16 +316,16 @@ class RunLoop:
         ]
         new_id = self._new_id()
         try:
+            updates = [(n, r.updates) for n, r in results]
             values, versions, changes = apply_writes(
-                self.spec.schema,
-                cp.values,
-                cp.versions,
-                [(n, r.updates) for n, r in results],
-                new_id,
+                self.spec.schema, cp.values, cp.versions, updates, new_id
             )
             next_, barriers = plan_next(self.spec, cp.barriers, [(n, r.routes) for n, r in results])
         except Exception as exc:
-            error = exc if isinstance(exc, ThreadlineError) else _reducer_error(exc, cp.step + 1)
+            error = exc
+            if not isinstance(exc, ThreadlineError):
+                step = cp.step + 1
+                error = InvalidUpdateError(f"a reducer failed while applying step {step}: {exc}")
             # Saved with the step's results, so the thread shows the step as not done (and why)
             self.progress.add_write(TaskWrite(STEP_TASK, STEP_TASK, "error", error_value(error)))
             yield from self.progress.flush()
@@ -420,12 +409,3 @@ class RunLoop:
     def _emit_values(self) -> Generator[Effect, Any, None]:
         if self.out is not None:
             yield from self.out.input_values(self.progress.cp().values)
-
-
-def error_value(error: BaseException) -> dict[str, str]:
-    """How a task's (or a step's) error is saved: its type name and message, never the object."""
-    return {"type": type(error).__name__, "message": str(error)}
-
-
-def _reducer_error(exc: Exception, step: int) -> InvalidUpdateError:
-    return InvalidUpdateError(f"a reducer failed while applying step {step}: {exc}")

@@ -15,6 +15,7 @@ from threadline.checkpoint.base import Checkpoint, CheckpointRecord, PlannedTask
 from threadline.checkpoint.changes import Change, ChangedRecord, then
 from threadline.runtime.effects import Effect, Save, SaveWrites
 from threadline.runtime.settings import RunSettings
+from threadline.runtime.task import Outcome
 
 Writes = dict[tuple[str, str], TaskWrite]
 
@@ -76,6 +77,21 @@ class Progress:
         self.writes[(w.task_id, w.kind)] = w
         self.unsaved_writes.append(w)
 
+    def keep(self, outcomes: Iterable[Outcome]) -> bool:
+        """Keep every task's outcome as a write; True when every task has a result."""
+        complete = True
+        for o in outcomes:
+            t = o.task
+            if o.result is not None:
+                self.add_write(TaskWrite(t.id, t.name, "result", o.result))
+                continue
+            complete = False
+            if o.error is not None:
+                self.add_write(TaskWrite(t.id, t.name, "error", error_value(o.error)))
+            elif o.parent_command is None:
+                self.add_write(TaskWrite(t.id, t.name, "interrupt", o.interrupts))
+        return complete
+
     def commit(
         self, cp: Checkpoint, source: str, writes: list[TaskWrite]
     ) -> Generator[Effect, Any, None]:
@@ -112,3 +128,8 @@ class Progress:
         writes = (*self.writes.values(), *traced)
         s = self.s
         return ChangedRecord(s.thread_id or "", s.ns, cp, self.meta, writes, self.changes)
+
+
+def error_value(error: BaseException) -> dict[str, str]:
+    """How a task's (or a step's) error is saved: its type name and message, never the object."""
+    return {"type": type(error).__name__, "message": str(error)}

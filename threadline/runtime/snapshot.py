@@ -16,7 +16,7 @@ from threadline.runtime import command_input
 from threadline.runtime.answers import pending_interrupts
 from threadline.runtime.loop import STEP_TASK
 from threadline.runtime.planning import plan_next, task_id, tasks_of
-from threadline.runtime.task import StepEnv, start_result
+from threadline.runtime.routing import routes_after
 from threadline.runtime.writes import applied, apply_writes, finished_updates, normalize_output
 from threadline.types import Command, SnapshotTask, StateSnapshot
 
@@ -39,7 +39,9 @@ def snapshot_of(spec: GraphSpec, record: CheckpointRecord, live: bool = False) -
     interrupted, so they show the thread as it stands; otherwise they are the values the step
     started from.
     """
-    writes = {(w.task_id, w.kind): w for w in record.pending_writes}
+    writes: dict[tuple[str, str], TaskWrite] = {
+        (w.task_id, w.kind): w for w in record.pending_writes
+    }
     cp, _ = command_input.applied(spec, record.checkpoint, writes)
     # The step ran but its writes could not be applied (two nodes set one key): every task
     # of it is still to do, and shows why
@@ -118,10 +120,8 @@ def updated_record(
     new_values, new_versions, changes = apply_writes(
         spec.schema, base_values, versions, [(node, updates)], cp_id
     )
-    if node == START:
-        routes = start_result(StepEnv.bare(spec, base_values), updates).routes
-    else:
-        routes = _routes_after(spec, node, base_values, updates, gotos)
+    # routed as if ``node`` had written, outside any run (START's routes ignore gotos)
+    routes = routes_after(spec, node, base_values, updates, gotos if node != START else (), None)
     next_, barriers = plan_next(spec, barriers, [(node, routes)])
     cp = _new_checkpoint(cp_id, parent, step, new_values, new_versions, next_, barriers, node)
     meta = {**metadata, "source": "update", "step": step, "parents": {}}
@@ -146,19 +146,6 @@ def _writer(spec: GraphSpec, record: CheckpointRecord | None, as_node: str | Non
             "node this update comes from"
         )
     return writers[0]
-
-
-def _routes_after(
-    spec: GraphSpec, node: str, values: Any, updates: Any, gotos: tuple[Any, ...]
-) -> tuple[Any, ...]:
-    from threadline.runtime.task import StepEnv, Task, _finish_sync
-
-    task = Task(id="", name=node, ns="", input=None, node=spec.nodes[node])
-    env = StepEnv(spec, values, {}, None, None, lambda _: None, "sync")
-    command = Command(update=dict(updates), goto=gotos)
-    outcome = _finish_sync(task, env, command)
-    assert outcome.result is not None
-    return outcome.result.routes
 
 
 def _new_checkpoint(
