@@ -47,13 +47,15 @@ def release_policy(value: Any, checkpointer: Any) -> ReleasePolicy | None:
 def released(items: Generator[Emit | Done], loop: RunLoop, policy: str) -> Generator[Emit | Done]:
     """A run's items; when the run finishes the thread, it is released before ``Done`` goes out."""
     mark = new_checkpoint_id()  # checkpoints this run makes sort after it
+    saver, thread_id = loop.saver, loop.s.thread_id
+    assert saver is not None and thread_id is not None  # a policy needs a saver, a run a thread
     with contextlib.closing(items):  # closing this closes the run at once
         for item in items:
             if _finished_here(item, loop, mark):
                 if policy == "delete":
-                    loop.saver.delete_thread(loop.s.thread_id)
+                    saver.delete_thread(thread_id)
                 else:
-                    loop.saver.prune(loop.s.thread_id, keep_last=1)
+                    saver.prune(thread_id, keep_last=1)
             yield item
 
 
@@ -61,13 +63,15 @@ async def areleased(
     items: AsyncGenerator[Emit | Done], loop: RunLoop, policy: str
 ) -> AsyncGenerator[Emit | Done]:
     mark = new_checkpoint_id()
+    saver, thread_id = loop.saver, loop.s.thread_id
+    assert saver is not None and thread_id is not None  # a policy needs a saver, a run a thread
     async with contextlib.aclosing(items):  # closing this closes the run at once
         async for item in items:
             if _finished_here(item, loop, mark):
                 if policy == "delete":
-                    await loop.saver.adelete_thread(loop.s.thread_id)
+                    await saver.adelete_thread(thread_id)
                 else:
-                    await loop.saver.aprune(loop.s.thread_id, keep_last=1)
+                    await saver.aprune(thread_id, keep_last=1)
             yield item
 
 
@@ -76,7 +80,7 @@ def _finished_here(item: Any, loop: RunLoop, mark: str) -> bool:
     itself: ``invoke(None)`` on a thread that had finished already releases nothing."""
     from threadline.runtime.drivers import Done
 
-    cp = loop.current
+    cp = loop.progress.current
     return isinstance(item, Done) and cp is not None and not cp.next and cp.id > mark
 
 

@@ -5,14 +5,11 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar
+from typing import Any, ClassVar, Generic, NamedTuple, TypeVar
 
 from threadline import serde
 from threadline.cache.keys import default_cache_key
 from threadline.constants import INTERRUPT_KEY
-
-StreamMode = Literal["values", "updates", "debug", "custom"]
-Durability = Literal["sync", "async", "exit"]
 
 
 @serde.register(name="threadline.Send")

@@ -1,12 +1,13 @@
 """Checkpoints and records built the way the engine builds them, for saver tests.
 
 Versions name the checkpoint at which a key's value last changed: a key whose value equals the
-parent's keeps the parent's version. ``hints_for`` is what the engine's ``storage_hints`` computes:
-the keys that changed, and for a list that only grew, the version and length it extends.
+parent's keeps the parent's version. ``changes_for`` is what the engine records when applying a
+step: the keys that changed, and for a list that only grew, an append to the version it extends.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,10 +15,10 @@ from threadline.checkpoint import (
     Checkpoint,
     CheckpointRecord,
     PlannedTask,
-    StorageHints,
     TaskWrite,
     new_checkpoint_id,
 )
+from threadline.checkpoint.changes import SET, Append, Change, ChangedRecord
 
 
 def now_iso() -> str:
@@ -55,14 +56,16 @@ def make_cp(
     )
 
 
-def hints_for(parent: Checkpoint | None, cp: Checkpoint) -> StorageHints:
+def changes_for(parent: Checkpoint | None, cp: Checkpoint) -> dict[str, Change]:
     """What the engine tells the saver: changed keys, and lists that only grew."""
     if parent is None:
-        return StorageHints(frozenset(cp.values))
-    changed = frozenset(k for k, v in cp.versions.items() if parent.versions.get(k) != v)
-    extends: dict[str, tuple[str, int]] = {}
-    for key in changed:
+        return dict.fromkeys(cp.values, SET)
+    changes: dict[str, Change] = {}
+    for key, version in cp.versions.items():
+        if parent.versions.get(key) == version:
+            continue
         old, new = parent.values.get(key), cp.values[key]
+        changes[key] = SET
         if (
             key in parent.versions
             and isinstance(old, list)
@@ -70,8 +73,15 @@ def hints_for(parent: Checkpoint | None, cp: Checkpoint) -> StorageHints:
             and len(new) > len(old)
             and new[: len(old)] == old
         ):
-            extends[key] = (parent.versions[key], len(old))
-    return StorageHints(changed, extends)
+            changes[key] = Append(parent.versions[key], len(old))
+    return changes
+
+
+def stored(
+    changed: Iterable[str], extends: Mapping[str, tuple[str, int]] | None = None
+) -> dict[str, Change]:
+    """Changes of the ``changed`` keys; those in ``extends`` append to ``(version, length)``."""
+    return {k: Append(*extends[k]) if extends and k in extends else SET for k in changed}
 
 
 def rec(
@@ -81,10 +91,12 @@ def rec(
     ns: str = "",
     metadata: dict[str, Any] | None = None,
     writes: tuple[TaskWrite, ...] = (),
-    hints: StorageHints | None = None,
+    changes: Mapping[str, Change] | None = None,
 ) -> CheckpointRecord:
-    """A record as given to ``put``; without ``hints`` the saver stores every value."""
-    return CheckpointRecord(thread_id, ns, cp, metadata or {}, writes, hints)
+    """A record as given to ``put``; without ``changes`` the saver stores every value."""
+    if changes is None:
+        return CheckpointRecord(thread_id, ns, cp, metadata or {}, writes)
+    return ChangedRecord(thread_id, ns, cp, metadata or {}, writes, changes)
 
 
 def step(
@@ -98,9 +110,10 @@ def step(
     next: tuple[PlannedTask, ...] = (),
     created_at: str | None = None,
 ) -> CheckpointRecord:
-    """The record the engine would save after ``parent``: versions and hints filled in."""
+    """The record the engine would save after ``parent``: versions and changes filled in."""
     cp = make_cp(values, parent=parent, next=next, created_at=created_at)
-    return rec(thread_id, cp, ns=ns, metadata=metadata, writes=writes, hints=hints_for(parent, cp))
+    changes = changes_for(parent, cp)
+    return rec(thread_id, cp, ns=ns, metadata=metadata, writes=writes, changes=changes)
 
 
 def w(task_id: str, kind: str = "result", value: Any = None, name: str = "node") -> TaskWrite:

@@ -5,7 +5,7 @@ once per saver, and those taking ``api`` once per API flavour too (``sync`` call
 ``get_tuple``/``put``/..., ``async`` calls ``aget_tuple``/``aput``/...).
 
 Records are built as the engine builds them (``builders.py``): versions name the checkpoint at
-which a key last changed, and ``StorageHints`` say which keys changed and which lists only grew.
+which a key last changed, and a record's changes say which keys changed and which lists only grew.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from builders import item, make_cp, rec, step, w
+from builders import item, make_cp, rec, step, stored, w
 from factories import SAVER_FACTORIES
 
 from threadline.checkpoint import (
@@ -31,11 +31,11 @@ from threadline.checkpoint import (
     CheckpointRecord,
     PlannedTask,
     Retention,
-    StorageHints,
     TaskWrite,
     ThreadInfo,
     new_checkpoint_id,
 )
+from threadline.checkpoint.changes import hints_of
 from threadline.errors import ConcurrentUpdateError, SerializationError
 
 # -- savers under test ---------------------------------------------------------------------------
@@ -269,7 +269,7 @@ async def test_putting_a_saved_checkpoint_again_is_refused(api: Api) -> None:
 
 async def test_a_record_without_hints_stores_every_value(api: Api) -> None:
     first = make_cp({"a": 1, "b": [1, 2]})
-    await api.put(rec("t1", first))  # hints=None: everything is stored
+    await api.put(rec("t1", first))  # no changes given: everything is stored
     second = make_cp({"a": 1, "b": [1, 2, 3], "c": "new"}, parent=first)
     await api.put(rec("t1", second))
     await assert_loads(api, "t1", [first, second])
@@ -1222,7 +1222,7 @@ async def test_unchanged_values_are_not_encoded_again(api: Api) -> None:
     cp = make_cp({"x": [1], "n": 1}, parent=first.checkpoint)
     cp = dataclasses.replace(cp, values={"x": Opaque(), "n": 1})
     assert cp.versions["x"] == first.checkpoint.id
-    await api.put(rec("t1", cp, hints=StorageHints(frozenset({"n"}))))
+    await api.put(rec("t1", cp, changes=stored({"n"})))
     got = await api.get("t1")
     assert got is not None and got.checkpoint.values == {"x": [1], "n": 1}
 
@@ -1262,7 +1262,8 @@ async def test_two_hundred_turns_of_a_growing_list(api: Api) -> None:
         messages = [*messages, item(2 * turn), item(2 * turn + 1)]
         record = step("chat", {"messages": messages, "turn": turn}, parent)
         if parent is not None:
-            assert record.hints is not None and "messages" in record.hints.extends
+            hints = hints_of(record)
+            assert hints is not None and "messages" in hints.extends
         await api.put(record)
         parent = record.checkpoint
         cps.append(parent)
@@ -1312,12 +1313,12 @@ async def test_forks_sharing_a_list_chain_load_on_both_branches(api: Api) -> Non
 
 
 async def test_hints_may_name_lists_whose_base_is_elsewhere(api: Api) -> None:
-    """A record whose ``extends`` names a version this namespace never stored still saves."""
+    """A record whose append names a version this namespace never stored still saves."""
     first = step("t1", {"log": ["a"]}, None)
     await api.put(first)
     cp = make_cp({"log": ["a", "b"]}, parent=first.checkpoint)
-    hints = StorageHints(frozenset({"log"}), {"log": (new_checkpoint_id(), 1)})
-    await api.put(rec("t1", cp, hints=hints))
+    changes = stored({"log"}, {"log": (new_checkpoint_id(), 1)})
+    await api.put(rec("t1", cp, changes=changes))
     await assert_loads(api, "t1", [first.checkpoint, cp])
 
 

@@ -12,7 +12,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -28,9 +28,9 @@ from threadline.checkpoint.base import (
     CheckpointRecord,
     PlannedTask,
     Retention,
-    StorageHints,
     TaskWrite,
 )
+from threadline.checkpoint.changes import SET, Append, Change, ChangedRecord
 from threadline.checkpoint.files import FileSaver, folders, reading, rows
 from threadline.checkpoint.files import saver as saver_module
 from threadline.checkpoint.ids import new_checkpoint_id
@@ -57,7 +57,7 @@ def make(
     changed: set[str] | None = None,
     next: tuple[PlannedTask, ...] = (),
     created_at: str | None = None,
-) -> tuple[Checkpoint, StorageHints]:
+) -> tuple[Checkpoint, dict[str, Change]]:
     """A checkpoint as the engine makes one: changed keys get this checkpoint's id as version."""
     cid = new_checkpoint_id()
     changed = set(values) if changed is None else changed
@@ -71,26 +71,28 @@ def make(
         next=next,
         created_at=created_at or datetime.now(UTC).isoformat(),
     )
-    return cp, StorageHints(frozenset(changed & set(values)))
+    return cp, dict.fromkeys(changed & set(values), SET)
 
 
 def rec(
     thread_id: str,
     cp: Checkpoint,
-    hints: StorageHints | None = None,
+    changes: Mapping[str, Change] | None = None,
     *,
     ns: str = "",
     metadata: dict[str, Any] | None = None,
     writes: tuple[TaskWrite, ...] = (),
 ) -> CheckpointRecord:
-    return CheckpointRecord(thread_id, ns, cp, metadata or {}, writes, hints)
+    if changes is None:
+        return CheckpointRecord(thread_id, ns, cp, metadata or {}, writes)
+    return ChangedRecord(thread_id, ns, cp, metadata or {}, writes, changes)
 
 
 def chain(saver: FileSaver, thread_id: str, n: int, *, ns: str = "") -> list[Checkpoint]:
     cps: list[Checkpoint] = []
     for i in range(n):
-        cp, hints = make({"i": i}, cps[-1] if cps else None)
-        saver.put(rec(thread_id, cp, hints, ns=ns, metadata={"source": "loop", "i": i}))
+        cp, changes = make({"i": i}, cps[-1] if cps else None)
+        saver.put(rec(thread_id, cp, changes, ns=ns, metadata={"source": "loop", "i": i}))
         cps.append(cp)
     return cps
 
@@ -116,16 +118,16 @@ def saver(tmp_path: Path) -> Iterator[FileSaver]:
 
 def test_row_file_is_readable_json(saver: FileSaver) -> None:
     # "topic" is a list: a small scalar would live in the row, not in a blob (see below)
-    first, hints = make({"topic": ["cats"], "messages": ["hi"]})
-    saver.put(rec("t1", first, hints, metadata={"source": "input", "step": -1}))
-    second, hints = make(
+    first, changes = make({"topic": ["cats"], "messages": ["hi"]})
+    saver.put(rec("t1", first, changes, metadata={"source": "input", "step": -1}))
+    second, changes = make(
         {"topic": ["cats"], "messages": ["hi", "there"]},
         first,
         changed={"messages"},
         next=(PlannedTask("agent"), PlannedTask("tools", arg={"q": 1}, send=True)),
     )
     write = TaskWrite("task-1", "agent", "interrupt", {"question": "ok?"})
-    saver.put(rec("t1", second, hints, metadata={"source": "loop", "step": 0}, writes=(write,)))
+    saver.put(rec("t1", second, changes, metadata={"source": "loop", "step": 0}, writes=(write,)))
 
     folder = ns_dir(saver, "t1")
     with open(folder / "checkpoints" / f"{second.id}.json") as f:
@@ -187,8 +189,8 @@ def test_the_preview_of_a_list_that_grew_shows_its_new_items(saver: FileSaver) -
 
 
 def test_previews_are_never_read_and_edited_fields_are_caught(saver: FileSaver) -> None:
-    cp, hints = make({"x": [b"raw"]})  # in a list: not inline, and its blob is binary
-    saver.put(rec("t1", cp, hints, metadata={"source": "input"}))
+    cp, changes = make({"x": [b"raw"]})  # in a list: not inline, and its blob is binary
+    saver.put(rec("t1", cp, changes, metadata={"source": "input"}))
     (ns_dir(saver, "t1") / "values" / f"{cp.id}.json").write_text("not json at all")
     got = saver.get_tuple("t1")
     assert got is not None and got.checkpoint == cp and got.metadata == {"source": "input"}
@@ -202,8 +204,8 @@ def test_previews_are_never_read_and_edited_fields_are_caught(saver: FileSaver) 
 
 
 def test_an_edited_json_blob_is_caught(saver: FileSaver) -> None:
-    cp, hints = make({"messages": ["hi"]})
-    saver.put(rec("t1", cp, hints))
+    cp, changes = make({"messages": ["hi"]})
+    saver.put(rec("t1", cp, changes))
     path = ns_dir(saver, "t1") / "blobs" / f"messages@{cp.id}.blob"
     path.write_bytes(path.read_bytes().replace(b'"hi"', b'"ho"'))
     with pytest.raises(SerializationError, match=r"'messages'.*checksum mismatch"):
@@ -273,8 +275,8 @@ def test_inline_values_json_cannot_show_keep_the_row_bytes(saver: FileSaver) -> 
 
 def test_huge_values_are_cut_short_in_the_preview(saver: FileSaver) -> None:
     text, items = ("x" * 100_000, b"x"), [(i,) for i in range(10_000)]  # tuples: not JSON
-    cp, hints = make({"text": text, "items": items, "raw": b"\0" * 100})  # too long to inline
-    saver.put(rec("t1", cp, hints))
+    cp, changes = make({"text": text, "items": items, "raw": b"\0" * 100})  # too long to inline
+    saver.put(rec("t1", cp, changes))
     preview = json.loads((ns_dir(saver, "t1") / "values" / f"{cp.id}.json").read_text())
     assert len(json.dumps(preview["values"]["text"])) < 3000
     assert len(preview["values"]["items"]) == 101
@@ -285,8 +287,8 @@ def test_huge_values_are_cut_short_in_the_preview(saver: FileSaver) -> None:
 
 def test_previews_can_be_turned_off(tmp_path: Path) -> None:
     saver = FileSaver(tmp_path / "store", previews=False)
-    cp, hints = make({"x": 1})
-    saver.put(rec("t1", cp, hints))
+    cp, changes = make({"x": 1})
+    saver.put(rec("t1", cp, changes))
     assert list((ns_dir(saver, "t1") / "values").iterdir()) == []
     assert saver.get_tuple("t1") is not None
 
@@ -357,9 +359,9 @@ def test_an_unusable_directory_is_reported(tmp_path: Path) -> None:
 def test_put_on_a_stale_parent_raises_and_writes_nothing(saver: FileSaver) -> None:
     a, b = chain(saver, "t1", 2)
     before = files_under(Path(saver.directory))
-    stale, hints = make({"i": 99}, a)
+    stale, changes = make({"i": 99}, a)
     with pytest.raises(ConcurrentUpdateError) as info:
-        saver.put(rec("t1", stale, hints, writes=(TaskWrite("x", "n", "result", 1),)))
+        saver.put(rec("t1", stale, changes, writes=(TaskWrite("x", "n", "result", 1),)))
     message = str(info.value)
     assert "'t1'" in message and "namespace ''" in message
     assert a.id in message and b.id in message  # expected and actual
@@ -375,12 +377,12 @@ def test_put_on_a_stale_parent_raises_and_writes_nothing(saver: FileSaver) -> No
 
 def test_fork_starts_a_branch_from_an_older_checkpoint(saver: FileSaver) -> None:
     a, b = chain(saver, "t1", 2)
-    branch, hints = make({"i": 10}, a)
-    saver.put(rec("t1", branch, hints), fork=True)
+    branch, changes = make({"i": 10}, a)
+    saver.put(rec("t1", branch, changes), fork=True)
     got = saver.get_tuple("t1")
     assert got is not None and got.checkpoint == branch
-    child, hints = make({"i": 11}, branch)
-    saver.put(rec("t1", child, hints))
+    child, changes = make({"i": 11}, branch)
+    saver.put(rec("t1", child, changes))
     assert [r.checkpoint.id for r in saver.list("t1")] == [child.id, branch.id, b.id, a.id]
     assert saver.get_tuple("t1", "", b.id).checkpoint == b  # type: ignore[union-attr]
 
@@ -398,7 +400,8 @@ def test_saving_a_checkpoint_again_is_refused(saver: FileSaver) -> None:
 RACER = textwrap.dedent(
     """
     import json, os, sys, time
-    from threadline.checkpoint.base import Checkpoint, CheckpointRecord, StorageHints
+    from threadline.checkpoint.base import Checkpoint
+    from threadline.checkpoint.changes import SET, ChangedRecord
     from threadline.checkpoint.files import FileSaver
     from threadline.checkpoint.ids import new_checkpoint_id
     from threadline.errors import ConcurrentUpdateError
@@ -409,8 +412,7 @@ RACER = textwrap.dedent(
     for n, (thread_id, parent_id) in enumerate(rounds):
         cid = new_checkpoint_id()
         cp = Checkpoint(cid, parent_id, 1, {"who": [me]}, {"who": cid}, (), "2030-01-01T00:00:00")
-        hints = StorageHints(frozenset({"who"}))
-        record = CheckpointRecord(thread_id, "", cp, {"who": me}, (), hints)
+        record = ChangedRecord(thread_id, "", cp, {"who": me}, (), {"who": SET})
         open(os.path.join(workdir, f"ready-{n}-{me}"), "w").close()
         while not os.path.exists(os.path.join(workdir, f"go-{n}")):
             time.sleep(0.0002)
@@ -491,10 +493,10 @@ def test_crash_before_the_row_is_renamed_keeps_the_previous_checkpoint(
             raise OSError("simulated crash")
         real_replace(src, dst)
 
-    doomed, hints = make({"i": 2, "big": list(range(100))}, b)
+    doomed, changes = make({"i": 2, "big": list(range(100))}, b)
     monkeypatch.setattr(os, "replace", crash_on_row)
     with pytest.raises(OSError, match="simulated crash"):
-        saver.put(rec("t1", doomed, hints, writes=(TaskWrite("w", "n", "result", 1),)))
+        saver.put(rec("t1", doomed, changes, writes=(TaskWrite("w", "n", "result", 1),)))
     monkeypatch.setattr(os, "replace", real_replace)
 
     folder = ns_dir(saver, "t1")
@@ -507,8 +509,8 @@ def test_crash_before_the_row_is_renamed_keeps_the_previous_checkpoint(
     assert saver.list_threads()[0].checkpoint_id == b.id
 
     # The thread carries on from b; the next writer sweeps up what the crash left.
-    c, hints = make({"i": 3}, b)
-    saver.put(rec("t1", c, hints))
+    c, changes = make({"i": 3}, b)
+    saver.put(rec("t1", c, changes))
     assert not (folder / "writes" / doomed.id).exists()
     assert not (folder / "values" / f"{doomed.id}.json").exists()
     assert [r.checkpoint.id for r in saver.list("t1")] == [c.id, b.id, a.id]
@@ -561,8 +563,8 @@ def test_process_killed_mid_put_leaves_the_thread_loadable(
     assert saver.get_tuple("t1", "", doomed) is None
 
     reopened = FileSaver(saver.directory)  # a new process would start like this
-    c, hints = make({"i": 2}, b)
-    reopened.put(rec("t1", c, hints))
+    c, changes = make({"i": 2}, b)
+    reopened.put(rec("t1", c, changes))
     assert [r.checkpoint.id for r in reopened.list("t1")] == [c.id, b.id, a.id]
     assert not list(folder.rglob(".tmp-*"))
     assert not (folder / "writes" / doomed).exists()
@@ -584,8 +586,8 @@ def test_stray_temp_files_are_ignored_and_cleaned_up(saver: FileSaver) -> None:
     assert [t.thread_id for t in saver.list_threads()] == ["t1"]
 
     fresh = FileSaver(saver.directory)  # sweeps on its first write to the namespace
-    b, hints = make({"i": 1}, a)
-    fresh.put(rec("t1", b, hints))
+    b, changes = make({"i": 1}, a)
+    fresh.put(rec("t1", b, changes))
     assert not any(p.exists() for p in strays)
 
 
@@ -593,8 +595,8 @@ def test_stray_temp_files_are_ignored_and_cleaned_up(saver: FileSaver) -> None:
 
 
 def test_corrupted_blob_names_the_key_and_spares_other_threads(saver: FileSaver) -> None:
-    cp, hints = make({"messages": ["a", "b"], "other": 1})
-    saver.put(rec("t1", cp, hints))
+    cp, changes = make({"messages": ["a", "b"], "other": 1})
+    saver.put(rec("t1", cp, changes))
     (keep,) = chain(saver, "t2", 1)
     blob = ns_dir(saver, "t1") / "blobs" / f"messages@{cp.id}.blob"
     blob.write_bytes(blob.read_bytes()[:-3])  # truncated
@@ -615,8 +617,8 @@ def test_corrupted_blob_names_the_key_and_spares_other_threads(saver: FileSaver)
 
 
 def test_missing_blob_is_a_serialization_error(saver: FileSaver) -> None:
-    cp, hints = make({"k": [1]})
-    saver.put(rec("t1", cp, hints))
+    cp, changes = make({"k": [1]})
+    saver.put(rec("t1", cp, changes))
     (ns_dir(saver, "t1") / "blobs" / f"k@{cp.id}.blob").unlink()
     with pytest.raises(SerializationError, match=r"'k'.*missing"):
         saver.get_tuple("t1")
@@ -718,11 +720,11 @@ def test_odd_thread_ids_stay_inside_the_directory(tmp_path: Path) -> None:
 
 def test_list_threads_newest_updated_first_with_status(saver: FileSaver) -> None:
     (idle,) = chain(saver, "idle", 1)
-    waiting, hints = make({"x": 1}, next=(PlannedTask("review"),))
-    saver.put(rec("waiting", waiting, hints))
+    waiting, changes = make({"x": 1}, next=(PlannedTask("review"),))
+    saver.put(rec("waiting", waiting, changes))
     saver.put_writes("waiting", "", waiting.id, [TaskWrite("r1", "review", "interrupt", "ok?")])
-    failed, hints = make({"x": 1}, next=(PlannedTask("boom"),))
-    saver.put(rec("failed", failed, hints))
+    failed, changes = make({"x": 1}, next=(PlannedTask("boom"),))
+    saver.put(rec("failed", failed, changes))
     saver.put_writes("failed", "", failed.id, [TaskWrite("b1", "boom", "error", "bad")])
     infos = saver.list_threads()
     assert [i.thread_id for i in infos] == ["failed", "waiting", "idle"]
@@ -740,16 +742,14 @@ def test_list_threads_newest_updated_first_with_status(saver: FileSaver) -> None
 
 
 def test_prune_keeps_the_newest_and_the_values_they_use(saver: FileSaver) -> None:
-    base, hints = make({"big": "x" * 1000, "messages": ["m0"]})
-    saver.put(rec("t1", base, hints))
+    base, changes = make({"big": "x" * 1000, "messages": ["m0"]})
+    saver.put(rec("t1", base, changes))
     cps = [base]
     for i in range(1, 6):
         parent = cps[-1]
         values = {"big": "x" * 1000, "messages": [*parent.values["messages"], f"m{i}"]}
         cp, _ = make(values, parent, changed={"messages"})
-        grown = StorageHints(
-            frozenset({"messages"}), {"messages": (parent.versions["messages"], i)}
-        )
+        grown = {"messages": Append(parent.versions["messages"], i)}
         saver.put(rec("t1", cp, grown))
         saver.put_writes("t1", "", cp.id, [TaskWrite(f"w{i}", "n", "result", i)])
         cps.append(cp)
@@ -802,8 +802,8 @@ def test_copy_thread(saver: FileSaver) -> None:
         c.id for c in reversed(child)
     ]
     assert [i.thread_id for i in saver.list_threads()] == ["dst"]
-    more, hints = make({"i": 9}, cps[-1])
-    saver.put(rec("dst", more, hints))  # the copy carries on on its own
+    more, changes = make({"i": 9}, cps[-1])
+    saver.put(rec("dst", more, changes))  # the copy carries on on its own
     chain(saver, "other", 1)
     with pytest.raises(ValueError, match="already has checkpoints"):
         saver.copy_thread("other", "dst")
@@ -815,8 +815,8 @@ def test_retention_max_checkpoints(tmp_path: Path) -> None:
     saver = FileSaver(tmp_path / "store", retention=Retention(max_checkpoints=3))
     cps: list[Checkpoint] = []
     for i in range(6):
-        cp, hints = make({"i": [i]}, cps[-1] if cps else None)  # a list: one blob each
-        saver.put(rec("t1", cp, hints))
+        cp, changes = make({"i": [i]}, cps[-1] if cps else None)  # a list: one blob each
+        saver.put(rec("t1", cp, changes))
         cps.append(cp)
     assert [r.checkpoint.id for r in saver.list("t1")] == [c.id for c in reversed(cps[3:])]
     assert len(list((ns_dir(saver, "t1") / "blobs").iterdir())) == 3
@@ -825,15 +825,15 @@ def test_retention_max_checkpoints(tmp_path: Path) -> None:
 def test_retention_max_age_never_drops_the_newest(tmp_path: Path) -> None:
     saver = FileSaver(tmp_path / "store", retention=Retention(max_age=timedelta(hours=1)))
     old = (datetime.now(UTC) - timedelta(days=2)).isoformat()
-    a, hints = make({"i": 0}, created_at=old)
-    saver.put(rec("t1", a, hints))
-    b, hints = make({"i": 1}, a, created_at=old)
-    saver.put(rec("t1", b, hints))
+    a, changes = make({"i": 0}, created_at=old)
+    saver.put(rec("t1", a, changes))
+    b, changes = make({"i": 1}, a, created_at=old)
+    saver.put(rec("t1", b, changes))
     assert [r.checkpoint.id for r in saver.list("t1")] == [b.id]  # a dropped, b is the newest
-    c, hints = make({"i": 2}, b)
-    saver.put(rec("t1", c, hints))
-    d, hints = make({"i": 3}, c)
-    saver.put(rec("t1", d, hints))
+    c, changes = make({"i": 2}, b)
+    saver.put(rec("t1", c, changes))
+    d, changes = make({"i": 3}, c)
+    saver.put(rec("t1", d, changes))
     assert [r.checkpoint.id for r in saver.list("t1")] == [d.id, c.id]
 
 
@@ -849,7 +849,7 @@ def test_hinted_value_missing_on_disk_is_stored_in_full(saver: FileSaver) -> Non
         (),
         datetime.now(UTC).isoformat(),
     )
-    saver.put(rec("t1", cp, StorageHints(frozenset({"i"}))))
+    saver.put(rec("t1", cp, {"i": SET}))
     got = saver.get_tuple("t1")
     assert got is not None and got.checkpoint.values == {"i": 1, "topic": "t"}
 
@@ -1071,8 +1071,8 @@ def test_a_held_chain_is_checked_against_its_tip_on_disk(saver: FileSaver) -> No
 
 async def test_async_methods_and_context_manager(tmp_path: Path) -> None:
     with FileSaver(tmp_path / "store") as saver:
-        cp, hints = make({"x": 1})
-        await saver.aput(rec("t1", cp, hints))
+        cp, changes = make({"x": 1})
+        await saver.aput(rec("t1", cp, changes))
         await saver.aput_writes("t1", "", cp.id, [TaskWrite("a", "n", "result", 2)])
         got = await saver.aget_tuple("t1")
         assert got is not None and got.pending_writes == (TaskWrite("a", "n", "result", 2),)
@@ -1098,9 +1098,9 @@ def test_delete_thread_while_others_write_it(tmp_path: Path) -> None:
             while not stop.is_set():
                 head = saver.get_tuple("t1")
                 parent = head.checkpoint if head else None
-                cp, hints = make({"i": parent.step + 1 if parent else 0}, parent)
+                cp, changes = make({"i": parent.step + 1 if parent else 0}, parent)
                 try:
-                    saver.put(rec("t1", cp, hints, writes=(TaskWrite("a", "n", "result", 1),)))
+                    saver.put(rec("t1", cp, changes, writes=(TaskWrite("a", "n", "result", 1),)))
                     wins[0] += 1
                 except ConcurrentUpdateError:
                     pass
@@ -1131,10 +1131,10 @@ def test_delete_thread_while_others_write_it(tmp_path: Path) -> None:
 def test_a_checkpoint_that_changed_nothing_has_no_preview(tmp_path: Path) -> None:
     """An input checkpoint (the input waits in its write) changes no value: no values file."""
     saver = FileSaver(tmp_path)
-    first, hints = make({"topic": [b"cats"]})  # a binary blob, not inline: a preview shows it
-    saver.put(rec("t1", first, hints))
-    same, hints = make({"topic": [b"cats"]}, first, changed=set())
-    saver.put(rec("t1", same, hints))
+    first, changes = make({"topic": [b"cats"]})  # a binary blob, not inline: a preview shows it
+    saver.put(rec("t1", first, changes))
+    same, changes = make({"topic": [b"cats"]}, first, changed=set())
+    saver.put(rec("t1", same, changes))
     previews = {p.stem for p in (ns_dir(saver, "t1") / "values").iterdir()}
     assert previews == {first.id}
     assert saver.get_tuple("t1") is not None

@@ -17,7 +17,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import pytest
-from builders import hints_for, item, rec, step
+from builders import changes_for, item, rec, step
 from factories import SAVER_FACTORIES
 
 from threadline import serde
@@ -69,7 +69,9 @@ def rewritten(saver: BaseSaver, records: list[CheckpointRecord]) -> Iterator[lis
         for record in records:
             messages = [m.replace("x", "z") for m in record.checkpoint.values["messages"]]
             cp = dataclasses.replace(record.checkpoint, values={"messages": messages})
-            other.put(rec(record.thread_id, cp, hints=hints_for(again[-1] if again else None, cp)))
+            other.put(
+                rec(record.thread_id, cp, changes=changes_for(again[-1] if again else None, cp))
+            )
             again.append(cp)
         yield again
 

@@ -51,9 +51,9 @@ from threadline.checkpoint.base import (
     CheckpointRecord,
     PlannedTask,
     Retention,
-    StorageHints,
 )
 from threadline.checkpoint.bodies import body_versions
+from threadline.checkpoint.changes import SET, Append, ChangedRecord
 from threadline.checkpoint.ids import new_checkpoint_id
 from threadline.checkpoint.layout import BlobRow, Compaction, referenced_blobs
 from threadline.checkpoint.postgres import SCHEMA_VERSION, PostgresSaver, batcher, mask_url
@@ -928,9 +928,8 @@ def test_values_the_hints_wrongly_call_stored_are_stored_in_full(
         datetime.now(UTC).isoformat(),
     )
     extends = {"messages": (prev.versions["messages"], len(prev.values["messages"]))}
-    record = CheckpointRecord(
-        "t1", "", cp, {}, (), StorageHints(frozenset({"messages", "step"}), extends)
-    )
+    changes = {"messages": Append(*extends["messages"]), "step": SET}
+    record = ChangedRecord("t1", "", cp, {}, (), changes)
     if use_async:  # through the batcher: the retry too
         asyncio.run(saver.aput(record))
     else:

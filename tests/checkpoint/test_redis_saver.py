@@ -34,6 +34,7 @@ import pytest
 import redis
 import redis.asyncio.connection
 import redis.connection
+from builders import changes_for
 from redis.crc import key_slot
 from services import redis_url, require_redis
 
@@ -43,17 +44,16 @@ from threadline.checkpoint.base import (
     CheckpointRecord,
     PlannedTask,
     Retention,
-    StorageHints,
     TaskWrite,
     thread_status,
 )
+from threadline.checkpoint.changes import Append, ChangedRecord
 from threadline.checkpoint.ids import new_checkpoint_id
 from threadline.checkpoint.redis import SCHEMA_VERSION, RedisSaver, mask_url
 from threadline.checkpoint.redis import requests as redis_requests
 from threadline.checkpoint.redis import saver as saver_module
 from threadline.checkpoint.redis.scripts import SCRIPTS
 from threadline.errors import ConcurrentUpdateError, SaverUnavailableError, SerializationError
-from threadline.runtime.hints import storage_hints
 
 REDIS_URL = redis_url()
 SESSION_PREFIX = f"threadline-test:{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -219,7 +219,7 @@ def record(
     metadata: dict[str, Any] | None = None,
     writes: tuple[TaskWrite, ...] = (),
 ) -> CheckpointRecord:
-    return CheckpointRecord(thread_id, ns, cp, metadata or {}, writes, storage_hints(parent, cp))
+    return ChangedRecord(thread_id, ns, cp, metadata or {}, writes, changes_for(parent, cp))
 
 
 def conversation(
@@ -937,8 +937,8 @@ def test_a_base_deleted_behind_the_cache_is_stored_in_full(saver: RedisSaver) ->
     old = cps[-1].values["messages"]
     values = {"messages": [*old, "more"]}
     cp = step(None, values)
-    hints = StorageHints(frozenset(values), {"messages": (cps[-1].versions["messages"], len(old))})
-    saver.put(CheckpointRecord("t", "", cp, {}, (), hints))  # the put retries, storing in full
+    changes = {"messages": Append(cps[-1].versions["messages"], len(old))}
+    saver.put(ChangedRecord("t", "", cp, {}, (), changes))  # the put retries, storing in full
     got = saver.get_tuple("t")
     assert got is not None and got.checkpoint == cp
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from builders import counter_graph, item, make_cp, rec, step, w
+from builders import counter_graph, item, make_cp, rec, step, stored, w
 
 from threadline import serde
 from threadline.checkpoint import (
@@ -24,7 +24,6 @@ from threadline.checkpoint import (
     PlannedTask,
     Retention,
     SqliteSaver,
-    StorageHints,
     TaskWrite,
 )
 from threadline.checkpoint.sqlite import SCHEMA_VERSION
@@ -467,9 +466,9 @@ def test_wrong_hints_cost_space_not_correctness(tmp_path: Path) -> None:
     with SqliteSaver(path) as saver:
         first = step("t1", {"a": 1}, None)
         saver.put(first)
-        # "b" is new, but the hints say nothing changed: its value is stored anyway.
+        # "b" is new, but the changes say nothing changed: its value is stored anyway.
         cp = make_cp({"a": 1, "b": "new"}, parent=first.checkpoint)
-        saver.put(rec("t1", cp, hints=StorageHints(frozenset())))
+        saver.put(rec("t1", cp, changes={}))
         got = saver.get_tuple("t1")
         assert got is not None and got.checkpoint == cp
         # A version that is neither stored nor given a value cannot be saved.
@@ -477,7 +476,7 @@ def test_wrong_hints_cost_space_not_correctness(tmp_path: Path) -> None:
             make_cp({"a": 1}, parent=cp), versions={"a": cp.versions["a"], "ghost": "v-none"}
         )
         with pytest.raises(SerializationError, match="ghost"):
-            saver.put(rec("t1", bad, hints=StorageHints(frozenset())))
+            saver.put(rec("t1", bad, changes={}))
     assert counts(path)["checkpoints"] == 2
 
 
@@ -586,7 +585,7 @@ def test_a_chain_whose_versions_do_not_grow_still_loads(tmp_path: Path) -> None:
     for n, (log, version) in enumerate(zip(logs, versions, strict=True)):
         cp = dataclasses.replace(make_cp({"log": log}, parent=parent), versions={"log": version})
         extends = {"log": (versions[n - 1], n)} if n else {}
-        records.append(rec("t1", cp, hints=StorageHints(frozenset({"log"}), extends)))
+        records.append(rec("t1", cp, changes=stored({"log"}, extends)))
         parent = cp
     with SqliteSaver(path) as saver:
         for r in records:

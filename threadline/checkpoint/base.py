@@ -69,25 +69,11 @@ class TaskWrite:
 
 
 @dataclass(slots=True)
-class StorageHints:
-    """What the engine knows about a checkpoint that lets a saver store less.
-
-    ``changed``: keys whose value is new at this checkpoint (every other key's value is already
-    stored under its version). ``extends``: for a changed list, ``(base_version, base_length)``
-    when the new value is the value stored at ``base_version`` plus new items from
-    ``base_length`` on, so only those items need storing.
-    """
-
-    changed: frozenset[str]
-    extends: Mapping[str, tuple[str, int]] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
 class CheckpointRecord:
     """A checkpoint as a saver returns it: with its metadata and the pending writes against it.
 
-    ``hints`` is set by the engine when saving and is ``None`` when loading; a saver given no
-    hints stores every value in full.
+    The engine saves a ``changes.ChangedRecord``, which also says what changed, so the saver
+    stores only that; given a plain record, a saver stores every value.
     """
 
     thread_id: str
@@ -95,7 +81,6 @@ class CheckpointRecord:
     checkpoint: Checkpoint
     metadata: dict[str, Any]
     pending_writes: tuple[TaskWrite, ...] = ()
-    hints: StorageHints | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,10 +114,16 @@ def thread_status(checkpoint: Checkpoint, writes: Sequence[TaskWrite]) -> Thread
     """Idle when nothing is planned; else interrupted, failed, or still to run (or running)."""
     if not checkpoint.next:
         return "idle"
+    return status_of_writes([(w.task_id, w.kind) for w in writes])
+
+
+def status_of_writes(writes: Sequence[tuple[str, str]]) -> ThreadStatus:
+    """``thread_status`` of a checkpoint that plans tasks, from its writes' ``(task_id, kind)``
+    (all a thread row keeps of them)."""
     if not writes:
         return "running"
-    finished = {w.task_id for w in writes if w.kind == "result"}
-    kinds = {w.kind for w in writes if w.task_id not in finished}
+    finished = {task_id for task_id, kind in writes if kind == "result"}
+    kinds = {kind for task_id, kind in writes if task_id not in finished}
     if "error" in kinds:
         return "error"
     if kinds & {"interrupt", "breakpoint"}:

@@ -28,19 +28,13 @@ all encoding, decoding and compaction decisions, so every backend stores the sam
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from threadline import serde
-from threadline.checkpoint.base import (
-    Checkpoint,
-    CheckpointRecord,
-    StorageHints,
-    TaskWrite,
-)
+from threadline.checkpoint.base import Checkpoint, CheckpointRecord, TaskWrite
 from threadline.checkpoint.bodies import (
     blob_versions,
     dumps_named,
@@ -48,6 +42,7 @@ from threadline.checkpoint.bodies import (
     encode_metadata,
     loads_named,
 )
+from threadline.checkpoint.changes import SET, ChangedRecord, hints_of
 from threadline.errors import SerializationError
 from threadline.serde import Serializer
 
@@ -185,7 +180,7 @@ def encode_record(
     instead of blobs: a step that only bumps a counter then writes one row, not two.
     """
     cp = record.checkpoint
-    hints = record.hints
+    hints = hints_of(record)
     keys: Collection[str] = hints.changed if hints is not None else cp.values.keys()
     small = inlined(cp.values) if inline else {}
     if small:
@@ -352,7 +347,8 @@ def full_blobs(
                 f"checkpoint {cp.id} names version {cp.versions.get(key)!r} of key {key!r}, "
                 "which is not stored, and carries no value for it; nothing was written"
             )
-    sub = dataclasses.replace(record, pending_writes=(), hints=StorageHints(frozenset(keys)))
+    changes = dict.fromkeys(keys, SET)
+    sub = ChangedRecord(record.thread_id, record.checkpoint_ns, cp, record.metadata, (), changes)
     return encode_record(sub, lambda key, version: None, codec).blobs
 
 

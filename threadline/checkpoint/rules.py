@@ -10,13 +10,10 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
 from threadline.checkpoint.base import (
-    Checkpoint,
     CheckpointRecord,
-    PlannedTask,
     Retention,
-    TaskWrite,
     ThreadStatus,
-    thread_status,
+    status_of_writes,
 )
 from threadline.clock import increasing_iso
 from threadline.errors import ConcurrentUpdateError
@@ -56,9 +53,7 @@ def _where(record: CheckpointRecord) -> str:
 
 def status_of(next_names: Sequence[str], writes: Iterable[tuple[str, str]]) -> ThreadStatus:
     """``thread_status`` from what a thread row keeps: planned task names, ``(task_id, kind)``."""
-    planned = tuple(PlannedTask(name) for name in next_names)
-    cp = Checkpoint("", None, 0, {}, {}, planned, "")
-    return thread_status(cp, [TaskWrite(tid, "", kind, None) for tid, kind in writes])  # type: ignore[arg-type]
+    return status_of_writes(list(writes)) if next_names else "idle"
 
 
 now_iso = increasing_iso  # ``updated_at`` of thread rows: increasing, so it orders them

@@ -79,17 +79,17 @@ class EntryLoop(RunLoop):
         else:
             base = record.checkpoint
             values, versions, step = dict(base.values), dict(base.versions), base.step + 1
-            self.saved = base
-            self.fork_next = self.s.checkpoint_id is not None
+            self.progress.saved = base
+            self.progress.fork_next = self.s.checkpoint_id is not None
         planned = (PlannedTask(self.spec.entry, input, send=True),)
-        cp = self._checkpoint(values, versions, planned, {}, (), step, cp_id)
-        yield from self._commit(cp, "input", [])
+        cp = self.progress.checkpoint(values, versions, planned, {}, (), step, cp_id)
+        yield from self.progress.commit(cp, "input", [])
 
     def _output(self, interrupts: tuple[Interrupt, ...] = (), done: Any = ()) -> Any:
         """The return value; stopped at an interrupt, a dict with ``__interrupt__`` (merged
         into the last return value when that is a dict, as LangGraph does). ``done`` is
         unused: an entrypoint's step has one task, so no sibling finished beside it."""
-        value = self._cp().values.get(END)
+        value = self.progress.cp().values.get(END)
         if not interrupts:
             return value
         out = dict(value) if isinstance(value, dict) else {}

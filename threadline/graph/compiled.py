@@ -213,7 +213,7 @@ class CompiledStateGraph(RunnableMethods, TraceReading, StateAccess):
     ) -> RunLoop:
         """The loop of one run; ``invoked``: started by ``invoke`` (its chunks, which a
         subgraph's parent may stream, show the output schema's keys only, as in LangGraph)."""
-        from threadline.graph.state_graph import _breakpoints
+        from threadline.graph.state_graph import breakpoint_names
 
         unknown = set(options) - {
             "interrupt_before",
@@ -253,12 +253,12 @@ class CompiledStateGraph(RunnableMethods, TraceReading, StateAccess):
             metadata=self._metadata(config, configurable),
             stream_modes=modes,
             interrupt_before=(
-                _breakpoints(self.spec, before, "interrupt_before")
+                breakpoint_names(self.spec, before, "interrupt_before")
                 if before is not None
                 else self.interrupt_before
             ),
             interrupt_after=(
-                _breakpoints(self.spec, after, "interrupt_after")
+                breakpoint_names(self.spec, after, "interrupt_after")
                 if after is not None
                 else self.interrupt_after
             ),

@@ -43,19 +43,31 @@ class CallStyle:
         extra = self.config or self.store or self.writer or self.runtime or self.previous
         object.__setattr__(self, "plain", not extra)
 
-    def kwargs(self, ctx: TaskContext) -> dict[str, Any]:
+    def kwargs(self, ctx: TaskContext | None) -> dict[str, Any]:
+        """The keyword arguments of a call in ``ctx``; ``None``: outside any run (routing an
+        ``update_state``), with no config, store or stream, and an empty ``Runtime``."""
         extra: dict[str, Any] = {}
         if self.config:
-            extra["config"] = ctx.config
+            extra["config"] = ctx.config if ctx is not None else {}
         if self.store:
-            extra["store"] = ctx.store
+            extra["store"] = ctx.store if ctx is not None else None
         if self.writer:
-            extra["writer"] = ctx.writer
+            extra["writer"] = ctx.writer if ctx is not None else _drop
         if self.runtime:
-            extra[self.runtime] = ctx.runtime
+            extra[self.runtime] = ctx.runtime if ctx is not None else _outside_run()
         if self.previous:
             extra["previous"] = None
         return extra
+
+
+def _drop(_: Any) -> None:
+    return None
+
+
+def _outside_run() -> Any:
+    from threadline.runtime.runtime import Runtime  # the runtime package imports this module
+
+    return Runtime()
 
 
 def call_style(fn: Callable[..., Any]) -> CallStyle:

@@ -12,10 +12,10 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from threadline.checkpoint.base import BaseSaver, CheckpointRecord
+from threadline.checkpoint.changes import SET
 from threadline.errors import CheckpointerRequiredError, CheckpointNotFoundError
 from threadline.graph.configs import before_id, config_of, configurable_of, thread_id_of
 from threadline.graph.subgraph import saved_ns
-from threadline.runtime.hints import storage_hints
 from threadline.runtime.planning import task_ns
 from threadline.runtime.snapshot import empty_snapshot, snapshot_of, updated_record
 from threadline.types import StateSnapshot
@@ -128,7 +128,7 @@ class StateAccess:
         new = updated_record(self.spec, upgraded, thread_id, values, as_node, metadata)
         if upgraded is record or record is None:
             return new
-        return dataclasses.replace(new, hints=storage_hints(record.checkpoint, new.checkpoint))
+        return dataclasses.replace(new, changes=dict.fromkeys(new.checkpoint.values, SET))
 
     def _address(self, config: Mapping[str, Any]) -> tuple[BaseSaver, str, str, str | None]:
         saver = self._own_saver()

@@ -220,8 +220,8 @@ class StateGraph:
         spec = self._spec()
         if strict:
             raise_findings(spec)
-        before = _breakpoints(spec, interrupt_before, "interrupt_before")
-        after = _breakpoints(spec, interrupt_after, "interrupt_after")
+        before = breakpoint_names(spec, interrupt_before, "interrupt_before")
+        after = breakpoint_names(spec, interrupt_after, "interrupt_after")
         return CompiledStateGraph(
             spec,
             checkpointer=checkpointer,
@@ -244,7 +244,7 @@ class StateGraph:
         style. For reachability and ways out, see ``lint()``.
         """
         spec = self._spec()
-        _breakpoints(spec, interrupt, "interrupt")
+        breakpoint_names(spec, interrupt, "interrupt")
         return self
 
     def lint(self) -> list[Finding]:
@@ -365,7 +365,10 @@ def _renamed_schemas(
     )
 
 
-def _breakpoints(spec: GraphSpec, names: Sequence[str] | str | None, what: str) -> frozenset[str]:
+def breakpoint_names(
+    spec: GraphSpec, names: Sequence[str] | str | None, what: str
+) -> frozenset[str]:
+    """``interrupt_before``/``after`` (``what``) as node names, checked; ``"*"``: every node."""
     if names is None:
         return frozenset()
     if names == "*":

@@ -86,7 +86,9 @@ def subgraph_callables(
     return run_sync, run_async
 
 
-def changes(parent: StateSchema, before: Mapping[str, Any], after: Mapping[str, Any]) -> dict:
+def changes(
+    parent: StateSchema, before: Mapping[str, Any], after: Mapping[str, Any]
+) -> dict[str, Any]:
     """The update that takes the parent from ``before`` to the subgraph's final ``after``."""
     update: dict[str, Any] = {}
     for key, new in after.items():
@@ -97,8 +99,10 @@ def changes(parent: StateSchema, before: Mapping[str, Any], after: Mapping[str, 
             update[key] = new
             continue
         old = before.get(key)
-        grew = isinstance(old, list) and isinstance(new, list) and new[: len(old)] == old
-        update[key] = new[len(old) :] if grew else Overwrite(new)
+        if isinstance(old, list) and isinstance(new, list) and new[: len(old)] == old:
+            update[key] = new[len(old) :]
+        else:
+            update[key] = Overwrite(new)
     return update
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from threadline.checkpoint.base import TaskWrite
+from threadline.checkpoint.base import TaskWrite, WriteKind
 from threadline.errors import AmbiguousResumeError
 from threadline.types import Interrupt
 
@@ -33,6 +33,23 @@ def match_answers(resume: Any, pending: list[tuple[TaskWrite, Interrupt]]) -> di
         f"{len(pending)} interrupts are waiting; resume with a dict mapping interrupt id to value "
         f"(ids: {', '.join(ids)}). Nothing was resumed."
     )
+
+
+def resume_writes(
+    answers: Mapping[str, Any],
+    pending: list[tuple[TaskWrite, Interrupt]],
+    writes: Mapping[tuple[str, WriteKind], TaskWrite],
+) -> list[TaskWrite]:
+    """The ``resume`` write of each task an answer is for: its earlier answers (in ``writes``)
+    and the new ones, by interrupt id."""
+    by_task: dict[str, TaskWrite] = {}
+    for write, intr in pending:
+        if intr.id not in answers:
+            continue
+        current = by_task.get(write.task_id) or writes.get((write.task_id, "resume"))
+        merged = {**(current.value if current else {}), intr.id: answers[intr.id]}
+        by_task[write.task_id] = TaskWrite(write.task_id, write.task_name, "resume", merged)
+    return list(by_task.values())
 
 
 def _checked(answers: dict[str, Any], pending: list[tuple[TaskWrite, Interrupt]]) -> dict[str, Any]:

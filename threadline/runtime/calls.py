@@ -17,7 +17,7 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from threadline.checkpoint.base import TaskWrite
+from threadline.checkpoint.base import TaskWrite, WriteKind
 
 if TYPE_CHECKING:
     from threadline.runtime.context import TaskContext
@@ -60,7 +60,7 @@ class StepCalls:
         self._ns = ns
         self._durability = durability
         self._checkpoint_id = ""
-        self._writes: Mapping[tuple[str, str], TaskWrite] = {}
+        self._writes: Mapping[tuple[str, WriteKind], TaskWrite] = {}
         self._saved: dict[str, TaskWrite] | None = None
         self._results: list[TaskWrite] = []
         self._running: dict[str, list[Any]] = {}
@@ -71,7 +71,7 @@ class StepCalls:
         self.busy = False  # a call was started this step
         self.held = False  # the loop has results to take (or a failed save to raise)
 
-    def at(self, checkpoint_id: str, writes: Mapping[tuple[str, str], TaskWrite]) -> None:
+    def at(self, checkpoint_id: str, writes: Mapping[tuple[str, WriteKind], TaskWrite]) -> None:
         """Move to the step that starts from ``checkpoint_id`` with these pending writes."""
         self._checkpoint_id = checkpoint_id
         self._writes = writes

@@ -19,10 +19,11 @@ Shapes (from LangGraph 1.2):
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
+import functools
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from threadline.checkpoint.base import Checkpoint, TaskWrite
+from threadline.checkpoint.base import Checkpoint, TaskWrite, WriteKind
 from threadline.clock import now_iso
 from threadline.constants import INTERRUPT_KEY, START
 from threadline.graph.spec import GraphSpec
@@ -47,6 +48,38 @@ class Emit:
     mode: str
     payload: Any
     ns: str = ""  # "" for the graph being streamed; "child:<task id>|..." inside subgraphs
+
+
+Put = Callable[[Emit], None]
+"""Where a driver takes chunks made while tasks run (a queue it reads as they come)."""
+Writer = Callable[[Any], None]
+"""What ``get_stream_writer()`` returns to a task."""
+
+
+def live_outlets(
+    settings: RunSettings, put: Put | None
+) -> tuple[Callable[[Any], None], Put | None]:
+    """Where a run's tasks send what streams while they run: what they give
+    ``get_stream_writer()``, as ``custom`` chunks, and the chunks of their subgraphs (those a
+    nested run forwards, or with ``stream(subgraphs=True)`` all of them) to ``put``."""
+    writer: Writer = _discard
+    if put is not None and "custom" in settings.stream_modes:
+        writer = functools.partial(_custom, put)
+    sink = put if put is not None and settings.subgraphs else settings.sink
+    return writer, sink
+
+
+def _custom(put: Put, item: Any) -> None:
+    put(Emit("custom", item))
+
+
+def _discard(_: Any) -> None:
+    return None
+
+
+def message_chunk(message: Any, metadata: dict[str, Any], ns: str) -> Emit:
+    """A ``messages`` chunk: a message (or a token of one) and where it comes from."""
+    return Emit("messages", (message, metadata), ns)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -114,7 +147,7 @@ class Chunks:
         cp: Checkpoint,
         metadata: Mapping[str, Any],
         tasks: list[Task],
-        writes: Mapping[tuple[str, str], TaskWrite],
+        writes: Mapping[tuple[str, WriteKind], TaskWrite],
     ) -> list[Emit]:
         """The ``checkpoints`` chunk of ``cp``, whose planned tasks are ``tasks``."""
         if not self.checkpoints:
@@ -139,7 +172,7 @@ class Chunks:
         }
 
     def _checkpoint_task(
-        self, task: Task, writes: Mapping[tuple[str, str], TaskWrite]
+        self, task: Task, writes: Mapping[tuple[str, WriteKind], TaskWrite]
     ) -> dict[str, Any]:
         """A planned task as a checkpoint chunk lists it, with what its saved writes say."""
         entry: dict[str, Any] = {"id": task.id, "name": task.name}
@@ -164,7 +197,7 @@ class Chunks:
         step: int,
         values: Mapping[str, Any],
         tasks: list[Task],
-        writes: Mapping[tuple[str, str], TaskWrite],
+        writes: Mapping[tuple[str, WriteKind], TaskWrite],
     ) -> list[Emit]:
         """Chunks as a step begins: each task, then the results an earlier try saved."""
         self.step, self.state = step, values
@@ -186,7 +219,7 @@ class Chunks:
         return out
 
     def _cached_updates(
-        self, tasks: list[Task], writes: Mapping[tuple[str, str], TaskWrite]
+        self, tasks: list[Task], writes: Mapping[tuple[str, WriteKind], TaskWrite]
     ) -> Iterator[Emit]:
         """LangGraph repeats the updates of tasks whose results were saved, marked cached."""
         for task in tasks:

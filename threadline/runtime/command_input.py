@@ -20,6 +20,7 @@ from threadline.checkpoint.base import (
     TaskWrite,
     WriteKind,
 )
+from threadline.checkpoint.changes import Change
 from threadline.checkpoint.ids import new_checkpoint_id
 from threadline.constants import END
 from threadline.errors import InvalidResumeError, InvalidUpdateError
@@ -67,7 +68,7 @@ def write(
     return TaskWrite(INPUT_TASK, INPUT_TASK, "result", TaskResult(updates, gotos))
 
 
-def as_resumed(spec: GraphSpec, record: CheckpointRecord) -> Checkpoint:
+def as_resumed(spec: GraphSpec, record: CheckpointRecord) -> tuple[Checkpoint, dict[str, Change]]:
     """The saved checkpoint of ``record`` with any Command input kept with it applied."""
     writes = {(w.task_id, w.kind): w for w in record.pending_writes}
     return applied(spec, record.checkpoint, writes)
@@ -75,17 +76,18 @@ def as_resumed(spec: GraphSpec, record: CheckpointRecord) -> Checkpoint:
 
 def applied(
     spec: GraphSpec, cp: Checkpoint, writes: Mapping[tuple[str, WriteKind], TaskWrite]
-) -> Checkpoint:
-    """``cp`` as the step that starts from it sees it: a kept Command's update and goto applied.
+) -> tuple[Checkpoint, dict[str, Change]]:
+    """``cp`` as the step that starts from it sees it: a kept Command's update and goto applied,
+    and what the update changed.
 
     The updated values get a version of their own (a checkpoint id never used for a
     checkpoint), so a saver stores them again with the next checkpoint.
     """
     kept = writes.get(_KEY)
     if kept is None:
-        return cp
+        return cp, {}
     result: TaskResult = kept.value
-    values, versions = apply_writes(
+    values, versions, changes = apply_writes(
         spec.schema, cp.values, cp.versions, [(_WRITER, result.updates)], new_checkpoint_id()
     )
     planned = {p.name for p in cp.next if not p.send}
@@ -96,4 +98,5 @@ def applied(
         elif target != END and target not in planned:
             planned.add(target)
             extra.append(PlannedTask(target))
-    return dataclasses.replace(cp, values=values, versions=versions, next=cp.next + tuple(extra))
+    new = dataclasses.replace(cp, values=values, versions=versions, next=cp.next + tuple(extra))
+    return new, changes

@@ -43,6 +43,7 @@ class TaskContext:
     _runtime: Runtime[Any] | None
     attempt: int
     first_attempt_time: float | None
+    traced: float  # when the execution trace saw the task start (``trace.py``)
 
     def __init__(self, task: Task, env: StepEnv) -> None:
         self.task = task

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from threadline.checkpoint.base import BaseSaver
-from threadline.runtime.chunks import Chunks, Emit
+from threadline.runtime.chunks import Chunks, Emit, Put
 from threadline.runtime.effects import Execute, Load, Save, SaveWrites
 from threadline.runtime.loop import RunLoop
 from threadline.runtime.task import Outcome, StepEnv, Task, run_task_async, run_task_sync
@@ -60,17 +60,28 @@ class _Saves:
     other saver call, and the end of the run, waits too.
     """
 
-    def __init__(self, saver: Any, background: bool):
-        self.saver = saver
-        self.background = background
+    def __init__(self, loop: RunLoop):
+        self.loop = loop
+        saver, s = loop.saver, loop.s
+        # A saver without I/O gains nothing from saving in the background, only the hand-off
+        self.background = s.durability == "async" and saver is not None and not saver.in_process
         self.pending: Future[Any] | None = None
 
-    def put(self, record: Any, fork: bool) -> None:
-        self.wait()
-        if self.background:
-            self.pending = _POOL.submit(self.saver.put, record, fork=fork)
+    def carry_out(self, effect: Load | Save | SaveWrites) -> Any:
+        """Load or save what ``effect`` says; what a ``Load`` found."""
+        saver, s = _saver(self.loop), self.loop.s
+        if isinstance(effect, Save):
+            self.wait()
+            if self.background:
+                self.pending = _POOL.submit(saver.put, effect.record, fork=effect.fork)
+            else:
+                saver.put(effect.record, fork=effect.fork)
+        elif isinstance(effect, SaveWrites):
+            self.wait()
+            saver.put_writes(s.thread_id or "", s.ns, effect.checkpoint_id, effect.writes)
         else:
-            self.saver.put(record, fork=fork)
+            return saver.get_tuple(s.thread_id or "", s.ns, effect.checkpoint_id)
+        return None
 
     def wait(self) -> None:
         pending, self.pending = self.pending, None
@@ -78,22 +89,24 @@ class _Saves:
             pending.result()
 
 
+def _saver(loop: RunLoop) -> BaseSaver:
+    """The saver of a run that loads or saves (a run without one yields no such effect)."""
+    if loop.saver is None:
+        raise AssertionError("a run without a checkpointer yielded a load or save")
+    return loop.saver
+
+
 def drive_sync(loop: RunLoop, input: Any) -> Iterator[Emit | Done]:
     """Run ``loop`` in this thread; parallel tasks go to a thread pool."""
-    saver, s = loop.saver, loop.s
-    # A saver without I/O gains nothing from saving in the background, only the hand-off cost.
-    saves = _Saves(saver, s.durability == "async" and not getattr(saver, "in_process", False))
+    s = loop.s
+    saves = _Saves(loop)
     events: queue.SimpleQueue[Any] | None = None
     runner: Runner = run_task_sync
     if s.stream_modes & _LIVE_MODES or s.subgraphs:
         events = queue.SimpleQueue()
-        if "custom" in s.stream_modes:
-            s.writer = lambda item: events.put(Emit("custom", item))
-        if s.subgraphs:
-            s.sink = events.put
         if "messages" in s.stream_modes:
             runner = MessageStream.for_run(loop, events.put).runner(loop, run_task_sync)
-    gen = loop.run(input)
+    gen = loop.run(input, events.put if events is not None else None)
     value: Any = None
     finished: list[Outcome] = []  # the outcomes of the step running now, as they come
     try:
@@ -113,24 +126,16 @@ def drive_sync(loop: RunLoop, input: Any) -> Iterator[Emit | Done]:
                 finished = []
                 value = yield from _execute_sync(effect, loop.out, events, runner, finished)
                 finished = []
-            elif isinstance(effect, Save):
-                saves.put(effect.record, effect.fork)
-            elif isinstance(effect, SaveWrites):
-                saves.wait()
-                saver.put_writes(s.thread_id, s.ns, effect.checkpoint_id, effect.writes)
-            elif isinstance(effect, Load):
-                value = saver.get_tuple(s.thread_id, s.ns, effect.checkpoint_id)
+            else:
+                value = saves.carry_out(effect)
     except GeneratorExit:
         # The stream was closed mid-run (it stops only at a yield, so no save is under way):
         # keep what finished, as a cancelled async run does. Tasks still running in the pool
         # cannot be stopped; their results are dropped.
-        if saver is not None:
+        if loop.saver is not None:
             for effect in loop.cancelled(finished):
-                if isinstance(effect, Save):
-                    saves.put(effect.record, effect.fork)
-                elif isinstance(effect, SaveWrites):
-                    saves.wait()
-                    saver.put_writes(s.thread_id, s.ns, effect.checkpoint_id, effect.writes)
+                if isinstance(effect, Save | SaveWrites):
+                    saves.carry_out(effect)
         raise
     finally:
         saves.wait()
@@ -234,17 +239,15 @@ async def drive_async(loop: RunLoop, input: Any) -> AsyncIterator[Emit | Done]:
     finished are saved, so the next call goes on from there without running them again.
     """
     saver, s = loop.saver, loop.s
+    thread_id = s.thread_id or ""
     background = s.durability == "async"
     pending: asyncio.Future[Any] | None = None
     events: asyncio.Queue[Any] | None = None
     runner: AsyncRunner = run_task_async
+    put: Put | None = None
     if s.stream_modes & _LIVE_MODES or s.subgraphs:
         events = asyncio.Queue()
         put = _threadsafe_put(events)
-        if "custom" in s.stream_modes:
-            s.writer = lambda item: put(Emit("custom", item))
-        if s.subgraphs:
-            s.sink = put
         if "messages" in s.stream_modes:
             runner = MessageStream.for_run(loop, put).async_runner(loop, run_task_async)
     # A cancelled save could land after the run has returned (in a worker thread, or on the
@@ -257,7 +260,7 @@ async def drive_async(loop: RunLoop, input: Any) -> AsyncIterator[Emit | Done]:
         and type(saver).aput_writes is BaseSaver.aput_writes
     )
     settle = _settled if saver is not None and not saver.in_process else _awaited
-    gen = loop.run(input)
+    gen = loop.run(input, put)
     value: Any = None
     step: _Step | None = None  # the step whose tasks are running
     whole = True  # no saver call is under way: the loop's own state is consistent
@@ -296,6 +299,7 @@ async def drive_async(loop: RunLoop, input: Any) -> AsyncIterator[Emit | Done]:
             if pending is not None:
                 await _settled(pending)
                 pending = None
+            saver = _saver(loop)
             if isinstance(effect, Save):
                 if background:
                     pending = asyncio.ensure_future(saver.aput(effect.record, fork=effect.fork))
@@ -304,13 +308,13 @@ async def drive_async(loop: RunLoop, input: Any) -> AsyncIterator[Emit | Done]:
                 else:
                     await settle(saver.aput(effect.record, fork=effect.fork))
             elif isinstance(effect, SaveWrites):
-                args = (s.thread_id, s.ns, effect.checkpoint_id, effect.writes)
+                args = (thread_id, s.ns, effect.checkpoint_id, effect.writes)
                 if in_worker:
                     await _in_worker(saver.put_writes, *args)
                 else:
                     await settle(saver.aput_writes(*args))
             elif isinstance(effect, Load):
-                value = await saver.aget_tuple(s.thread_id, s.ns, effect.checkpoint_id)
+                value = await saver.aget_tuple(thread_id, s.ns, effect.checkpoint_id)
             whole = True
     except (asyncio.CancelledError, GeneratorExit):
         if whole and saver is not None:
@@ -330,12 +334,12 @@ async def _save_cancelled(
     ``durability="exit"`` the checkpoint it stopped at."""
     if pending is not None:
         await _settled(pending)
-    saver, s = loop.saver, loop.s
+    saver, s = _saver(loop), loop.s
     for effect in loop.cancelled(finished):
         if isinstance(effect, Save):
             await saver.aput(effect.record, fork=effect.fork)
         elif isinstance(effect, SaveWrites):
-            await saver.aput_writes(s.thread_id, s.ns, effect.checkpoint_id, effect.writes)
+            await saver.aput_writes(s.thread_id or "", s.ns, effect.checkpoint_id, effect.writes)
 
 
 async def _awaited(aw: Awaitable[T]) -> T:

@@ -12,10 +12,17 @@ Resume, replay and recovery after a crash are the same loop started from a saved
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable
+from collections.abc import Generator
 from typing import Any
 
-from threadline.checkpoint.base import Checkpoint, CheckpointRecord, PlannedTask, TaskWrite
+from threadline.checkpoint.base import (
+    BaseSaver,
+    Checkpoint,
+    CheckpointRecord,
+    PlannedTask,
+    TaskWrite,
+)
+from threadline.checkpoint.changes import SET
 from threadline.checkpoint.ids import new_checkpoint_id, run_local_ids
 from threadline.clock import now_iso
 from threadline.constants import INTERRUPT_KEY, START
@@ -32,19 +39,20 @@ from threadline.errors import (
 from threadline.graph.spec import GraphSpec
 from threadline.managed.is_last_step import with_managed
 from threadline.runtime import command_input
-from threadline.runtime.answers import match_answers, pending_interrupts
+from threadline.runtime.answers import match_answers, pending_interrupts, resume_writes
 from threadline.runtime.calls import StepCalls
-from threadline.runtime.chunks import Chunks
+from threadline.runtime.chunks import Chunks, Put, live_outlets
 from threadline.runtime.context import SpareAnswer
-from threadline.runtime.effects import Effect, Execute, Load, Save, SaveWrites
-from threadline.runtime.hints import storage_hints
+from threadline.runtime.effects import Effect, Execute, Load
 from threadline.runtime.migrate import check_planned
 from threadline.runtime.planning import hits, local_task_id, plan_next, task_id, tasks_of
+from threadline.runtime.progress import Progress, error_value
 from threadline.runtime.replay import carried_inputs, fork_of, may_continue_at
 from threadline.runtime.settings import RunSettings
 from threadline.runtime.task import Outcome, StepEnv, Task, TaskResult, start_result
 from threadline.runtime.trace import without_trace
 from threadline.runtime.writes import applied, apply_writes, finished_updates, updates_of
+from threadline.store.base import BaseStore
 from threadline.types import Command, Interrupt
 
 BREAKPOINT_TASK = "__breakpoint__"
@@ -55,32 +63,30 @@ SPARE_ANSWER_TASK = "__resume__"  # task id of a resume value no waiting interru
 class RunLoop:
     """One run of a graph on one thread (or without a checkpointer)."""
 
-    def __init__(self, spec: GraphSpec, saver: Any, store: Any, settings: RunSettings):
+    def __init__(
+        self,
+        spec: GraphSpec,
+        saver: BaseSaver | None,
+        store: BaseStore | None,
+        settings: RunSettings,
+    ) -> None:
         self.spec = spec
         self.saver = saver
         self.store = store
         self.s = settings
-        self.current: Checkpoint | None = None
-        self.meta: dict[str, Any] = {}
-        self.writes: dict[tuple[str, str], TaskWrite] = {}
-        self.unsaved_writes: list[TaskWrite] = []
-        self.saved: Checkpoint | None = None  # the newest checkpoint actually persisted
-        self.fork_next = False  # the next save starts a branch from an older checkpoint
-        self.dirty = False
         # Checkpoints nobody saves are never seen by id or time: cheap ids, no clock.
         self._new_id = new_checkpoint_id if saver is not None else run_local_ids(settings.ns)
-        self._now = now_iso if saver is not None else str
+        self.progress = Progress(settings, saver is not None, now_iso if saver is not None else str)
         self._task_id = task_id if saver is not None else local_task_id
         self._env: StepEnv | None = None  # what the tasks of a step share; values change
+        self._put: Put | None = None
         # The stream chunks this run produces; None when nothing is streamed (most runs).
         self.out = Chunks.of_run(spec, settings, saver is not None)
 
-    @property
-    def saved_id(self) -> str | None:
-        return self.saved.id if self.saved is not None else None
-
     # ----------------------------------------------------------------- entry
-    def run(self, input: Any) -> Generator[Effect, Any, dict[str, Any]]:
+    def run(self, input: Any, put: Put | None = None) -> Generator[Effect, Any, dict[str, Any]]:
+        """The run's effects; ``put`` takes the chunks made while tasks run, when any stream."""
+        self._put = put
         record = (yield Load(self.s.checkpoint_id)) if self.saver is not None else None
         if self.s.checkpoint_id is not None and record is None:
             raise CheckpointNotFoundError(
@@ -108,16 +114,18 @@ class RunLoop:
         if record is None:
             values, step = schema.initial_values(), -1
             versions = dict.fromkeys(values, cp_id)
+            self.progress.note(dict.fromkeys(values, SET))
         else:
+            self.progress.saved = record.checkpoint
             # the record as this graph reads it, with a kept Command update applied
-            base = command_input.as_resumed(self.spec, self._upgraded(record))
+            base, changes = command_input.as_resumed(self.spec, self._upgraded(record))
             values, versions, step = dict(base.values), dict(base.versions), base.step + 1
-            self.saved = record.checkpoint
-            self.fork_next = self.s.checkpoint_id is not None
-        result = start_result(self._step_env(values, cp_id), updates)
-        cp = self._checkpoint(values, versions, (PlannedTask(START),), {}, (), step, cp_id)
-        write = TaskWrite(self._task_id(cp.id, 0, START), START, "result", result)
-        yield from self._commit(cp, "input", [write])
+            self.progress.note(changes)
+            self.progress.fork_next = self.s.checkpoint_id is not None
+        cp = self.progress.checkpoint(values, versions, (PlannedTask(START),), {}, (), step, cp_id)
+        (start,) = tasks_of(self.spec, cp, self.s.ns, self._task_id)
+        result = start_result(start, self._step_env(values, cp_id), updates)
+        yield from self.progress.commit(cp, "input", [TaskWrite(start.id, START, "result", result)])
 
     def _continue(self, record: CheckpointRecord | None) -> Generator[Effect, Any, None]:
         """``invoke(None)``: go on from the latest checkpoint, or replay from an older one.
@@ -135,17 +143,17 @@ class RunLoop:
             self._pass_breakpoint()
             yield from self._emit_values()
             return
-        self.saved = record.checkpoint
-        self.fork_next = True
+        self.progress.saved = record.checkpoint
+        self.progress.fork_next = True
         record = self._upgraded(record)
         check_planned(self.spec, record)
-        fork = fork_of(record, self._new_id(), self._now())
-        yield from self._commit(fork, "fork", carried_inputs(record, fork))
+        fork = fork_of(record, self._new_id(), self.progress.now())
+        yield from self.progress.commit(fork, "fork", carried_inputs(record, fork))
         self._pass_breakpoint()
         yield from self._emit_values()
 
     def _resume(
-        self, command: Command, record: CheckpointRecord | None
+        self, command: Command[Any], record: CheckpointRecord | None
     ) -> Generator[Effect, Any, None]:
         """A Command: its update and goto join the step the thread resumes with (kept with its
         checkpoint, see ``command_input``); its answers go to the interrupted tasks."""
@@ -167,7 +175,7 @@ class RunLoop:
             # Nothing waits (state was updated, or a static breakpoint stopped the run): the
             # value goes to the first interrupt() the next step calls.
             spare = TaskWrite(SPARE_ANSWER_TASK, SPARE_ANSWER_TASK, "resume", command.resume)
-            self._add_write(spare)
+            self.progress.add_write(spare)
         else:
             raise NothingToResumeError(
                 f"thread {self.s.thread_id!r} is not waiting at an interrupt and its run "
@@ -196,15 +204,15 @@ class RunLoop:
     # ----------------------------------------------------------------- steps
     def _steps(self) -> Generator[Effect, Any, dict[str, Any]]:
         while True:
-            cp = self._cp()
+            cp = self.progress.cp()
             tasks = tasks_of(self.spec, cp, self.s.ns, self._task_id)
             out = self.out
             if out is not None:
-                yield from out.checkpoint(cp, self.meta, tasks, self.writes)
+                yield from out.checkpoint(cp, self.progress.meta, tasks, self.progress.writes)
             if not tasks:
-                yield from self._flush()
+                yield from self.progress.flush()
                 return self._output()
-            writes = self.writes  # empty in the usual case: a step that has not run yet
+            writes = self.progress.writes  # empty in the usual case: a step that has not run yet
             runnable = [t for t in tasks if (t.id, "result") not in writes] if writes else tasks
             if runnable and runnable[0].node is None:  # START, planned alone, has no node
                 raise NothingToResumeError(
@@ -213,34 +221,38 @@ class RunLoop:
                 )
             if runnable:
                 if cp.step + 1 > self.stop:  # the step these tasks would make is past the limit
-                    yield from self._flush()
+                    yield from self.progress.flush()
                     raise GraphRecursionError(
                         f"Recursion limit of {self.s.recursion_limit} reached without hitting a "
                         f"stop condition (thread {self.s.thread_id!r}, next: {self._next_names()})"
                         ". Raise config['recursion_limit'] or check the loop's exit condition."
                     )
-                if not self.writes and hits(self.s.interrupt_before, runnable):
+                if not self.progress.writes and hits(self.s.interrupt_before, runnable):
                     return (yield from self._breakpoint(runnable))
                 if out is not None:
-                    yield from out.step_starts(cp.step + 1, cp.values, tasks, self.writes)
+                    yield from out.step_starts(cp.step + 1, cp.values, tasks, self.progress.writes)
                 outcomes = yield self._execute(runnable, cp)
                 if self._keep(outcomes):
                     return (yield from self._stop(outcomes))
             yield from self._advance(tasks)
             if hits(self.s.interrupt_after, runnable):
                 if not self.s.nested:  # the thread shows as paused, not as a run cut short
-                    self._add_write(TaskWrite(BREAKPOINT_TASK, BREAKPOINT_TASK, "breakpoint", ()))
-                yield from self._flush()
+                    self.progress.add_write(
+                        TaskWrite(BREAKPOINT_TASK, BREAKPOINT_TASK, "breakpoint", ())
+                    )
+                yield from self.progress.flush()
                 if out is not None:  # the next step, which would stream it, does not run
-                    after = self._cp()
+                    after = self.progress.cp()
                     planned = tasks_of(self.spec, after, self.s.ns, self._task_id)
-                    yield from out.checkpoint(after, self.meta, planned, self.writes)
+                    yield from out.checkpoint(
+                        after, self.progress.meta, planned, self.progress.writes
+                    )
                     yield from out.breakpoint()
                 return self._output()
 
     def _execute(self, runnable: list[Task], cp: Checkpoint) -> Execute:
         """The effect that runs ``runnable``, each task given the resume answers meant for it."""
-        parent_answers, writes = self.s.parent_answers, self.writes
+        parent_answers, writes = self.s.parent_answers, self.progress.writes
         if writes or parent_answers:
             for task in runnable:
                 resume = writes.get((task.id, "resume"))
@@ -258,39 +270,29 @@ class RunLoop:
         return Execute(runnable, env)
 
     def _step_env(self, values: dict[str, Any], checkpoint_id: str) -> StepEnv:
-        """What the tasks of a step share; made once per run (the driver has set the writer)."""
+        """What the tasks of a step share; made once per run."""
         if self._env is None:
             saver = self.saver if self.saver is not None else self.s.lent_saver
-            self._env = StepEnv.of_run(self.spec, saver, self.store, self.s)
+            outlets = live_outlets(self.s, self._put)
+            self._env = StepEnv.of_run(self.spec, saver, self.store, self.s, outlets)
         return self._env.at(values, checkpoint_id)
 
     def _keep(self, outcomes: list[Outcome]) -> bool:
         """Keep every task's outcome as a write; True when the step cannot complete."""
         calls = self._env.calls if self._env is not None else None
         if calls is not None and calls.held:  # ``@task`` results held until the exit
-            self._add_writes(calls.take_held())
-        complete = True
-        for o in outcomes:
-            t = o.task
-            if o.result is not None:
-                self._add_write(TaskWrite(t.id, t.name, "result", o.result))
-                continue
-            complete = False
-            if o.error is not None:
-                self._add_write(TaskWrite(t.id, t.name, "error", error_value(o.error)))
-            elif o.parent_command is None:
-                self._add_write(TaskWrite(t.id, t.name, "interrupt", o.interrupts))
-        return not complete
+            self.progress.add_writes(calls.take_held())
+        return not self.progress.keep(outcomes)
 
     def cancelled(self, finished: list[Outcome]) -> Generator[Effect, Any, None]:
         """The run was cancelled between effects or mid-step: keep what the step's finished
         tasks wrote and save what is not saved yet, so a later call goes on from here."""
         self._keep(finished)
-        yield from self._flush()
+        yield from self.progress.flush()
 
     def _stop(self, outcomes: list[Outcome]) -> Generator[Effect, Any, dict[str, Any]]:
         """A task failed, was interrupted or routed to the parent: save the step's writes, stop."""
-        yield from self._flush()
+        yield from self.progress.flush()
         parent = next((o.parent_command for o in outcomes if o.parent_command is not None), None)
         if parent is not None:
             raise ParentCommand(parent)
@@ -300,121 +302,54 @@ class RunLoop:
         interrupts = tuple(i for _, i in self._pending_interrupts())
         if self.s.nested:
             raise GraphInterrupt(interrupts)
-        tasks = tasks_of(self.spec, self._cp(), self.s.ns, self._task_id)
-        done = finished_updates(tasks, self.writes)  # shown on top of the step's values
+        tasks = tasks_of(self.spec, self.progress.cp(), self.s.ns, self._task_id)
+        done = finished_updates(tasks, self.progress.writes)  # shown on top of the step's values
         if self.out is not None:
-            yield from self.out.interrupted(self._cp().values, done)
+            yield from self.out.interrupted(self.progress.cp().values, done)
         return self._output(interrupts, done)
 
     def _advance(self, tasks: list[Task]) -> Generator[Effect, Any, None]:
         """Apply the step's results in task order and save the checkpoint that follows."""
-        cp = self._cp()
+        cp = self.progress.cp()
         results: list[tuple[str, TaskResult]] = [
-            (t.name, self.writes[(t.id, "result")].value) for t in tasks
+            (t.name, self.progress.writes[(t.id, "result")].value) for t in tasks
         ]
         new_id = self._new_id()
         try:
-            values, versions = apply_writes(
-                self.spec.schema,
-                cp.values,
-                cp.versions,
-                [(n, r.updates) for n, r in results],
-                new_id,
+            updates = [(n, r.updates) for n, r in results]
+            values, versions, changes = apply_writes(
+                self.spec.schema, cp.values, cp.versions, updates, new_id
             )
             next_, barriers = plan_next(self.spec, cp.barriers, [(n, r.routes) for n, r in results])
         except Exception as exc:
-            error = exc if isinstance(exc, ThreadlineError) else _reducer_error(exc, cp.step + 1)
+            error = exc
+            if not isinstance(exc, ThreadlineError):
+                step = cp.step + 1
+                error = InvalidUpdateError(f"a reducer failed while applying step {step}: {exc}")
             # Saved with the step's results, so the thread shows the step as not done (and why)
-            self._add_write(TaskWrite(STEP_TASK, STEP_TASK, "error", error_value(error)))
-            yield from self._flush()
+            self.progress.add_write(TaskWrite(STEP_TASK, STEP_TASK, "error", error_value(error)))
+            yield from self.progress.flush()
             if error is exc:
                 raise
             raise error from exc
         updated_by = tuple(dict.fromkeys([n for n, _ in results if n != START]))
-        new = self._checkpoint(values, versions, next_, barriers, updated_by, cp.step + 1, new_id)
-        yield from self._commit(new, "loop", [])
+        new = self.progress.checkpoint(
+            values, versions, next_, barriers, updated_by, cp.step + 1, new_id
+        )
+        self.progress.note(changes)
+        yield from self.progress.commit(new, "loop", [])
         if self.out is not None:
             yield from self.out.step_applied(new.values, [r.updates for _, r in results])
 
     def _breakpoint(self, runnable: list[Task]) -> Generator[Effect, Any, dict[str, Any]]:
         names = tuple(dict.fromkeys(t.name for t in runnable))
-        self._add_writes([TaskWrite(BREAKPOINT_TASK, BREAKPOINT_TASK, "breakpoint", names)])
-        yield from self._flush()
+        self.progress.add_writes([TaskWrite(BREAKPOINT_TASK, BREAKPOINT_TASK, "breakpoint", names)])
+        yield from self.progress.flush()
         if self.out is not None:
             yield from self.out.breakpoint()
         if self.s.nested:
             raise GraphInterrupt(())
         return self._output()
-
-    # ----------------------------------------------------------------- saving
-    def _checkpoint(
-        self,
-        values: dict[str, Any],
-        versions: dict[str, str],
-        next_: tuple[PlannedTask, ...],
-        barriers: dict[str, tuple[str, ...]],
-        updated_by: tuple[str, ...],
-        step: int,
-        cp_id: str,
-    ) -> Checkpoint:
-        return Checkpoint(
-            id=cp_id,
-            parent_id=self.saved_id,
-            step=step,
-            values=values,
-            versions=versions,
-            next=next_,
-            created_at=self._now(),
-            barriers=barriers,
-            updated_by=updated_by,
-        )
-
-    def _commit(
-        self, cp: Checkpoint, source: str, writes: list[TaskWrite]
-    ) -> Generator[Effect, Any, None]:
-        """Make ``cp`` current; save it now unless durability is ``exit``."""
-        self.current = cp
-        self.meta = {**self.s.metadata, "source": source, "step": cp.step}
-        self.meta["parents"] = dict(self.s.parents)
-        self.writes = {}
-        self.unsaved_writes = []
-        if writes:
-            self._add_writes(writes)
-        self.dirty = True
-        if self.saver is not None and self.s.durability != "exit":
-            yield from self._flush(stopping=not cp.next)
-
-    def _flush(self, stopping: bool = True) -> Generator[Effect, Any, None]:
-        """Save what is not saved yet: the current checkpoint and/or its new writes (and the
-        trace, when the run stops here or its trace is due)."""
-        if self.saver is None:
-            return
-        cp = self._cp()
-        traced = self.s.trace.take(cp, stopping) if self.s.trace is not None else ()
-        if self.dirty:
-            record = CheckpointRecord(
-                self.s.thread_id or "",
-                self.s.ns,
-                cp,
-                self.meta,
-                (*self.writes.values(), *traced),
-                storage_hints(self.saved, cp),
-            )
-            yield Save(record, self.fork_next)
-            self.saved = cp
-            self.fork_next = False
-            self.dirty = False
-        elif self.unsaved_writes or traced:
-            yield SaveWrites(cp.id, (*self.unsaved_writes, *traced))
-        self.unsaved_writes = []
-
-    def _add_writes(self, writes: Iterable[TaskWrite]) -> None:
-        for w in writes:
-            self._add_write(w)
-
-    def _add_write(self, w: TaskWrite) -> None:
-        self.writes[(w.task_id, w.kind)] = w
-        self.unsaved_writes.append(w)
 
     def _record_answers(
         self, answers: dict[str, Any], pending: list[tuple[TaskWrite, Interrupt]]
@@ -425,16 +360,9 @@ class RunLoop:
         the step completes; saving nothing first means a run that loses the race for the thread
         to another writer leaves nothing behind.
         """
-        by_task: dict[str, TaskWrite] = {}
-        for write, intr in pending:
-            if intr.id not in answers:
-                continue
-            current = by_task.get(write.task_id) or self.writes.get((write.task_id, "resume"))
-            merged = {**(current.value if current else {}), intr.id: answers[intr.id]}
-            by_task[write.task_id] = TaskWrite(write.task_id, write.task_name, "resume", merged)
-        self._add_writes(by_task.values())
+        self.progress.add_writes(resume_writes(answers, pending, self.progress.writes))
         if self.s.trace is not None:
-            self.s.trace.answered(self._cp(), answers, pending)
+            self.s.trace.answered(self.progress.cp(), answers, pending)
 
     def _pass_breakpoint(self) -> None:
         """Mark the current step as started, so its ``interrupt_before`` does not stop it.
@@ -442,52 +370,42 @@ class RunLoop:
         Not saved on its own: it only lives until the step completes.
         """
         marker = TaskWrite(BREAKPOINT_TASK, BREAKPOINT_TASK, "breakpoint", ())
-        self.writes.setdefault((BREAKPOINT_TASK, "breakpoint"), marker)
+        self.progress.writes.setdefault((BREAKPOINT_TASK, "breakpoint"), marker)
 
-    def _adopt(self, record: CheckpointRecord, command: Command | None = None) -> None:
-        self.saved = record.checkpoint
+    def _adopt(self, record: CheckpointRecord, command: Command[Any] | None = None) -> None:
+        """Go on from ``record``; a Command's update and goto are kept as a pending write."""
+        saved = record.checkpoint
         record = self._upgraded(record)
         check_planned(self.spec, record)
-        self.meta = dict(record.metadata)
-        self.writes = without_trace(record.pending_writes)
-        self.unsaved_writes = []
-        if command is not None and (kept := command_input.write(self.spec, command, self.writes)):
-            self._add_write(kept)
-        self.current = command_input.applied(self.spec, record.checkpoint, self.writes)
-        self.dirty = False
+        p = self.progress
+        p.adopt(saved, dict(record.metadata), without_trace(record.pending_writes))
+        if command is not None and (kept := command_input.write(self.spec, command, p.writes)):
+            p.add_write(kept)
+        p.current, changes = command_input.applied(self.spec, record.checkpoint, p.writes)
+        p.note(changes)
 
     def _upgraded(self, record: CheckpointRecord) -> CheckpointRecord:
-        """``record`` as this graph reads it; ``saved`` keeps the stored checkpoint, so values
-        an upcaster changed count as changed and are stored again with the next checkpoint."""
-        return record if self.s.upgrade is None else self.s.upgrade(record)
+        """``record`` as this graph reads it; values an upcaster rewrote count as changed, so
+        the next checkpoint stores them anew."""
+        upgraded = record if self.s.upgrade is None else self.s.upgrade(record)
+        if upgraded is not record:
+            self.progress.note(dict.fromkeys(upgraded.checkpoint.values, SET))
+        return upgraded
 
     # ----------------------------------------------------------------- views
-    def _cp(self) -> Checkpoint:
-        assert self.current is not None
-        return self.current
-
     def _pending_interrupts(self) -> list[tuple[TaskWrite, Interrupt]]:
-        return pending_interrupts(self.writes.values())
+        return pending_interrupts(self.progress.writes.values())
 
     def _next_names(self) -> tuple[str, ...]:
-        return tuple(p.name for p in self._cp().next)
+        return tuple(p.name for p in self.progress.cp().next)
 
     def _output(self, interrupts: tuple[Interrupt, ...] = (), done: Any = ()) -> dict[str, Any]:
         """What the run returns; ``done``: what a stopped step's finished tasks wrote."""
-        values = self.spec.output_values(applied(self.spec.schema, self._cp().values, done))
+        values = self.spec.output_values(applied(self.spec.schema, self.progress.cp().values, done))
         if interrupts:
             values[INTERRUPT_KEY] = list(interrupts)
         return values
 
     def _emit_values(self) -> Generator[Effect, Any, None]:
         if self.out is not None:
-            yield from self.out.input_values(self._cp().values)
-
-
-def error_value(error: BaseException) -> dict[str, str]:
-    """How a task's (or a step's) error is saved: its type name and message, never the object."""
-    return {"type": type(error).__name__, "message": str(error)}
-
-
-def _reducer_error(exc: Exception, step: int) -> InvalidUpdateError:
-    return InvalidUpdateError(f"a reducer failed while applying step {step}: {exc}")
+            yield from self.out.input_values(self.progress.cp().values)

@@ -83,8 +83,8 @@ class Migrations:
     def _upcast(
         self, record: CheckpointRecord, values: Mapping[str, Any], stored: int
     ) -> dict[str, Any]:
-        """``values`` through each upcaster from ``stored`` on (a deep copy: the stored values
-        must stay as they are, since unchanged ones are compared with them)."""
+        """``values`` through each upcaster from ``stored`` on (a deep copy: an upcaster that
+        changes a value in place must not change the record it was read from)."""
         current = copy.deepcopy(dict(values))
         for version in range(stored, self.version):
             upcaster = self.upcasters.get(version)

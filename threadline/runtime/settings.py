@@ -37,7 +37,6 @@ class RunSettings:
     parent_answers: dict[str, Any] = field(default_factory=dict)
     # A nested run: the spare resume value of its parent's step (the first interrupt() takes it)
     parent_spare: SpareAnswer | None = None
-    writer: Callable[[Any], None] = lambda _: None
     # stream(subgraphs=True): subgraph runs hand their chunks to ``sink`` (set by the driver)
     subgraphs: bool = False
     sink: Callable[[Emit], None] | None = None

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from threadline.checkpoint.base import CheckpointRecord, PlannedTask, TaskWrite
+from threadline.checkpoint.base import CheckpointRecord, PlannedTask, TaskWrite, WriteKind
+from threadline.checkpoint.changes import SET, ChangedRecord
 from threadline.checkpoint.ids import new_checkpoint_id
 from threadline.clock import now_iso
 from threadline.constants import START
@@ -12,11 +14,10 @@ from threadline.errors import InvalidUpdateError
 from threadline.graph.spec import GraphSpec
 from threadline.runtime import command_input
 from threadline.runtime.answers import pending_interrupts
-from threadline.runtime.hints import storage_hints
 from threadline.runtime.loop import STEP_TASK
 from threadline.runtime.planning import plan_next, task_id, tasks_of
-from threadline.runtime.task import StepEnv, start_result
-from threadline.runtime.writes import apply_writes, finished_updates, normalize_output
+from threadline.runtime.routing import routes_after
+from threadline.runtime.writes import applied, apply_writes, finished_updates, normalize_output
 from threadline.types import Command, SnapshotTask, StateSnapshot
 
 
@@ -38,8 +39,10 @@ def snapshot_of(spec: GraphSpec, record: CheckpointRecord, live: bool = False) -
     interrupted, so they show the thread as it stands; otherwise they are the values the step
     started from.
     """
-    writes = {(w.task_id, w.kind): w for w in record.pending_writes}
-    cp = command_input.applied(spec, record.checkpoint, writes)
+    writes: dict[tuple[str, WriteKind], TaskWrite] = {
+        (w.task_id, w.kind): w for w in record.pending_writes
+    }
+    cp, _ = command_input.applied(spec, record.checkpoint, writes)
     # The step ran but its writes could not be applied (two nodes set one key): every task
     # of it is still to do, and shows why
     step_error = writes.get((STEP_TASK, "error"))
@@ -62,9 +65,9 @@ def snapshot_of(spec: GraphSpec, record: CheckpointRecord, live: bool = False) -
         if cp.parent_id
         else None
     )
-    values = cp.values
+    values: Mapping[str, Any] = cp.values
     if live and not step_error and (done := finished_updates(tasks, writes)):
-        values, _ = apply_writes(spec.schema, values, cp.versions, done, cp.id)
+        values = applied(spec.schema, values, done)
     return StateSnapshot(
         values=spec.state_values(values),
         next=tuple(t.name for t in tasks if t.result is None or t.name == START or step_error),
@@ -93,7 +96,7 @@ def updated_record(
     values: Any,
     as_node: str | None,
     metadata: dict[str, Any],
-) -> CheckpointRecord:
+) -> ChangedRecord:
     """The ``update`` checkpoint that applies ``values`` as if ``as_node`` had written them."""
     node = _writer(spec, record, as_node)
     updates, gotos = normalize_output(spec.schema, node, values)
@@ -114,18 +117,17 @@ def updated_record(
     cp_id = new_checkpoint_id()
     if record is None:
         versions = dict.fromkeys(base_values, cp_id)
-    new_values, new_versions = apply_writes(
+    new_values, new_versions, changes = apply_writes(
         spec.schema, base_values, versions, [(node, updates)], cp_id
     )
-    if node == START:
-        routes = start_result(StepEnv.bare(spec, base_values), updates).routes
-    else:
-        routes = _routes_after(spec, node, base_values, updates, gotos)
+    # routed as if ``node`` had written, outside any run (START's routes ignore gotos)
+    routes = routes_after(spec, node, base_values, updates, gotos if node != START else (), None)
     next_, barriers = plan_next(spec, barriers, [(node, routes)])
     cp = _new_checkpoint(cp_id, parent, step, new_values, new_versions, next_, barriers, node)
     meta = {**metadata, "source": "update", "step": step, "parents": {}}
-    hints = storage_hints(record.checkpoint if record else None, cp)
-    return CheckpointRecord(thread_id, "", cp, meta, (), hints)
+    if record is None:
+        changes = dict.fromkeys(new_values, SET)
+    return ChangedRecord(thread_id, "", cp, meta, (), changes)
 
 
 def _writer(spec: GraphSpec, record: CheckpointRecord | None, as_node: str | None) -> str:
@@ -144,19 +146,6 @@ def _writer(spec: GraphSpec, record: CheckpointRecord | None, as_node: str | Non
             "node this update comes from"
         )
     return writers[0]
-
-
-def _routes_after(
-    spec: GraphSpec, node: str, values: Any, updates: Any, gotos: tuple[Any, ...]
-) -> tuple[Any, ...]:
-    from threadline.runtime.task import StepEnv, Task, _finish_sync
-
-    task = Task(id="", name=node, ns="", input=None, node=spec.nodes[node])
-    env = StepEnv(spec, values, {}, None, None, lambda _: None, "sync")
-    command = Command(update=dict(updates), goto=gotos)
-    outcome = _finish_sync(task, env, command)
-    assert outcome.result is not None
-    return outcome.result.routes
 
 
 def _new_checkpoint(

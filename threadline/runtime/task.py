@@ -12,20 +12,21 @@ import dataclasses
 import functools
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from threadline import serde
-from threadline.constants import END, START
+from threadline.constants import START
 from threadline.errors import GraphInterrupt, InvalidUpdateError, ParentCommand
-from threadline.graph.spec import Branch, GraphSpec, NodeCache, NodeSpec
+from threadline.graph.spec import GraphSpec, NodeCache, NodeSpec
 from threadline.runtime.cached import aremember, entry_key, remember
 from threadline.runtime.calls import StepCalls, asettle_calls, settle_calls
 from threadline.runtime.context import SpareAnswer, TaskContext, enter_task, leave_task
+from threadline.runtime.routing import branch_state, call_branch, drop_end, routes_after
 from threadline.runtime.timeouts import call_within, within
 from threadline.runtime.trace import RunTrace, note_retry
-from threadline.runtime.writes import Update, apply_writes, normalize_output
+from threadline.runtime.writes import Update, normalize_output
 from threadline.types import Command, Interrupt, RetryPolicy, Send
 
 if TYPE_CHECKING:
@@ -61,7 +62,8 @@ class Task:
         node's own input schema reads it, if it has one."""
         if self.send:
             return self.input
-        return (self.node.reader or env.spec.schema).node_input(env.values)
+        reader = self.node.reader if self.node is not None else None
+        return (reader or env.spec.schema).node_input(env.values)
 
 
 @dataclass(slots=True)
@@ -75,7 +77,7 @@ class Outcome:
     result: TaskResult | None = None
     error: BaseException | None = None
     interrupts: tuple[Interrupt, ...] = ()
-    parent_command: Command | None = None
+    parent_command: Command[Any] | None = None
     cached: bool = False
     gotos: Gotos = ()  # the node's own ``Command(goto=...)`` targets, among the result's routes
 
@@ -105,17 +107,26 @@ class StepEnv:
     trace: RunTrace | None = None  # where the run keeps its execution trace, if it keeps one
 
     @classmethod
-    def of_run(cls, spec: GraphSpec, saver: Any, store: Any, s: RunSettings) -> StepEnv:
-        """The env of a run's steps, from its settings; ``at`` moves it to each step."""
+    def of_run(
+        cls,
+        spec: GraphSpec,
+        saver: Any,
+        store: Any,
+        s: RunSettings,
+        outlets: tuple[Callable[[Any], None], Callable[[Any], None] | None],
+    ) -> StepEnv:
+        """The env of a run's steps, from its settings and where what streams while tasks run
+        goes (``chunks.live_outlets``); ``at`` moves it to each step."""
+        writer, sink = outlets
         return cls(
             spec,
             {},
             s.config,
             saver,
             store,
-            s.writer,
+            writer,
             s.durability,
-            s.sink,
+            sink,
             s.stream_modes,
             thread_id=s.thread_id,
             parents=s.parents,
@@ -123,11 +134,6 @@ class StepEnv:
             cache=s.cache,
             trace=s.trace,
         )
-
-    @classmethod
-    def bare(cls, spec: GraphSpec, values: Mapping[str, Any]) -> StepEnv:
-        """For routing outside a run (``update_state``): no saver, store, writer or context."""
-        return cls(spec, values, {}, None, None, _discard, "sync")
 
     def at(self, values: Mapping[str, Any], checkpoint_id: str) -> StepEnv:
         self.values = values
@@ -223,7 +229,8 @@ def _cached_sync(task: Task, env: StepEnv, cache: BaseCache[Any], node_cache: No
             ctx = TaskContext(task, env)
             token = enter_task(ctx)  # the node's branches run again: they may use the runtime
             try:
-                return dataclasses.replace(_routed(task, env, *hit, ctx), cached=True)
+                updates, gotos = hit
+                return dataclasses.replace(_routed(task, env, updates, gotos, ctx), cached=True)
             finally:
                 leave_task(token)
         outcome = _run_sync(task, env)
@@ -244,7 +251,9 @@ async def _cached_async(
             ctx = TaskContext(task, env)
             token = enter_task(ctx)
             try:
-                return dataclasses.replace(await _arouted(task, env, *hit, ctx), cached=True)
+                updates, gotos = hit
+                routed = await _arouted(task, env, updates, gotos, ctx)
+                return dataclasses.replace(routed, cached=True)
             finally:
                 leave_task(token)
         outcome = await _run_async(task, env)
@@ -258,7 +267,7 @@ async def _cached_async(
 class _ParentBound(Exception):
     """A node of this graph returned ``Command(graph=PARENT)``."""
 
-    def __init__(self, command: Command):
+    def __init__(self, command: Command[Any]):
         super().__init__(command)
         self.command = command
 
@@ -326,16 +335,15 @@ def retry_delay(policy: RetryPolicy | None, attempt: int, exc: Exception) -> flo
     return delay
 
 
-def start_result(env: StepEnv, updates: Update) -> Any:
-    """The result of the START pseudo-task: the input, routed by START's edges and branches
-    (which see ``env.values``, the state before the input)."""
-    task = Task(id="", name=START, ns="", input=None, node=None)
+def start_result(task: Task, env: StepEnv, updates: Update) -> TaskResult:
+    """The result of the START task: the input, routed by START's edges and branches (which see
+    ``env.values``, the state before the input, and may use the run's context)."""
     if START not in env.spec.branches:
-        return _finish_sync(task, env, dict(updates)).result
+        return TaskResult(updates, routes_after(env.spec, START, env.values, updates, (), None))
     ctx = TaskContext(task, env)  # its branches may call get_runtime(), get_config()...
     token = enter_task(ctx)
     try:
-        return _finish_sync(task, env, dict(updates), ctx).result
+        return TaskResult(updates, routes_after(env.spec, START, env.values, updates, (), ctx))
     finally:
         leave_task(token)
 
@@ -351,28 +359,14 @@ def _output_parts(task: Task, env: StepEnv, output: Any) -> tuple[Update, Gotos]
     return normalize_output(env.spec.schema, task.name, output)
 
 
-def _finish_sync(task: Task, env: StepEnv, output: Any, ctx: TaskContext | None = None) -> Outcome:
+def _finish_sync(task: Task, env: StepEnv, output: Any, ctx: TaskContext) -> Outcome:
     return _routed(task, env, *_output_parts(task, env, output), ctx)
 
 
-def _routed(
-    task: Task, env: StepEnv, updates: Update, gotos: Gotos, ctx: TaskContext | None = None
-) -> Outcome:
+def _routed(task: Task, env: StepEnv, updates: Update, gotos: Gotos, ctx: TaskContext) -> Outcome:
     """The task's result: its updates, routed by its gotos and its node's edges and branches."""
-    edges = env.spec.edges.get(task.name, ())
-    branches = env.spec.branches.get(task.name)
-    if not gotos and not branches:  # the common case: plain edges only
-        return Outcome(task, result=TaskResult(updates, _drop_end(edges)))
-    routes = [*gotos, *edges]
-    for branch in branches or ():
-        if branch.is_async:
-            raise InvalidUpdateError(
-                f"the branch from {task.name!r} is async; run the graph with ainvoke/astream"
-            )
-        state = _branch_state(task, env, updates)
-        chosen = _call_branch(branch, state, ctx or TaskContext(task, env))
-        routes.extend(branch.resolve(chosen))
-    return Outcome(task, result=TaskResult(updates, _drop_end(routes)), gotos=gotos)
+    routes = routes_after(env.spec, task.name, env.values, updates, gotos, ctx)
+    return Outcome(task, result=TaskResult(updates, routes), gotos=gotos)
 
 
 async def _finish_async(task: Task, env: StepEnv, output: Any, ctx: TaskContext) -> Outcome:
@@ -384,31 +378,7 @@ async def _arouted(
 ) -> Outcome:
     routes = list(gotos) + list(env.spec.edges.get(task.name, ()))
     for branch in env.spec.branches.get(task.name, ()):
-        chosen = _call_branch(branch, _branch_state(task, env, updates), ctx)
+        state = branch_state(env.spec, task.name, env.values, updates)
+        chosen = call_branch(branch, state, ctx)
         routes.extend(branch.resolve(await chosen if branch.is_async else chosen))
-    return Outcome(task, result=TaskResult(updates, _drop_end(routes)), gotos=gotos)
-
-
-def _branch_state(task: Task, env: StepEnv, updates: Update) -> Any:
-    """A branch sees the state as its node left it: the step's start plus this node's writes."""
-    schema = env.spec.schema
-    local, _ = apply_writes(schema, env.values, {}, [(task.name, updates)], "")
-    reader = task.node.reader if task.node is not None else None
-    return (reader or schema).node_input(local)
-
-
-def _call_branch(branch: Branch, state: Any, ctx: TaskContext) -> Any:
-    """Call a branch's path; like a node, it may take ``config``, ``store``, ``runtime``..."""
-    return (
-        branch.path(state) if branch.style.plain else branch.path(state, **branch.style.kwargs(ctx))
-    )
-
-
-def _discard(_: Any) -> None:
-    return None
-
-
-def _drop_end(routes: Sequence[str | Send]) -> tuple[str | Send, ...]:
-    if END not in routes:
-        return tuple(routes)
-    return tuple(r for r in routes if r != END)
+    return Outcome(task, result=TaskResult(updates, drop_end(routes)), gotos=gotos)

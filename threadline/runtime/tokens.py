@@ -27,7 +27,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from threadline.runtime.chunks import Emit
+from threadline.runtime.chunks import Emit, message_chunk
 from threadline.runtime.context import current_task
 from threadline.runtime.task import Outcome, StepEnv, Task
 
@@ -154,7 +154,7 @@ class MessageStream:
                 message_id = None
         if message_id is not None:
             self.seen.add(message_id)
-        self.put(Emit("messages", (message, metadata), running.ns))
+        self.put(message_chunk(message, metadata, running.ns))
 
     def running_task(self) -> _Running | None:
         ctx = current_task()

@@ -92,7 +92,7 @@ BATCH_VERSION = 1
 _ATTEMPTS = frozenset({"node", "task"})
 
 
-def without_trace(writes: Iterable[TaskWrite]) -> dict[tuple[str, str], TaskWrite]:
+def without_trace(writes: Iterable[TaskWrite]) -> dict[tuple[str, WriteKind], TaskWrite]:
     """The writes a run acts on, by ``(task_id, kind)``: all but the trace."""
     return {(w.task_id, w.kind): w for w in writes if w.kind != TRACE_WRITE}
 

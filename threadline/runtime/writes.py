@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from threadline.checkpoint.base import WriteKind
+from threadline.checkpoint.changes import SET, Append, Change, then
 from threadline.constants import START
 from threadline.errors import InvalidUpdateError
 from threadline.graph.schema import StateSchema
@@ -67,7 +70,7 @@ def _is_pair_list(update: Any) -> bool:
 
 
 def finished_updates(
-    tasks: Iterable[Any], writes: Mapping[tuple[str, str], Any]
+    tasks: Iterable[Any], writes: Mapping[tuple[str, WriteKind], Any]
 ) -> list[tuple[str, Update]]:
     """The updates of the tasks of a stopped step that finished (a ``result`` write is kept for
     them), in task order: what ``get_state`` shows and ``invoke`` returns on top of the step's
@@ -80,7 +83,7 @@ def applied(
     schema: StateSchema, values: Mapping[str, Any], writes: Sequence[tuple[str, Update]]
 ) -> Mapping[str, Any]:
     """``values`` with ``writes`` applied, for showing (no versions); ``values`` if none."""
-    return apply_writes(schema, values, {}, writes, "")[0] if writes else values
+    return _reduced(schema, values, None, writes)[0] if writes else values
 
 
 def apply_writes(
@@ -89,22 +92,43 @@ def apply_writes(
     versions: Mapping[str, str],
     writes: Sequence[tuple[str, Update]],
     version: str,
-) -> tuple[dict[str, Any], dict[str, str]]:
-    """Apply ``(writer, update)`` pairs in order through the reducers; return new values/versions.
+) -> tuple[dict[str, Any], dict[str, str], dict[str, Change]]:
+    """Apply ``(writer, update)`` pairs in order through the reducers: new values, versions, and
+    what happened to each changed key (the ``Changes`` a saver stores as whole values or deltas).
 
     A key whose value really changed gets ``version`` (the id of the checkpoint being made); a
     key written with an equal value keeps its version, so savers need not store it again. Two
     writers setting the same replace-key in one step is an error naming both: the result would
     otherwise depend on scheduling.
     """
+    new_values, changes = _reduced(schema, values, versions, writes)
+    new_versions = dict(versions)
+    for key in list(changes):
+        if new_versions.get(key) != version and _changed(values, new_values, key):
+            new_versions[key] = version
+        else:
+            del changes[key]
+    return new_values, new_versions, changes
+
+
+def _reduced(
+    schema: StateSchema,
+    values: Mapping[str, Any],
+    versions: Mapping[str, str] | None,
+    writes: Sequence[tuple[str, Update]],
+) -> tuple[dict[str, Any], dict[str, Change]]:
+    """``values`` with ``writes`` applied, and what each write did (when ``versions`` is given:
+    an append names the version it extends)."""
     new_values = dict(values)
     replaced_by: dict[str, str] = {}
+    changes: dict[str, Change] = {}
     for writer, update in writes:
         for key, value in update:
             channel = schema.channels[key]
             overwrite = isinstance(value, Overwrite)
             if overwrite:
                 value = value.value
+            change: Change = SET
             if channel.reducer is None or overwrite:
                 other = replaced_by.get(key)
                 if other is not None and other != writer:
@@ -115,15 +139,29 @@ def apply_writes(
                 replaced_by[key] = writer
                 new_values[key] = value
             elif key in new_values:
-                new_values[key] = _reduce(channel.reducer, key, writer, new_values[key], value)
+                old = new_values[key]
+                new_values[key] = new = _reduce(channel.reducer, key, writer, old, value)
+                if versions is not None and key in versions:
+                    change = _reduction(channel.reducer, versions[key], old, new)
             else:
                 new_values[key] = value
-    new_versions = dict(versions)
-    for _, update in writes:
-        for key, _ in update:
-            if new_versions.get(key) != version and _changed(values, new_values, key):
-                new_versions[key] = version
-    return new_values, new_versions
+            if versions is not None:
+                changes[key] = then(changes.get(key), change)
+    return new_values, changes
+
+
+def _reduction(reducer: Any, base_version: str, old: Any, new: Any) -> Change:
+    """What a reducer did: appended to the list (kept its items in place, added more) or set a
+    new value (add_messages replacing or removing a message by id, or any other result)."""
+    if not (isinstance(old, list) and isinstance(new, list)) or len(new) <= len(old):
+        return SET
+    if reducer is operator.add:  # list + list: appends by definition
+        return Append(base_version, len(old))
+    try:
+        kept = new[: len(old)] == old  # compares by identity first: cheap for kept items
+    except Exception:
+        return SET
+    return Append(base_version, len(old)) if kept else SET
 
 
 def _changed(before: Mapping[str, Any], after: Mapping[str, Any], key: str) -> bool:
