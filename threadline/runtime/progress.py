@@ -72,8 +72,15 @@ class Progress:
 
     def note(self, changes: Mapping[str, Change]) -> None:
         """Add what a step (or a Command's update) did to what changed since ``saved``."""
+        if not self.saving:
+            return  # nothing is ever saved: nobody asks
+        mine = self.changes
+        if not mine:
+            mine.update(changes)
+            return
         for key, change in changes.items():
-            self.changes[key] = then(self.changes.get(key), change)
+            earlier = mine.get(key)
+            mine[key] = change if earlier is None else then(earlier, change)
 
     def add_writes(self, writes: Iterable[TaskWrite]) -> None:
         for w in writes:

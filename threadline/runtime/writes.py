@@ -146,7 +146,8 @@ def _reduced(
             else:
                 new_values[key] = value
             if versions is not None:
-                changes[key] = then(changes.get(key), change)
+                earlier = changes.get(key)
+                changes[key] = change if earlier is None else then(earlier, change)
     return new_values, changes
 
 
