@@ -63,12 +63,13 @@ writer there sweeps up stray temp files and the orphaned files of the unfinished
 Concurrency (Linux, ``fcntl.flock``): a writing transaction (a put, a put of writes, a prune, a
 delete, a copy) holds the thread's ``.lock`` exclusively from its first call that names the
 thread to its end, so compare-and-set ``put`` works across processes; a copy locks its two
-threads in sorted order. Readers take no lock: every file they read appears atomically. No file
-is modified in place (files are written whole and renamed; rows, once there, are never
-rewritten, and a blob is only ever replaced by a prefix row holding the same value), so
-``copy_thread`` hard-links them. ``delete_thread`` renames the thread folder away (one atomic
-step) and then removes it; a load that finds the values of its checkpoint gone with its row file
-reports it as not stored.
+threads in sorted order. A page of ``list`` holds it shared while it reads the page's rows,
+writes and values (a prune waits, so a checkpoint is listed whole or not at all); other reads
+take no lock: every file they read appears atomically. No file is modified in place (files are
+written whole and renamed; rows, once there, are never rewritten, and a blob is only ever
+replaced by a prefix row holding the same value), so ``copy_thread`` hard-links them.
+``delete_thread`` renames the thread folder away (one atomic step) and then removes it; a load
+that finds the values of its checkpoint gone with its row file reports it as not stored.
 
 Not atomic under a crash: a ``put_writes`` batch (each write is; a crash can keep a prefix of a
 batch, as if the crash came a little earlier in the step); ``thread.json`` after ``put`` or

@@ -2,8 +2,9 @@
 
 A write transaction (``transaction.FilesTransaction``) locks each thread when a call first
 names it (``flock`` on the thread's ``.lock``, exclusive, so compare-and-set works across
-processes) and unlocks them when it ends. Reads take no lock: every file appears whole, by a
-rename, so a load only has to notice a checkpoint pruned or deleted under it.
+processes) and unlocks them when it ends. A page of history holds the lock shared, so its rows
+and the values they name are read as of one moment. A load takes no lock: every file appears
+whole, by a rename, so it only has to notice a checkpoint pruned or deleted under it.
 """
 
 from __future__ import annotations

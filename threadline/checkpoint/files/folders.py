@@ -48,31 +48,51 @@ def blob_path(ns_dir: str, key: str, version: str) -> str:
 
 
 def lock(thread_dir: str) -> int:
-    """flock a thread's ``.lock`` exclusively (created if missing, with its folder).
-
-    ``delete_thread`` renames the folder (lock file included) away while others wait for it,
-    so once locked we check that the path still names the file we locked, and retry if not.
-    """
-    path = os.path.join(thread_dir, ".lock")
+    """flock a thread's ``.lock`` exclusively (created if missing, with its folder)."""
     while True:
         make_dirs(thread_dir)
+        fd = _flock(thread_dir, os.O_RDWR | os.O_CREAT, fcntl.LOCK_EX)
+        if fd is not None:
+            return fd
+
+
+def share(thread_dir: str) -> int | None:
+    """flock a thread's ``.lock`` shared, so no writer changes the thread while it is held.
+
+    ``None`` if there is no ``.lock``: no thread, or a folder no writer has locked yet (a read
+    never writes a file).
+    """
+    while True:
+        fd = _flock(thread_dir, os.O_RDONLY, fcntl.LOCK_SH)
+        if fd is not None or not os.path.exists(os.path.join(thread_dir, ".lock")):
+            return fd
+
+
+def _flock(thread_dir: str, flags: int, operation: int) -> int | None:
+    """The locked ``.lock`` of ``thread_dir``; ``None`` if it is missing or was moved away.
+
+    ``delete_thread`` renames the folder (lock file included) away while others wait for it,
+    so once locked we check that the path still names the file we locked.
+    """
+    path = os.path.join(thread_dir, ".lock")
+    try:
+        fd = os.open(path, flags | os.O_CLOEXEC, 0o666)
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, operation)
+        held = os.fstat(fd)
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_CREAT, 0o666)
+            now = os.stat(path)
         except FileNotFoundError:
-            continue  # the folder vanished between mkdir and open: retry
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            held = os.fstat(fd)
-            try:
-                now = os.stat(path)
-            except FileNotFoundError:
-                now = None
-            if now is not None and (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
-                return fd
-        except BaseException:
-            os.close(fd)
-            raise
+            now = None
+        if now is not None and (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
+            return fd
+    except BaseException:
         os.close(fd)
+        raise
+    os.close(fd)
+    return None
 
 
 def sweep(ns_dir: str) -> None:

@@ -1,11 +1,12 @@
 """One transaction of a ``FilesBackend`` (``checkpoint.backend.Transaction``) over the files.
 
 A write transaction locks a thread when a call first names it (``folders.lock``) and keeps
-the lock to its end. A put (``insert``) writes its blobs, then the prefix rows that replace
-older ones (once the new full blob they point at is durable), its preview and ``HEAD``; its
-pending writes follow (``add_writes``), and its row file **last** (``land``, at the next call
-or the end): a crash before leaves the previous checkpoint the newest, and the next writer
-sweeps up the files of the unfinished one.
+the lock to its end; a read transaction that pages history holds it shared (``page``). A put
+(``insert``) writes its blobs, then the prefix rows that replace older ones (once the new full
+blob they point at is durable), its preview and ``HEAD``; its pending writes follow
+(``add_writes``), and its row file **last** (``land``, at the next call or the end): a crash
+before leaves the previous checkpoint the newest, and the next writer sweeps up the files of
+the unfinished one.
 """
 
 from __future__ import annotations
@@ -71,6 +72,15 @@ class FilesTransaction:
             if not existed:
                 self._fresh.add(thread_dir)
         return thread_dir
+
+    def _share(self, thread_id: str) -> None:
+        """A read transaction that pages history holds the thread's lock shared to its end, so
+        no prune deletes a checkpoint of the page, or its values, before they are read."""
+        thread_dir = self.backend.thread_dir(thread_id)
+        if not self.write and thread_dir not in self._locks:
+            fd = folders.share(thread_dir)
+            if fd is not None:
+                self._locks[thread_dir] = fd
 
     def _ns(self, thread_id: str, ns: str) -> str:
         return folders.ns_dir(self._thread(thread_id), ns)
@@ -138,6 +148,7 @@ class FilesTransaction:
         self, thread_id: str, ns: str, before: str | None, limit: int
     ) -> list[StoredCheckpoint]:
         self.land()
+        self._share(thread_id)
         ns_dir = self._ns(thread_id, ns)
         paths = folders.row_ids(ns_dir)
         out: list[StoredCheckpoint] = []
@@ -145,7 +156,7 @@ class FilesTransaction:
             if before is not None and cid >= before:
                 continue
             stored = self._stored(thread_id, ns_dir, cid, paths[cid])
-            if stored is not None:  # else pruned meanwhile
+            if stored is not None:
                 out.append(stored)
                 if len(out) >= limit:
                     break
