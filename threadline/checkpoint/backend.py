@@ -184,6 +184,30 @@ class Transaction(Protocol):
         ...
 
     # -- writes --------------------------------------------------------------------------------
+    def delete(self, thread_id: str, ns: str, ids: Collection[str]) -> None:
+        """Delete checkpoints and their writes; the thread row too once the root is empty."""
+        ...
+
+    def delete_blobs(self, thread_id: str, ns: str, pairs: Collection[Pair]) -> None: ...
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete every row of the thread (checkpoints, blobs, writes, thread row)."""
+        ...
+
+    def copy_thread(self, source: str, target: str) -> None:
+        """Copy every row of ``source`` to ``target``, which has no checkpoints (rows it still
+        has, writes or blobs without checkpoints, are replaced); its thread row's time: now."""
+        ...
+
+    def threads(self, status: ThreadStatus | None, limit: int | None) -> list[ThreadRow]:
+        """Threads with a root checkpoint, most recently updated first (``ThreadRow``)."""
+        ...
+
+
+class RowWrites(Transaction, Protocol):
+    """The writes of a put, for a backend whose ``commit`` and ``commit_writes`` are
+    ``transactional.Transactional``'s (a backend with its own ``commit`` needs none of them)."""
+
     def insert(
         self,
         thread_id: str,
@@ -211,24 +235,6 @@ class Transaction(Protocol):
         """Write the thread row (its time: now, increasing)."""
         ...
 
-    def delete(self, thread_id: str, ns: str, ids: Collection[str]) -> None:
-        """Delete checkpoints and their writes; the thread row too once the root is empty."""
-        ...
-
-    def delete_blobs(self, thread_id: str, ns: str, pairs: Collection[Pair]) -> None: ...
-
-    def delete_thread(self, thread_id: str) -> None:
-        """Delete every row of the thread (checkpoints, blobs, writes, thread row)."""
-        ...
-
-    def copy_thread(self, source: str, target: str) -> None:
-        """Copy every row of ``source`` to ``target``, which has no checkpoints (rows it still
-        has, writes or blobs without checkpoints, are replaced); its thread row's time: now."""
-        ...
-
-    def threads(self, status: ThreadStatus | None, limit: int | None) -> list[ThreadRow]:
-        """Threads with a root checkpoint, most recently updated first (``ThreadRow``)."""
-        ...
 
 
 class Backend(Protocol):

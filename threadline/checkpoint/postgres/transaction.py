@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from threadline.checkpoint.backend import Check, Pair, StoredCheckpoint, ThreadRow
 from threadline.checkpoint.base import ThreadStatus
 from threadline.checkpoint.bodies import body_versions
-from threadline.checkpoint.layout import BlobRow, CheckpointRow, WriteRow, corrupted
+from threadline.checkpoint.layout import BlobRow, CheckpointRow, corrupted
 from threadline.checkpoint.postgres.connections import Session
 from threadline.checkpoint.postgres.driver import (
     BEGIN_READ,
@@ -35,7 +35,6 @@ from threadline.checkpoint.postgres.rows import (
     complete,
     created_text,
     split_load,
-    writes_params,
 )
 from threadline.checkpoint.rules import status_of
 
@@ -201,29 +200,6 @@ class PostgresTx:
         return found if limit is None else found[:limit]
 
     # -- writes --------------------------------------------------------------------------------
-
-    def insert(
-        self,
-        thread_id: str,
-        ns: str,
-        row: CheckpointRow,
-        blobs: Sequence[BlobRow],
-        prefixes: Sequence[BlobRow],
-    ) -> None:
-        """Not used: ``PostgresBackend.commit`` stores a put in one statement."""
-        raise NotImplementedError("PostgresBackend stores puts with commit()")
-
-    def add_writes(
-        self, thread_id: str, ns: str, checkpoint_id: str, writes: Sequence[WriteRow]
-    ) -> None:
-        params = writes_params(thread_id, ns, checkpoint_id, writes)
-        self._queue(Stmt(self.backend.q.upsert_writes, params))
-
-    def set_thread(
-        self, thread_id: str, status: ThreadStatus, head: str, next_names: Sequence[str]
-    ) -> None:
-        params = {"thread": thread_id, "head": head, "next": list(next_names)}
-        self._queue(Stmt(self.sql["set_thread"], params))
 
     def delete(self, thread_id: str, ns: str, ids: Collection[str]) -> None:
         params = {"thread": thread_id, "ns": ns, "ids": list(ids)}

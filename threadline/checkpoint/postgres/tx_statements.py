@@ -108,9 +108,6 @@ SELECT {_META} FROM {{blobs}} b
     "delete_blobs": f"""
 DELETE FROM {{blobs}} b USING unnest(%(keys)s::text[], %(versions)s::text[]) AS n(key, version)
  WHERE b.{_NS} AND b.key = n.key AND b.version = n.version""",
-    "set_thread": """
-UPDATE {heads} SET head = %(head)s, next = %(next)s, updated_at = clock_timestamp()
- WHERE thread_id = %(thread)s AND checkpoint_ns = ''""",
     "threads": _THREADS.replace("{after}", ""),
     "threads_after": _THREADS.replace("{after}", _AFTER),
 }

@@ -15,11 +15,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from threadline.checkpoint.backend import Check, Pair, StoredCheckpoint, ThreadRow
 from threadline.checkpoint.base import ThreadStatus
-from threadline.checkpoint.layout import BlobRow, CheckpointRow, WriteRow
+from threadline.checkpoint.layout import BlobRow, CheckpointRow
 from threadline.checkpoint.redis.keys import (
     HEADER_READ,
     Keys,
@@ -159,26 +159,6 @@ class RedisTx:
         return self.run(_threads(self.prefix, status, limit))
 
     # -- writes --------------------------------------------------------------------------------
-
-    def insert(
-        self,
-        thread_id: str,
-        ns: str,
-        row: CheckpointRow,
-        blobs: Sequence[BlobRow],
-        prefixes: Sequence[BlobRow],
-    ) -> NoReturn:
-        raise NotImplementedError("a put is one script: RedisBackend.commit")
-
-    def add_writes(
-        self, thread_id: str, ns: str, checkpoint_id: str, writes: Sequence[WriteRow]
-    ) -> NoReturn:
-        raise NotImplementedError("writes are one script: RedisBackend.commit_writes")
-
-    def set_thread(
-        self, thread_id: str, status: ThreadStatus, head: str, next_names: Sequence[str]
-    ) -> NoReturn:
-        raise NotImplementedError("the thread row is written by the put scripts")
 
     def delete(self, thread_id: str, ns: str, ids: Collection[str]) -> None:
         if (thread_id, ns) not in self.heads:
