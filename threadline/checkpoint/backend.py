@@ -132,20 +132,6 @@ class Transaction(Protocol):
     """Reads and writes of one transaction (see the module docstring)."""
 
     # -- reads ---------------------------------------------------------------------------------
-    def head(self, thread_id: str, ns: str) -> str | None:
-        """The newest checkpoint id of a namespace (``None`` if it has none)."""
-        ...
-
-    def status(self, thread_id: str) -> ThreadStatus | None:
-        """The status the thread row records (``None``: no thread row)."""
-        ...
-
-    def checkpoint(
-        self, thread_id: str, ns: str, checkpoint_id: str | None
-    ) -> StoredCheckpoint | None:
-        """One checkpoint with its writes (``None``: the newest)."""
-        ...
-
     def page(
         self, thread_id: str, ns: str, before: str | None, limit: int
     ) -> list[StoredCheckpoint]:
@@ -161,10 +147,6 @@ class Transaction(Protocol):
         and what checks a row's bytes (``None``: nothing to check), run by the core on each
         row a value is rebuilt from. Rows that are missing are left out; ``layout`` reports
         them."""
-        ...
-
-    def blob_meta(self, thread_id: str, ns: str, pairs: Collection[Pair]) -> dict[Pair, BlobRow]:
-        """Those of ``pairs`` stored in the namespace (their data may be left out)."""
         ...
 
     def all_blob_meta(self, thread_id: str, ns: str) -> dict[Pair, BlobRow]:
@@ -204,10 +186,30 @@ class Transaction(Protocol):
         ...
 
 
-class RowWrites(Transaction, Protocol):
-    """The writes of a put, for a backend whose ``commit`` and ``commit_writes`` are
-    ``transactional.Transactional``'s (a backend with its own ``commit`` needs none of them)."""
+class PutTransaction(Transaction, Protocol):
+    """What ``transactional.Transactional`` needs to commit a put or writes and load a
+    checkpoint: a backend with its own ``commit``, ``commit_writes`` and ``load`` needs none of it.
+    """
 
+    def head(self, thread_id: str, ns: str) -> str | None:
+        """The newest checkpoint id of a namespace (``None`` if it has none)."""
+        ...
+
+    def status(self, thread_id: str) -> ThreadStatus | None:
+        """The status the thread row records (``None``: no thread row)."""
+        ...
+
+    def checkpoint(
+        self, thread_id: str, ns: str, checkpoint_id: str | None
+    ) -> StoredCheckpoint | None:
+        """One checkpoint with its writes (``None``: the newest)."""
+        ...
+
+    def blob_meta(self, thread_id: str, ns: str, pairs: Collection[Pair]) -> dict[Pair, BlobRow]:
+        """Those of ``pairs`` stored in the namespace (their data may be left out)."""
+        ...
+
+    # -- writes --------------------------------------------------------------------------------
     def insert(
         self,
         thread_id: str,
@@ -234,7 +236,6 @@ class RowWrites(Transaction, Protocol):
     ) -> None:
         """Write the thread row (its time: now, increasing)."""
         ...
-
 
 
 class Backend(Protocol):

@@ -18,7 +18,7 @@ from threadline.checkpoint.backend import (
     NotStored,
     Pair,
     Prepared,
-    RowWrites,
+    PutTransaction,
     Transaction,
     VersionsOf,
     extends,
@@ -34,7 +34,7 @@ class Transactional:
 
     in_process: bool
 
-    def transaction(self, write: bool) -> AbstractContextManager[RowWrites]:
+    def transaction(self, write: bool) -> AbstractContextManager[PutTransaction]:
         raise NotImplementedError
 
     def commit(self, put: Prepared) -> list[Pair]:
@@ -113,7 +113,7 @@ class Transactional:
         return await asyncio.to_thread(self.load, thread_id, ns, checkpoint_id, versions_of)
 
 
-def _check_stored(tx: RowWrites, put: Prepared, head: str | None) -> None:
+def _check_stored(tx: PutTransaction, put: Prepared, head: str | None) -> None:
     """Raise ``NotStored`` for the keys whose checked pairs or delta bases are not as expected."""
     trusted = put.trusted
     safe = trusted[1] if trusted is not None and head is not None and trusted[0] == head else {}

@@ -90,24 +90,6 @@ class PostgresTx:
 
     # -- reads ---------------------------------------------------------------------------------
 
-    def head(self, thread_id: str, ns: str) -> str | None:
-        rows = self._rows("head", thread=thread_id, ns=ns)
-        return rows[0][0] if rows else None
-
-    def status(self, thread_id: str) -> ThreadStatus | None:
-        rows = self._rows("status", thread=thread_id)
-        if not rows:
-            return None
-        next_, task_ids, kinds = rows[0]
-        return status_of(next_, zip(task_ids, kinds, strict=True))
-
-    def checkpoint(
-        self, thread_id: str, ns: str, checkpoint_id: str | None
-    ) -> StoredCheckpoint | None:
-        target = "latest" if checkpoint_id is None else "one"
-        found = self._load(thread_id, ns, target, {"cid": checkpoint_id})
-        return found[0] if found else None
-
     def page(
         self, thread_id: str, ns: str, before: str | None, limit: int
     ) -> list[StoredCheckpoint]:

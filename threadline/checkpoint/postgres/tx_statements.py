@@ -39,14 +39,6 @@ SELECT {_META}, {BLOB_DATA}, b.crc32
    AND b.key = n.key AND b.version = n.version
 """
 
-_STATUS = """
-SELECT h.next, ARRAY(SELECT w.task_id FROM {writes} w WHERE w.thread_id = h.thread_id
-                       AND w.checkpoint_ns = '' AND w.checkpoint_id = h.head ORDER BY w.seq),
-       ARRAY(SELECT w.kind FROM {writes} w WHERE w.thread_id = h.thread_id
-                       AND w.checkpoint_ns = '' AND w.checkpoint_id = h.head ORDER BY w.seq)
-  FROM {heads} h WHERE h.thread_id = %(thread)s AND h.checkpoint_ns = ''
-"""
-
 # Blobs whose bytes are inside a write that goes get them in their own row first.
 _KEEP_SOURCES = f"""
 UPDATE {{blobs}} b
@@ -87,8 +79,6 @@ SELECT h.thread_id, h.head, h.updated_at, c.body,
 _AFTER = " AND (h.updated_at, h.thread_id) < (%(at)s, %(tid)s)"
 
 TX_STATEMENTS = {
-    "head": f"SELECT head FROM {{heads}} WHERE {_NS}",
-    "status": _STATUS,
     "values": _VALUES,
     "blob_meta": f"""
 SELECT {_META} FROM {{blobs}} b

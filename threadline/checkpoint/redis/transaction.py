@@ -60,19 +60,6 @@ class RedisTx:
         self.heads[(thread_id, ns)] = text(found[0]) if found else None
         return self.heads[(thread_id, ns)]
 
-    def status(self, thread_id: str) -> ThreadStatus | None:
-        found = self.run(_one(Call("hget", (Keys(self.prefix, thread_id).meta, "status"))))
-        return text(found) if found is not None else None  # type: ignore[return-value]
-
-    def checkpoint(
-        self, thread_id: str, ns: str, checkpoint_id: str | None
-    ) -> StoredCheckpoint | None:
-        loaded = self.run(self.backend.read(thread_id, ns, checkpoint_id))
-        if loaded is None:
-            return None
-        self.pool.update(loaded[1])
-        return loaded[0]
-
     def page(
         self, thread_id: str, ns: str, before: str | None, limit: int
     ) -> list[StoredCheckpoint]:
@@ -102,11 +89,6 @@ class RedisTx:
     ) -> tuple[dict[Pair, BlobRow], Check | None]:
         """What the checkpoints read came with (checked as they were read)."""
         return self.pool, None
-
-    def blob_meta(self, thread_id: str, ns: str, pairs: Collection[Pair]) -> dict[Pair, BlobRow]:
-        keys, qns = Keys(self.prefix, thread_id), q(ns)
-        rows = self.run(blob_heads(keys, [blob_suffix(qns, k, v) for k, v in pairs]))
-        return {(r.key, r.version): r for r in rows if r is not None}
 
     def all_blob_meta(self, thread_id: str, ns: str) -> dict[Pair, BlobRow]:
         return {kv: row for kv, (_, row) in self.run(self._stored_blobs(thread_id, ns)).items()}
