@@ -34,6 +34,7 @@ from threadline.checkpoint.backend import (
     Prepared,
     StoredCheckpoint,
     Transaction,
+    VersionsOf,
     WholeThreads,
 )
 from threadline.checkpoint.base import (
@@ -50,7 +51,6 @@ from threadline.checkpoint.base import (
 from threadline.checkpoint.bodies import (
     blob_versions,
     body_next,
-    body_versions,
     decode_checkpoint,
     decode_metadata,
 )
@@ -114,34 +114,51 @@ class CoreSaver(BaseSaver):
     def get_tuple(
         self, thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None
     ) -> CheckpointRecord | None:
-        loaded = self.backend.load(thread_id, checkpoint_ns, checkpoint_id, self._versions_of)
-        return self._loaded(thread_id, checkpoint_ns, checkpoint_id, loaded)
+        seen: dict[str, Checkpoint] = {}
+        reader = self._versions_reader(thread_id, checkpoint_ns, seen)
+        loaded = self.backend.load(thread_id, checkpoint_ns, checkpoint_id, reader)
+        return self._loaded(thread_id, checkpoint_ns, checkpoint_id, loaded, seen)
 
     async def aget_tuple(
         self, thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None
     ) -> CheckpointRecord | None:
         if self.in_process:
             return self.get_tuple(thread_id, checkpoint_ns, checkpoint_id)
-        loaded = await self.backend.aload(
-            thread_id, checkpoint_ns, checkpoint_id, self._versions_of
-        )
-        return self._loaded(thread_id, checkpoint_ns, checkpoint_id, loaded)
+        seen: dict[str, Checkpoint] = {}
+        reader = self._versions_reader(thread_id, checkpoint_ns, seen)
+        loaded = await self.backend.aload(thread_id, checkpoint_ns, checkpoint_id, reader)
+        return self._loaded(thread_id, checkpoint_ns, checkpoint_id, loaded, seen)
 
-    def _versions_of(self, row: CheckpointRow) -> dict[str, str] | None:
-        return body_versions(row.body, row.checkpoint_id, self.serde)
+    def _versions_reader(self, thread_id: str, ns: str, seen: dict[str, Checkpoint]) -> VersionsOf:
+        """``versions_of`` for ``Backend.load``: decodes the row's body once, keeping the
+        checkpoint in ``seen`` for the record made after the load."""
+
+        def versions_of(row: CheckpointRow) -> dict[str, str]:
+            cp = seen.get(row.checkpoint_id)
+            if cp is None:
+                cp = seen[row.checkpoint_id] = self._decode_row(thread_id, ns, row)
+            return blob_versions(cp)
+
+        return versions_of
 
     def _loaded(
-        self, thread_id: str, ns: str, checkpoint_id: str | None, loaded: Loaded | None
+        self,
+        thread_id: str,
+        ns: str,
+        checkpoint_id: str | None,
+        loaded: Loaded | None,
+        seen: Mapping[str, Checkpoint],
     ) -> CheckpointRecord | None:
         """The record of a ``Backend.load``; a newest checkpoint whose rows all passed their
         checks is reported back (``Backend.loaded``) so the backend may hold its chains."""
         if loaded is None:
             return None
         stored, pool, check = loaded
-        (item,) = self._decoded(thread_id, ns, [stored])
-        record = self._record(thread_id, ns, (stored, item[1], pool, check))
+        row = stored.row
+        cp = seen.get(row.checkpoint_id) or self._decode_row(thread_id, ns, row)
+        record = self._record(thread_id, ns, (stored, cp, pool, check))
         if checkpoint_id is None and pool:
-            self.backend.loaded(thread_id, ns, blob_versions(item[1]), pool)
+            self.backend.loaded(thread_id, ns, blob_versions(cp), pool)
         return record
 
     def list(
@@ -192,14 +209,16 @@ class CoreSaver(BaseSaver):
         """Each checkpoint's body decoded (values still in blobs), with its blob versions."""
         decoded = []
         for item in stored:
-            row = item.row
-            fields = (row.checkpoint_id, row.parent_id, row.step, row.created_at)
-            try:
-                cp = decode_checkpoint(row.body, {}, self.serde, fields)
-            except SerializationError as exc:
-                raise named(exc, thread_id, ns, row.checkpoint_id) from exc
+            cp = self._decode_row(thread_id, ns, item.row)
             decoded.append((item, cp, blob_versions(cp)))
         return decoded
+
+    def _decode_row(self, thread_id: str, ns: str, row: CheckpointRow) -> Checkpoint:
+        fields = (row.checkpoint_id, row.parent_id, row.step, row.created_at)
+        try:
+            return decode_checkpoint(row.body, {}, self.serde, fields)
+        except SerializationError as exc:
+            raise named(exc, thread_id, ns, row.checkpoint_id) from exc
 
     def _record(self, thread_id: str, ns: str, loaded: _Loaded) -> CheckpointRecord:
         stored, cp, pool, check = loaded
@@ -232,17 +251,13 @@ class CoreSaver(BaseSaver):
     def put(self, record: CheckpointRecord, *, fork: bool = False) -> None:
         put = self._prepare(record, fork)
         try:
-            evicted = self.backend.commit(put)
-        except HeadMoved as moved:
-            raise _moved(record, fork, moved) from None
-        except NotStored as gone:
-            put = self._in_full(record, put, gone)
             try:
                 evicted = self.backend.commit(put)
-            except HeadMoved as moved:
-                raise _moved(record, fork, moved) from None
-            except NotStored as still:
-                raise _not_stored(record, still) from None
+            except NotStored as gone:  # once: store those values whole
+                put = self._in_full(record, put, gone)
+                evicted = self.backend.commit(put)
+        except (HeadMoved, NotStored) as signal:
+            raise _failed(record, fork, signal) from None
         self._after_put(put, evicted)
 
     async def aput(self, record: CheckpointRecord, *, fork: bool = False) -> None:
@@ -250,17 +265,13 @@ class CoreSaver(BaseSaver):
             return self.put(record, fork=fork)
         put = self._prepare(record, fork)
         try:
-            evicted = await self.backend.acommit(put)
-        except HeadMoved as moved:
-            raise _moved(record, fork, moved) from None
-        except NotStored as gone:
-            put = self._in_full(record, put, gone)
             try:
                 evicted = await self.backend.acommit(put)
-            except HeadMoved as moved:
-                raise _moved(record, fork, moved) from None
-            except NotStored as still:
-                raise _not_stored(record, still) from None
+            except NotStored as gone:  # once: store those values whole
+                put = self._in_full(record, put, gone)
+                evicted = await self.backend.acommit(put)
+        except (HeadMoved, NotStored) as signal:
+            raise _failed(record, fork, signal) from None
         self._after_put(put, evicted)
 
     def _prepare(self, record: CheckpointRecord, fork: bool) -> Prepared:
@@ -451,10 +462,16 @@ class CoreSaver(BaseSaver):
                 del self._heads[h]
 
 
-def _moved(record: CheckpointRecord, fork: bool, moved: HeadMoved) -> ConcurrentUpdateError:
-    """The error for a put whose compare-and-set failed against head ``moved.actual``."""
+def _failed(record: CheckpointRecord, fork: bool, signal: HeadMoved | NotStored) -> Exception:
+    """The error for a put the backend refused: the compare-and-set failed (``HeadMoved``), or
+    values it relies on were still missing after storing them whole (``NotStored``)."""
+    if isinstance(signal, NotStored):
+        return SerializationError(
+            f"checkpoint {record.checkpoint.id} of thread {record.thread_id!r} needs stored "
+            f"values of keys {sorted(signal.keys)!r} that are not there; nothing was written"
+        )
     try:
-        check_put(record, moved.actual, fork=fork)
+        check_put(record, signal.actual, fork=fork)
     except ConcurrentUpdateError as exc:
         return exc
     return ConcurrentUpdateError(  # the head moved back between the commit and this report
@@ -467,11 +484,4 @@ def _target_taken(source: str, target: str) -> ValueError:
     return ValueError(
         f"cannot copy thread {source!r} to {target!r}: the target already has checkpoints; "
         "delete it first or pick another id"
-    )
-
-
-def _not_stored(record: CheckpointRecord, still: NotStored) -> SerializationError:
-    return SerializationError(
-        f"checkpoint {record.checkpoint.id} of thread {record.thread_id!r} needs stored "
-        f"values of keys {sorted(still.keys)!r} that are not there; nothing was written"
     )
