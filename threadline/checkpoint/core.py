@@ -468,7 +468,9 @@ def _failed(record: CheckpointRecord, fork: bool, signal: HeadMoved | NotStored)
     if isinstance(signal, NotStored):
         return SerializationError(
             f"checkpoint {record.checkpoint.id} of thread {record.thread_id!r} needs stored "
-            f"values of keys {sorted(signal.keys)!r} that are not there; nothing was written"
+            f"values of keys {sorted(signal.keys)!r} that are not there (another saver pruned "
+            "or deleted them while this one saved); nothing was written: load the thread again "
+            "and retry"
         )
     try:
         check_put(record, signal.actual, fork=fork)
