@@ -71,6 +71,7 @@ class Scale:
     threads: int = 200
     async_nodes: int = 10
     floor_ops: int = 1_000
+    counter_steps: int = 2_000  # (h): checkpoints of the counter loop
 
 
 FULL = Scale()
@@ -85,6 +86,7 @@ QUICK = replace(
     listings=2,
     threads=50,
     floor_ops=200,
+    counter_steps=300,
 )
 
 
@@ -783,4 +785,7 @@ def cases(scale: Scale) -> list[Case]:
                 concurrency_case(backend),
             )
         )
+    from bench.row_bytes import row_cases  # it builds on this module's metrics
+
+    out.extend(row_cases(scale))
     return out
