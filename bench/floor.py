@@ -13,7 +13,7 @@ import timeit
 from collections.abc import Callable
 
 from bench.backends import Env, pg_schema
-from bench.workloads import check, now
+from bench.measures import check, now
 
 ROW = b"x" * 100
 

@@ -18,7 +18,7 @@ from typing import Any, TypedDict
 
 from bench.backends import Env, opener
 from bench.libs import Lib
-from bench.workloads import Case, Measure, Metric, Scale, Target, check
+from bench.measures import Case, Measure, Metric, Scale, Target, check
 
 TARGETS = {
     "sqlite": Target("≤ 200 B", abs_max=200),

@@ -21,7 +21,8 @@ from typing import Any
 
 from bench.backends import Env, opener
 from bench.libs import Lib
-from bench.workloads import Case, Measure, Metric, Scale, Target, chain_graph, check
+from bench.measures import Case, Measure, Metric, Scale, Target, check
+from bench.workloads import chain_graph
 
 UNDER_5_PERCENT = Target("< 5% (ratio ≤ 1.05)", abs_max=1.05)
 
