@@ -74,7 +74,8 @@ class RunLoop:
         self.saver = saver
         self.store = store
         self.s = settings
-        # Checkpoints nobody saves are never seen by id or time: cheap ids, no clock.
+        # Checkpoints nobody saves are never seen by id or time: cheap ids, no clock, and no
+        # versions (they only tell a saver what to store).
         self._new_id = new_checkpoint_id if saver is not None else run_local_ids(settings.ns)
         self.progress = Progress(settings, saver is not None, now_iso if saver is not None else str)
         self._task_id = task_id if saver is not None else local_task_id
@@ -113,7 +114,7 @@ class RunLoop:
         cp_id = self._new_id()
         if record is None:
             values, step = schema.initial_values(), -1
-            versions = dict.fromkeys(values, cp_id)
+            versions = dict.fromkeys(values, cp_id) if self.saver is not None else {}
             self.progress.note(dict.fromkeys(values, SET))
         else:
             self.progress.saved = record.checkpoint
@@ -317,8 +318,9 @@ class RunLoop:
         new_id = self._new_id()
         try:
             updates = [(n, r.updates) for n, r in results]
+            versions = cp.versions if self.saver is not None else None
             values, versions, changes = apply_writes(
-                self.spec.schema, cp.values, cp.versions, updates, new_id
+                self.spec.schema, cp.values, versions, updates, new_id
             )
             next_, barriers = plan_next(self.spec, cp.barriers, [(n, r.routes) for n, r in results])
         except Exception as exc:
