@@ -10,9 +10,12 @@ from __future__ import annotations
 import operator
 from typing import Annotated, Any, TypedDict
 
+import pytest
+
 from threadline import END, START, StateGraph
 from threadline.checkpoint import CheckpointRecord, InMemorySaver
 from threadline.checkpoint.changes import SET, Append, Change, changes_of
+from threadline.errors import InvalidUpdateError
 from threadline.graph.schema import read_schema
 from threadline.messages import AIMessage, HumanMessage, RemoveMessage, add_messages
 from threadline.runtime.writes import apply_writes
@@ -57,6 +60,20 @@ def test_anything_else_is_a_new_value() -> None:
 
 def test_a_write_of_an_equal_value_changes_nothing() -> None:
     assert changes(("n", {"note": "x"}), ("m", {"log": []})) == {}
+
+
+def test_without_versions_nothing_is_recorded_but_the_values() -> None:
+    """A run that saves nothing passes no versions: it gets none back, and no changes."""
+    pairs = [("a", (("log", ["b"]),)), ("b", (("note", "y"),))]
+    values, versions, changes = apply_writes(SCHEMA, BEFORE, None, pairs, "v1")
+    assert values == {**BEFORE, "log": ["a", "b"], "note": "y"}
+    assert (versions, changes) == ({}, {})
+
+
+def test_without_versions_two_writers_of_one_key_are_still_refused() -> None:
+    pairs = [("a", (("note", "y"),)), ("b", (("note", "z"),))]
+    with pytest.raises(InvalidUpdateError, match="'a' and 'b' both wrote key 'note'"):
+        apply_writes(SCHEMA, BEFORE, None, pairs, "v1")
 
 
 class Recording(InMemorySaver):

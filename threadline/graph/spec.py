@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from threadline.cache.keys import node_namespace
-from threadline.constants import END
+from threadline.constants import END, START
 from threadline.errors import GraphValidationError, InvalidUpdateError
 from threadline.graph.schema import StateSchema, is_schema_class
 from threadline.runtime.timeouts import seconds
@@ -341,6 +341,16 @@ class GraphSpec:
         updates = self.input_schema.input_values(value)
         own, channels = self.input_schema.channels, self.schema.channels
         return {k: v for k, v in updates.items() if k in own or k not in channels}
+
+    @functools.cached_property
+    def edge_routes(self) -> Mapping[str, tuple[str, ...]]:
+        """Where each node without branches goes when it gives no ``goto``: its edges, END
+        left out. Routing looks this up after every task instead of working it out."""
+        return {
+            name: tuple(e for e in self.edges.get(name, ()) if e != END)
+            for name in (*self.nodes, START)
+            if name not in self.branches
+        }
 
     @functools.cached_property
     def deferred(self) -> frozenset[str]:

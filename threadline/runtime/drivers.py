@@ -70,14 +70,14 @@ class _Saves:
     def carry_out(self, effect: Load | Save | SaveWrites) -> Any:
         """Load or save what ``effect`` says; what a ``Load`` found."""
         saver, s = _saver(self.loop), self.loop.s
-        if isinstance(effect, Save):
+        if self.pending is not None:
             self.wait()
+        if isinstance(effect, Save):
             if self.background:
                 self.pending = _POOL.submit(saver.put, effect.record, fork=effect.fork)
             else:
                 saver.put(effect.record, fork=effect.fork)
         elif isinstance(effect, SaveWrites):
-            self.wait()
             saver.put_writes(s.thread_id or "", s.ns, effect.checkpoint_id, effect.writes)
         else:
             return saver.get_tuple(s.thread_id or "", s.ns, effect.checkpoint_id)

@@ -17,7 +17,6 @@ from typing import Any
 
 from threadline.checkpoint.base import (
     BaseSaver,
-    Checkpoint,
     CheckpointRecord,
     PlannedTask,
     TaskWrite,
@@ -37,19 +36,17 @@ from threadline.errors import (
     ThreadlineError,
 )
 from threadline.graph.spec import GraphSpec
-from threadline.managed.is_last_step import with_managed
 from threadline.runtime import command_input
 from threadline.runtime.answers import match_answers, pending_interrupts, resume_writes
-from threadline.runtime.calls import StepCalls
-from threadline.runtime.chunks import Chunks, Put, live_outlets
-from threadline.runtime.context import SpareAnswer
-from threadline.runtime.effects import Effect, Execute, Load
+from threadline.runtime.chunks import Chunks, Put
+from threadline.runtime.effects import Effect, Load
 from threadline.runtime.migrate import check_planned
 from threadline.runtime.planning import hits, local_task_id, plan_next, task_id, tasks_of
 from threadline.runtime.progress import Progress, error_value
 from threadline.runtime.replay import carried_inputs, fork_of, may_continue_at
 from threadline.runtime.settings import RunSettings
-from threadline.runtime.task import Outcome, StepEnv, Task, TaskResult, start_result
+from threadline.runtime.step_setup import SPARE_ANSWER_TASK, StepSetup
+from threadline.runtime.task import Outcome, Task, TaskResult, start_result
 from threadline.runtime.trace import without_trace
 from threadline.runtime.writes import applied, apply_writes, finished_updates, updates_of
 from threadline.store.base import BaseStore
@@ -57,7 +54,6 @@ from threadline.types import Command, Interrupt
 
 BREAKPOINT_TASK = "__breakpoint__"
 STEP_TASK = "__step__"  # an error of a whole step: its tasks' writes could not be applied
-SPARE_ANSWER_TASK = "__resume__"  # task id of a resume value no waiting interrupt took
 
 
 class RunLoop:
@@ -74,19 +70,19 @@ class RunLoop:
         self.saver = saver
         self.store = store
         self.s = settings
-        # Checkpoints nobody saves are never seen by id or time: cheap ids, no clock.
+        # Checkpoints nobody saves are never seen by id or time: cheap ids, no clock, and no
+        # versions (they only tell a saver what to store).
         self._new_id = new_checkpoint_id if saver is not None else run_local_ids(settings.ns)
         self.progress = Progress(settings, saver is not None, now_iso if saver is not None else str)
         self._task_id = task_id if saver is not None else local_task_id
-        self._env: StepEnv | None = None  # what the tasks of a step share; values change
-        self._put: Put | None = None
+        self.setup = StepSetup(spec, saver, store, settings)  # what each step's tasks are given
         # The stream chunks this run produces; None when nothing is streamed (most runs).
         self.out = Chunks.of_run(spec, settings, saver is not None)
 
     # ----------------------------------------------------------------- entry
     def run(self, input: Any, put: Put | None = None) -> Generator[Effect, Any, dict[str, Any]]:
         """The run's effects; ``put`` takes the chunks made while tasks run, when any stream."""
-        self._put = put
+        self.setup.put = put
         record = (yield Load(self.s.checkpoint_id)) if self.saver is not None else None
         if self.s.checkpoint_id is not None and record is None:
             raise CheckpointNotFoundError(
@@ -113,7 +109,7 @@ class RunLoop:
         cp_id = self._new_id()
         if record is None:
             values, step = schema.initial_values(), -1
-            versions = dict.fromkeys(values, cp_id)
+            versions = dict.fromkeys(values, cp_id) if self.saver is not None else {}
             self.progress.note(dict.fromkeys(values, SET))
         else:
             self.progress.saved = record.checkpoint
@@ -124,7 +120,7 @@ class RunLoop:
             self.progress.fork_next = self.s.checkpoint_id is not None
         cp = self.progress.checkpoint(values, versions, (PlannedTask(START),), {}, (), step, cp_id)
         (start,) = tasks_of(self.spec, cp, self.s.ns, self._task_id)
-        result = start_result(start, self._step_env(values, cp_id), updates)
+        result = start_result(start, self.setup.env(values, cp_id), updates)
         yield from self.progress.commit(cp, "input", [TaskWrite(start.id, START, "result", result)])
 
     def _continue(self, record: CheckpointRecord | None) -> Generator[Effect, Any, None]:
@@ -231,7 +227,7 @@ class RunLoop:
                     return (yield from self._breakpoint(runnable))
                 if out is not None:
                     yield from out.step_starts(cp.step + 1, cp.values, tasks, self.progress.writes)
-                outcomes = yield self._execute(runnable, cp)
+                outcomes = yield self.setup.execute(runnable, cp, self.progress.writes, self.stop)
                 if self._keep(outcomes):
                     return (yield from self._stop(outcomes))
             yield from self._advance(tasks)
@@ -250,38 +246,11 @@ class RunLoop:
                     yield from out.breakpoint()
                 return self._output()
 
-    def _execute(self, runnable: list[Task], cp: Checkpoint) -> Execute:
-        """The effect that runs ``runnable``, each task given the resume answers meant for it."""
-        parent_answers, writes = self.s.parent_answers, self.progress.writes
-        if writes or parent_answers:
-            for task in runnable:
-                resume = writes.get((task.id, "resume"))
-                if resume is not None or parent_answers:
-                    task.answers = {**parent_answers, **(resume.value if resume else {})}
-        spare = writes.get((SPARE_ANSWER_TASK, "resume"))
-        managed = self.spec.schema.managed  # RemainingSteps & co, computed for each step
-        if self.s.trace is not None:
-            self.s.trace.at(cp)
-        env = self._step_env(with_managed(cp.values, managed, cp.step + 1, self.stop), cp.id)
-        env.spare = SpareAnswer(spare.value) if spare is not None else self.s.parent_spare
-        if env.calls is None:
-            env.calls = StepCalls(env.saver, self.s.thread_id, self.s.ns, self.s.durability)
-        env.calls.at(cp.id, writes)
-        return Execute(runnable, env)
-
-    def _step_env(self, values: dict[str, Any], checkpoint_id: str) -> StepEnv:
-        """What the tasks of a step share; made once per run."""
-        if self._env is None:
-            saver = self.saver if self.saver is not None else self.s.lent_saver
-            outlets = live_outlets(self.s, self._put)
-            self._env = StepEnv.of_run(self.spec, saver, self.store, self.s, outlets)
-        return self._env.at(values, checkpoint_id)
-
     def _keep(self, outcomes: list[Outcome]) -> bool:
         """Keep every task's outcome as a write; True when the step cannot complete."""
-        calls = self._env.calls if self._env is not None else None
-        if calls is not None and calls.held:  # ``@task`` results held until the exit
-            self.progress.add_writes(calls.take_held())
+        held = self.setup.held()
+        if held:
+            self.progress.add_writes(held)
         return not self.progress.keep(outcomes)
 
     def cancelled(self, finished: list[Outcome]) -> Generator[Effect, Any, None]:
@@ -317,8 +286,9 @@ class RunLoop:
         new_id = self._new_id()
         try:
             updates = [(n, r.updates) for n, r in results]
+            versions = cp.versions if self.saver is not None else None
             values, versions, changes = apply_writes(
-                self.spec.schema, cp.values, cp.versions, updates, new_id
+                self.spec.schema, cp.values, versions, updates, new_id
             )
             next_, barriers = plan_next(self.spec, cp.barriers, [(n, r.routes) for n, r in results])
         except Exception as exc:

@@ -110,8 +110,8 @@ class Progress:
     ) -> Generator[Effect, Any, None]:
         """Make ``cp`` current; save it now unless durability is ``exit``."""
         self.current = cp
-        self.meta = {**self.s.metadata, "source": source, "step": cp.step}
-        self.meta["parents"] = dict(self.s.parents)
+        s = self.s
+        self.meta = {**s.metadata, "source": source, "step": cp.step, "parents": dict(s.parents)}
         self.writes = {}
         self.unsaved_writes = []
         if writes:

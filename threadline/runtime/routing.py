@@ -31,12 +31,12 @@ def routes_after(
 ) -> Routes:
     """Where the graph goes after ``name`` wrote ``updates`` over ``values``; its branches run
     here, so they must be sync. ``ctx``: the task's context, ``None`` outside a run."""
-    edges = spec.edges.get(name, ())
-    branches = spec.branches.get(name)
-    if not gotos and not branches:  # the common case: plain edges only
-        return drop_end(edges)
-    routes = [*gotos, *edges]
-    for branch in branches or ():
+    if not gotos:
+        plain = spec.edge_routes.get(name)
+        if plain is not None:  # the common case: plain edges only
+            return plain
+    routes = [*gotos, *spec.edges.get(name, ())]
+    for branch in spec.branches.get(name, ()):
         if branch.is_async:
             raise InvalidUpdateError(
                 f"the branch from {name!r} is async; run the graph with ainvoke/astream"

@@ -89,7 +89,7 @@ def applied(
 def apply_writes(
     schema: StateSchema,
     values: Mapping[str, Any],
-    versions: Mapping[str, str],
+    versions: Mapping[str, str] | None,
     writes: Sequence[tuple[str, Update]],
     version: str,
 ) -> tuple[dict[str, Any], dict[str, str], dict[str, Change]]:
@@ -99,9 +99,12 @@ def apply_writes(
     A key whose value really changed gets ``version`` (the id of the checkpoint being made); a
     key written with an equal value keeps its version, so savers need not store it again. Two
     writers setting the same replace-key in one step is an error naming both: the result would
-    otherwise depend on scheduling.
+    otherwise depend on scheduling. ``versions=None``: the checkpoint is never saved, and both
+    exist only to tell a saver what to store, so none are kept (empty versions and changes).
     """
     new_values, changes = _reduced(schema, values, versions, writes)
+    if versions is None:
+        return new_values, {}, changes
     new_versions = dict(versions)
     for key in list(changes):
         if new_versions.get(key) != version and _changed(values, new_values, key):
@@ -117,8 +120,8 @@ def _reduced(
     versions: Mapping[str, str] | None,
     writes: Sequence[tuple[str, Update]],
 ) -> tuple[dict[str, Any], dict[str, Change]]:
-    """``values`` with ``writes`` applied, and what each write did (when ``versions`` is given:
-    an append names the version it extends)."""
+    """``values`` with ``writes`` applied and, when ``versions`` is given, what each write did
+    (an append names the version it extends); without them, no changes."""
     new_values = dict(values)
     replaced_by: dict[str, str] = {}
     changes: dict[str, Change] = {}
