@@ -79,17 +79,50 @@ class TraceEntry:
 # A batch, as a run holds it and a write stores it: plain values, packed as one msgpack array
 # ``[BATCH_VERSION, t0, *items]`` (see ``RunTrace.take``). ``t0`` is the batch's time base in
 # ns since the epoch; the items are step marks, each followed by the entries made in that step:
-#   mark     (checkpoint, step): the step's checkpoint as 0 (the checkpoint carrying the batch)
-#            or 1 (its parent), its step then counted from the carrier's; else its id and step
+#   mark     an int ``d``: the step after the previous mark's, from the checkpoint whose id is the
+#            previous mark's with its ``_number`` counted on by ``d`` (ids a process makes in a
+#            row differ only there); (checkpoint, step): the step's checkpoint as 0 (the
+#            checkpoint carrying the batch) or 1 (its parent), its step then counted from the
+#            carrier's; else its id and step
 #   attempt  (start, kind, name, task_id, attempt, duration[, status[, error_type,
 #            error_message]]) for kinds ``node`` and ``task``; no status: ``ok``
 #   note     (start, kind, name, task_id, interrupt_id, recorded_by, data) for the other kinds
-# ``start`` is in ns after ``t0``, ``duration`` in ns, ``data`` the index of the entry's value in
-# the write's value list (encoded by the saver's serializer). Every byte here is stored with
-# every run, so nothing repeats: a step's checkpoint and number are said once, not per entry,
-# and mostly as one byte.
-BATCH_VERSION = 1
-_ATTEMPTS = frozenset({"node", "task"})
+# ``kind`` is its place in ``_KINDS``, ``task_id`` the bytes its hex digits spell (when they
+# spell it exactly, as for every id threadline makes), ``start`` is in ns after ``t0``,
+# ``duration`` in ns, ``data`` the index of the entry's value in the write's value list
+# (encoded by the saver's serializer). Every byte here is stored with every run, so nothing
+# repeats: a step's checkpoint and number are said once, not per entry, and mostly as one byte.
+BATCH_VERSION = 2
+_KINDS = ("node", "task", "interrupt", "resume", "event")  # attempts first (``_entry``)
+_KIND = {kind: code for code, kind in enumerate(_KINDS)}
+_NODE, _TASK = _KIND["node"], _KIND["task"]
+_V7_COUNTERS = tuple(f"{0x7000 | counter:04x}" for counter in range(0x1000))  # (no formatting)
+
+
+def _compact_id(task_id: str) -> bytes | str:
+    """A task id as the bytes its hex digits spell, when they spell it exactly (16 bytes for
+    the 32 lowercase hex digits of every id threadline makes); else as it is."""
+    try:
+        raw = bytes.fromhex(task_id)
+    except ValueError:
+        return task_id
+    return raw if raw.hex() == task_id else task_id
+
+
+def _number(checkpoint_id: str) -> int:
+    """The first 16 hex digits of a canonical UUID (of a v7: its millisecond, version and
+    counter) as one int, so a mark can say how far an id is from the previous; -1 for an id
+    that ``_id_of`` would not spell back exactly."""
+    try:
+        number = int(checkpoint_id[:8] + checkpoint_id[9:13] + checkpoint_id[14:18], 16)
+    except ValueError:
+        return -1
+    return number if _id_of(number, checkpoint_id[18:]) == checkpoint_id else -1
+
+
+def _id_of(number: int, tail: str) -> str:
+    """The id whose ``_number`` is ``number`` and whose last 18 characters are ``tail``."""
+    return f"{number >> 32:08x}-{number >> 16 & 0xFFFF:04x}-{number & 0xFFFF:04x}{tail}"
 
 
 def without_trace(writes: Iterable[TaskWrite]) -> dict[tuple[str, WriteKind], TaskWrite]:
@@ -118,7 +151,9 @@ def _batch(write: TaskWrite, carrier: Checkpoint) -> list[TraceEntry]:
     made = []  # (entry, checkpoint id, step)
     checkpoint_id, step = "", 0
     for item in stored[2:]:
-        if len(item) == 2:
+        if type(item) is int:  # the next step, from the id made next
+            checkpoint_id, step = _counted_on(checkpoint_id, item), step + 1
+        elif len(item) == 2:
             checkpoint_id, step = item
             if type(checkpoint_id) is int:  # the carrier or its parent
                 step += carrier.step
@@ -135,9 +170,12 @@ def _batch(write: TaskWrite, carrier: Checkpoint) -> list[TraceEntry]:
 def _entry(
     entry_id: str, row: list[Any], checkpoint_id: str, step: int, t0: int, data: Any
 ) -> TraceEntry:
-    start, kind, name, task_id = row[:4]
+    start, code, name, task_id = row[:4]
+    kind = _KINDS[code]
+    if type(task_id) is bytes:
+        task_id = task_id.hex()
     at = iso_at((t0 + start) // 1000)
-    if kind in _ATTEMPTS:
+    if code <= _TASK:
         attempt, duration = row[4:6]
         status = row[6] if len(row) > 6 else "ok"
         error_type, error_message = row[7:] or (None, None)
@@ -152,6 +190,14 @@ def _entry(
         recorded_by=recorded_by,
         data=None if index is None else data[index],
     )  # fmt: skip
+
+
+def _counted_on(checkpoint_id: str, by: int) -> str:
+    """The id of an int step mark: ``checkpoint_id`` (the previous mark's) counted on by ``by``."""
+    number = _number(checkpoint_id)
+    if number < 0:
+        raise SerializationError(f"a trace step mark counts on from {checkpoint_id!r}, no UUID")
+    return _id_of(number + by, checkpoint_id[18:])
 
 
 def _relative(mark: tuple[Any, ...], carrier: Checkpoint) -> tuple[Any, ...]:
@@ -173,18 +219,54 @@ class RunTrace:
     work (each quick step makes one), its times from ``perf_counter_ns``.
     """
 
-    __slots__ = ("_base", "_data", "_due", "_entries", "_lock")
+    __slots__ = (
+        "_base", "_counter", "_data", "_due", "_entries", "_head", "_high", "_id", "_lock",
+        "_next", "_step", "_tail",
+    )  # fmt: skip
 
     def __init__(self) -> None:
-        self._entries: list[tuple[Any, ...]] = []  # step marks, each before its step's entries
+        self._entries: list[Any] = []  # step marks, each before its step's entries
         self._data: list[Any] = []  # the values of entries that carry one
         self._lock = threading.Lock()  # adds an entry and its value together
         self._base = _clock()  # the time entries' starts count from
         self._due = time.monotonic() + SAVE_EVERY
+        # The last mark: its checkpoint id and step; when the id is a UUIDv7's, its
+        # ``_number`` as the millisecond and version (``_high``) and the counter, its first 14
+        # and last 18 characters, and the id made next in the same millisecond ("": none)
+        self._id, self._step, self._high, self._counter = "", -2, -1, 0
+        self._head = self._tail = self._next = ""
 
     def at(self, cp: Checkpoint) -> None:
-        """The entries made next are the step's that starts from ``cp`` (a mark says so)."""
-        self._entries.append((cp.id, cp.step + 1))
+        """The entries made next are the step's that starts from ``cp`` (a mark says so).
+
+        Most steps start from the id made next after the previous step's: its mark is a
+        comparison away, and one byte.
+        """
+        checkpoint_id = cp.id
+        if checkpoint_id == self._next and cp.step == self._step:
+            self._entries.append(1)
+            self._id, self._step, self._counter = checkpoint_id, cp.step + 1, self._counter + 1
+            self._expect()
+        elif checkpoint_id != self._id:  # (answering an interrupt at ``cp`` marked it already)
+            self._mark(checkpoint_id, cp.step + 1)
+
+    def _mark(self, checkpoint_id: str, step: int) -> None:
+        """A mark as an int when its id counts on from the previous mark's, else in full."""
+        number, previous = _number(checkpoint_id), self._high << 12 | self._counter
+        if number > previous >= 0 and step == self._step + 1 and checkpoint_id[18:] == self._tail:
+            self._entries.append(number - previous)
+        else:
+            self._entries.append((checkpoint_id, step))
+        self._id, self._step = checkpoint_id, step
+        self._high, self._counter = (number >> 12, number & 0xFFF) if number >= 0 else (-1, 0)
+        self._head, self._tail = checkpoint_id[:14], checkpoint_id[18:]
+        self._expect()
+
+    def _expect(self) -> None:
+        """The id ``new_checkpoint_id`` makes after the last mark's in the same millisecond."""
+        counter = self._counter + 1
+        valid = counter < 0x1000 and self._high & 0xF == 7  # (-1 & 0xF is 15)
+        self._next = self._head + _V7_COUNTERS[counter] + self._tail if valid else ""
 
     def take(self, carrier: Checkpoint, stopping: bool = True) -> tuple[TaskWrite, ...]:
         """The entries to save now, as one write on ``carrier``: when the run stops, or when
@@ -200,18 +282,19 @@ class RunTrace:
         with self._lock:
             entries, data, base = self._entries, self._data, self._base
             end = len(entries)
-            while end and len(entries[end - 1]) == 2:  # marks of steps that made no entry (yet)
+            while end and _is_mark(entries[end - 1]):  # marks of steps that made no entry (yet)
                 end -= 1
             if not end:
                 return ()
             mark = end - 1
-            while mark >= 0 and len(entries[mark]) != 2:  # the mark of the last entries
+            while mark >= 0 and not _is_mark(entries[mark]):  # the mark of the last entries
                 mark -= 1
-            current = entries[end:] or entries[mark : mark + 1]  # the step the next entries are of
-            self._entries, self._data, self._base = current[-1:], [], _clock()
+            # the next batch starts with the mark of the step its entries are of, in full
+            self._entries = [(self._id, self._step)] if self._id else []
+            self._data, self._base = [], _clock()
         self._due = time.monotonic() + SAVE_EVERY
         del entries[end:]
-        if mark >= 0:
+        if mark >= 0 and type(entries[mark]) is tuple:
             entries[mark] = _relative(entries[mark], carrier)
         rows = ormsgpack.packb([BATCH_VERSION, base + time.time_ns() - _clock(), *entries])
         batch = [rows, data] if data else rows
@@ -235,9 +318,9 @@ class RunTrace:
             self._entries.append(
                 (
                     started - self._base,
-                    "node",
+                    _NODE,
                     task.name,
-                    task.id,
+                    _compact_id(task.id),
                     ctx.attempt,
                     _clock() - started,
                 )
@@ -265,9 +348,9 @@ class RunTrace:
         started = ctx.traced
         entry: tuple[Any, ...] = (
             started - self._base,
-            kind,
+            _KIND[kind],
             ctx.name,
-            ctx.task_id,
+            _compact_id(ctx.task_id),
             ctx.attempt,
             _clock() - started,
         )
@@ -306,8 +389,13 @@ class RunTrace:
                 index = len(self._data)
                 self._data.append(data)
             self._entries.append(
-                (now - self._base, kind, name, task_id, interrupt_id, recorded_by, index)
-            )
+                (now - self._base, _KIND[kind], name, _compact_id(task_id), interrupt_id,
+                 recorded_by, index)
+            )  # fmt: skip
+
+
+def _is_mark(item: Any) -> bool:
+    return type(item) is int or len(item) == 2
 
 
 def note_retry(ctx: TaskContext, error: BaseException, kind: str = "node") -> None:
