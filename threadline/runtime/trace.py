@@ -315,15 +315,12 @@ class RunTrace:
         if outcome.result is not None or outcome.parent_command is not None:
             task = ctx.task  # the usual case, made without a call (``attempt`` does the same)
             started = ctx.traced
+            try:  # the id of a task of the run is a hexdigest (``_compact_id`` without a check)
+                task_id: bytes | str = bytes.fromhex(task.id)
+            except ValueError:
+                task_id = task.id
             self._entries.append(
-                (
-                    started - self._base,
-                    _NODE,
-                    task.name,
-                    _compact_id(task.id),
-                    ctx.attempt,
-                    _clock() - started,
-                )
+                (started - self._base, _NODE, task.name, task_id, ctx.attempt, _clock() - started)
             )
         elif outcome.error is not None:
             self.attempt("node", ctx, "error", outcome.error)
