@@ -77,12 +77,13 @@ def test_marks_of_any_ids_read_back_exactly():
         v7(ms + 9, 6, "-9aaa-bbbbbbbbbbbb"),  # another process's
         v7(ms + 9, 7, "-9aaa-bbbbbbbbbbbb").upper(),  # not as new_checkpoint_id writes it
         v7(ms + 9, 8, "-9aaa-bbbbbbbbbbbb"),
-        "0190000a-0000-4000-8000-000000000000",  # a UUIDv4's counts on too
+        "0190000a-0000-4000-8000-000000000000",  # a UUIDv4's
+        "0190000a-0000-4001-8000-000000000000",  # (only v7 ids count on from the previous)
         "my-checkpoint",
         v7(ms + 10, 3),
         v7(ms + 10, 2),  # earlier than the previous mark's
     ]
-    steps = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+    steps = list(range(len(ids)))
     steps[4] = 7  # a step that does not follow the previous one
     checkpoints = [cp(i, s) for i, s in zip(ids, steps, strict=True)]
     _, entries = steps_through(checkpoints)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import threading
 import time
+from binascii import unhexlify as _unhexlify
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -103,8 +104,8 @@ def _compact_id(task_id: str) -> bytes | str:
     """A task id as the bytes its hex digits spell, when they spell it exactly (16 bytes for
     the 32 lowercase hex digits of every id threadline makes); else as it is."""
     try:
-        raw = bytes.fromhex(task_id)
-    except ValueError:
+        raw = _unhexlify(task_id)
+    except ValueError:  # (binascii.Error too)
         return task_id
     return raw if raw.hex() == task_id else task_id
 
@@ -230,10 +231,10 @@ class RunTrace:
         self._lock = threading.Lock()  # adds an entry and its value together
         self._base = _clock()  # the time entries' starts count from
         self._due = time.monotonic() + SAVE_EVERY
-        # The last mark: its checkpoint id and step; when the id is a UUIDv7's, its
-        # ``_number`` as the millisecond and version (``_high``) and the counter, its first 14
-        # and last 18 characters, and the id made next in the same millisecond ("": none)
-        self._id, self._step, self._high, self._counter = "", -2, -1, 0
+        # The last mark: its checkpoint id and step, the id's ``_number`` as its millisecond
+        # and version (``_high``, -1 for an id of no UUIDv7) and its counter, its first 14 and
+        # last 18 characters, and the id made next in the same millisecond ("": none)
+        self._id, self._step, self._high, self._counter = "", -2, -1, 0xFFF
         self._head = self._tail = self._next = ""
 
     def at(self, cp: Checkpoint) -> None:
@@ -246,27 +247,28 @@ class RunTrace:
         if checkpoint_id == self._next and cp.step == self._step:
             self._entries.append(1)
             self._id, self._step, self._counter = checkpoint_id, cp.step + 1, self._counter + 1
-            self._expect()
+            counter = self._counter + 1  # (``_expect``, inlined: this is the usual case)
+            self._next = self._head + _V7_COUNTERS[counter] + self._tail if counter < 0x1000 else ""
         elif checkpoint_id != self._id:  # (answering an interrupt at ``cp`` marked it already)
             self._mark(checkpoint_id, cp.step + 1)
 
     def _mark(self, checkpoint_id: str, step: int) -> None:
         """A mark as an int when its id counts on from the previous mark's, else in full."""
         number, previous = _number(checkpoint_id), self._high << 12 | self._counter
-        if number > previous >= 0 and step == self._step + 1 and checkpoint_id[18:] == self._tail:
-            self._entries.append(number - previous)
-        else:
-            self._entries.append((checkpoint_id, step))
+        v7 = number >= 0 and number >> 12 & 0xF == 7
+        follows = v7 and number > previous >= 0 and step == self._step + 1
+        follows = follows and checkpoint_id[18:] == self._tail  # (made by the same process)
+        self._entries.append(number - previous if follows else (checkpoint_id, step))
         self._id, self._step = checkpoint_id, step
-        self._high, self._counter = (number >> 12, number & 0xFFF) if number >= 0 else (-1, 0)
+        self._high, self._counter = (number >> 12, number & 0xFFF) if v7 else (-1, 0xFFF)
         self._head, self._tail = checkpoint_id[:14], checkpoint_id[18:]
         self._expect()
 
     def _expect(self) -> None:
-        """The id ``new_checkpoint_id`` makes after the last mark's in the same millisecond."""
+        """The id ``new_checkpoint_id`` makes after the last mark's in the same millisecond
+        ("": none, after the millisecond's last counter or when the last id is no UUIDv7)."""
         counter = self._counter + 1
-        valid = counter < 0x1000 and self._high & 0xF == 7  # (-1 & 0xF is 15)
-        self._next = self._head + _V7_COUNTERS[counter] + self._tail if valid else ""
+        self._next = self._head + _V7_COUNTERS[counter] + self._tail if counter < 0x1000 else ""
 
     def take(self, carrier: Checkpoint, stopping: bool = True) -> tuple[TaskWrite, ...]:
         """The entries to save now, as one write on ``carrier``: when the run stops, or when
@@ -315,12 +317,15 @@ class RunTrace:
         if outcome.result is not None or outcome.parent_command is not None:
             task = ctx.task  # the usual case, made without a call (``attempt`` does the same)
             started = ctx.traced
-            try:  # the id of a task of the run is a hexdigest (``_compact_id`` without a check)
-                task_id: bytes | str = bytes.fromhex(task.id)
-            except ValueError:
-                task_id = task.id
             self._entries.append(
-                (started - self._base, _NODE, task.name, task_id, ctx.attempt, _clock() - started)
+                (
+                    started - self._base,
+                    _NODE,
+                    task.name,
+                    _compact_id(task.id),
+                    ctx.attempt,
+                    _clock() - started,
+                )
             )
         elif outcome.error is not None:
             self.attempt("node", ctx, "error", outcome.error)
