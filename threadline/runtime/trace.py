@@ -114,16 +114,19 @@ def _number(checkpoint_id: str) -> int:
     """The first 16 hex digits of a canonical UUID (of a v7: its millisecond, version and
     counter) as one int, so a mark can say how far an id is from the previous; -1 for an id
     that ``_id_of`` would not spell back exactly."""
+    digits = checkpoint_id[:18].replace("-", "")
     try:
-        number = int(checkpoint_id[:8] + checkpoint_id[9:13] + checkpoint_id[14:18], 16)
+        raw = _unhexlify(digits)
     except ValueError:
         return -1
-    return number if _id_of(number, checkpoint_id[18:]) == checkpoint_id else -1
+    canonical = len(raw) == 8 and raw.hex() == digits and checkpoint_id[8:14:5] == "--"
+    return int.from_bytes(raw) if canonical else -1
 
 
 def _id_of(number: int, tail: str) -> str:
-    """The id whose ``_number`` is ``number`` and whose last 18 characters are ``tail``."""
-    return f"{number >> 32:08x}-{number >> 16 & 0xFFFF:04x}-{number & 0xFFFF:04x}{tail}"
+    """The id whose ``_number`` is ``number`` and whose characters after the 18th are ``tail``."""
+    digits = f"{number:016x}"
+    return f"{digits[:8]}-{digits[8:12]}-{digits[12:]}{tail}"
 
 
 def without_trace(writes: Iterable[TaskWrite]) -> dict[tuple[str, WriteKind], TaskWrite]:
@@ -254,14 +257,14 @@ class RunTrace:
 
     def _mark(self, checkpoint_id: str, step: int) -> None:
         """A mark as an int when its id counts on from the previous mark's, else in full."""
-        number, previous = _number(checkpoint_id), self._high << 12 | self._counter
-        v7 = number >= 0 and number >> 12 & 0xF == 7
+        number, tail = _number(checkpoint_id), checkpoint_id[18:]
+        v7 = number >> 12 & 0xF == 7  # (-1's is 15)
+        previous = self._high << 12 | self._counter
         follows = v7 and number > previous >= 0 and step == self._step + 1
-        follows = follows and checkpoint_id[18:] == self._tail  # (made by the same process)
+        follows = follows and tail == self._tail  # (made by the same process)
         self._entries.append(number - previous if follows else (checkpoint_id, step))
-        self._id, self._step = checkpoint_id, step
+        self._id, self._step, self._head, self._tail = checkpoint_id, step, checkpoint_id[:14], tail
         self._high, self._counter = (number >> 12, number & 0xFFF) if v7 else (-1, 0xFFF)
-        self._head, self._tail = checkpoint_id[:14], checkpoint_id[18:]
         self._expect()
 
     def _expect(self) -> None:
@@ -397,6 +400,7 @@ class RunTrace:
 
 
 def _is_mark(item: Any) -> bool:
+    """A held item is a step mark (an int or a pair), not an entry (a longer tuple)."""
     return type(item) is int or len(item) == 2
 
 
