@@ -18,9 +18,13 @@ it took): an entry is saved only when its step's writes are, which is after the 
 
 from __future__ import annotations
 
+import operator
+import sys
 import threading
 import time
+from array import array
 from binascii import unhexlify as _unhexlify
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -97,7 +101,6 @@ BATCH_VERSION = 2
 _KINDS = ("node", "task", "interrupt", "resume", "event")  # attempts first (``_entry``)
 _KIND = {kind: code for code, kind in enumerate(_KINDS)}
 _NODE, _TASK = _KIND["node"], _KIND["task"]
-_V7_COUNTERS = tuple(f"{0x7000 | counter:04x}" for counter in range(0x1000))  # (no formatting)
 
 
 def _compact_id(task_id: str) -> bytes | str:
@@ -155,8 +158,10 @@ def _batch(write: TaskWrite, carrier: Checkpoint) -> list[TraceEntry]:
     made = []  # (entry, checkpoint id, step)
     checkpoint_id, step = "", 0
     for item in stored[2:]:
-        if type(item) is int:  # the next step, from the id made next
+        if type(item) is int:  # the next step, from an id counted on
             checkpoint_id, step = _counted_on(checkpoint_id, item), step + 1
+        elif type(item) is str:  # the next step, from this id
+            checkpoint_id, step = item, step + 1
         elif len(item) == 2:
             checkpoint_id, step = item
             if type(checkpoint_id) is int:  # the carrier or its parent
@@ -223,10 +228,7 @@ class RunTrace:
     work (each quick step makes one), its times from ``perf_counter_ns``.
     """
 
-    __slots__ = (
-        "_base", "_counter", "_data", "_due", "_entries", "_head", "_high", "_id", "_lock",
-        "_next", "_step", "_tail",
-    )  # fmt: skip
+    __slots__ = ("_base", "_data", "_due", "_entries", "_id", "_ids", "_lock", "_marks", "_step")
 
     def __init__(self) -> None:
         self._entries: list[Any] = []  # step marks, each before its step's entries
@@ -234,44 +236,20 @@ class RunTrace:
         self._lock = threading.Lock()  # adds an entry and its value together
         self._base = _clock()  # the time entries' starts count from
         self._due = time.monotonic() + SAVE_EVERY
-        # The last mark: its checkpoint id and step, the id's ``_number`` as its millisecond
-        # and version (``_high``, -1 for an id of no UUIDv7) and its counter, its first 14 and
-        # last 18 characters, and the id made next in the same millisecond ("": none)
-        self._id, self._step, self._high, self._counter = "", -2, -1, 0xFFF
-        self._head = self._tail = self._next = ""
+        self._marks: list[int] = []  # where the held marks are in ``_entries``
+        self._ids: list[str] = []  # and their checkpoint ids (``take`` counts them on at once)
+        self._id, self._step = "", -2  # the last mark's
 
     def at(self, cp: Checkpoint) -> None:
-        """The entries made next are the step's that starts from ``cp`` (a mark says so).
-
-        Most steps start from the id made next after the previous step's: its mark is a
-        comparison away, and one byte.
-        """
-        checkpoint_id = cp.id
-        if checkpoint_id == self._next and cp.step == self._step:
-            self._entries.append(1)
-            self._id, self._step, self._counter = checkpoint_id, cp.step + 1, self._counter + 1
-            counter = self._counter + 1  # (``_expect``, inlined: this is the usual case)
-            self._next = self._head + _V7_COUNTERS[counter] + self._tail if counter < 0x1000 else ""
-        elif checkpoint_id != self._id:  # (answering an interrupt at ``cp`` marked it already)
-            self._mark(checkpoint_id, cp.step + 1)
-
-    def _mark(self, checkpoint_id: str, step: int) -> None:
-        """A mark as an int when its id counts on from the previous mark's, else in full."""
-        number, tail = _number(checkpoint_id), checkpoint_id[18:]
-        v7 = number >> 12 & 0xF == 7  # (-1's is 15)
-        previous = self._high << 12 | self._counter
-        follows = v7 and number > previous >= 0 and step == self._step + 1
-        follows = follows and tail == self._tail  # (made by the same process)
-        self._entries.append(number - previous if follows else (checkpoint_id, step))
-        self._id, self._step, self._head, self._tail = checkpoint_id, step, checkpoint_id[:14], tail
-        self._high, self._counter = (number >> 12, number & 0xFFF) if v7 else (-1, 0xFFF)
-        self._expect()
-
-    def _expect(self) -> None:
-        """The id ``new_checkpoint_id`` makes after the last mark's in the same millisecond
-        ("": none, after the millisecond's last counter or when the last id is no UUIDv7)."""
-        counter = self._counter + 1
-        self._next = self._head + _V7_COUNTERS[counter] + self._tail if counter < 0x1000 else ""
+        """The entries made next are the step's that starts from ``cp`` (a mark says so): its
+        id alone when the step follows the last mark's (``take`` makes it an int)."""
+        checkpoint_id, step = cp.id, cp.step + 1
+        if checkpoint_id == self._id:
+            return  # (answering an interrupt at ``cp`` marked it already)
+        self._marks.append(len(self._entries))
+        self._ids.append(checkpoint_id)
+        self._entries.append(checkpoint_id if step == self._step + 1 else (checkpoint_id, step))
+        self._id, self._step = checkpoint_id, step
 
     def take(self, carrier: Checkpoint, stopping: bool = True) -> tuple[TaskWrite, ...]:
         """The entries to save now, as one write on ``carrier``: when the run stops, or when
@@ -286,6 +264,7 @@ class RunTrace:
             return ()
         with self._lock:
             entries, data, base = self._entries, self._data, self._base
+            marks, ids = self._marks, self._ids
             end = len(entries)
             while end and _is_mark(entries[end - 1]):  # marks of steps that made no entry (yet)
                 end -= 1
@@ -296,9 +275,12 @@ class RunTrace:
                 mark -= 1
             # the next batch starts with the mark of the step its entries are of, in full
             self._entries = [(self._id, self._step)] if self._id else []
+            self._marks, self._ids = ([0], [self._id]) if self._id else ([], [])
             self._data, self._base = [], _clock()
         self._due = time.monotonic() + SAVE_EVERY
         del entries[end:]
+        held = bisect_left(marks, end)  # (the marks after ``end`` went to the next batch)
+        _count_on(entries, marks[:held], ids[:held])
         if mark >= 0 and type(entries[mark]) is tuple:
             entries[mark] = _relative(entries[mark], carrier)
         rows = ormsgpack.packb([BATCH_VERSION, base + time.time_ns() - _clock(), *entries])
@@ -320,15 +302,12 @@ class RunTrace:
         if outcome.result is not None or outcome.parent_command is not None:
             task = ctx.task  # the usual case, made without a call (``attempt`` does the same)
             started = ctx.traced
+            try:  # a task's id is a hexdigest (planning.task_id): ``_compact_id`` needs no check
+                task_id: bytes | str = _unhexlify(task.id)
+            except ValueError:
+                task_id = task.id
             self._entries.append(
-                (
-                    started - self._base,
-                    _NODE,
-                    task.name,
-                    _compact_id(task.id),
-                    ctx.attempt,
-                    _clock() - started,
-                )
+                (started - self._base, _NODE, task.name, task_id, ctx.attempt, _clock() - started)
             )
         elif outcome.error is not None:
             self.attempt("node", ctx, "error", outcome.error)
@@ -400,8 +379,40 @@ class RunTrace:
 
 
 def _is_mark(item: Any) -> bool:
-    """A held item is a step mark (an int or a pair), not an entry (a longer tuple)."""
-    return type(item) is int or len(item) == 2
+    """A held item is a step mark (an id, an int or a pair), not an entry (a longer tuple)."""
+    return type(item) is str or type(item) is int or len(item) == 2
+
+
+def _count_on(entries: list[Any], marks: list[int], ids: list[str]) -> None:
+    """Make the marks that are an id alone (``RunTrace.at``) ints: how far the id's
+    ``_number`` is from the previous mark's, when the two share their last 18 characters (a
+    process's UUIDv7 ids do).
+
+    For the whole batch at once, in C loops (join, unhexlify, array, map), not per step: a
+    batch with an id that is no canonical UUID keeps its ids in full.
+    """
+    text, count = "".join(ids), len(ids)
+    if count < 2 or len(text) != 36 * count:
+        return
+    if text[8::36] + text[13::36] + text[18::36] + text[23::36] != "-" * 4 * count:
+        return
+    digits = text.replace("-", "")
+    try:
+        raw = _unhexlify(digits)
+    except ValueError:
+        return
+    if len(raw) != 16 * count or raw.hex() != digits:
+        return
+    halves = array("Q", raw)  # an id's _number, then its last 16 hex digits
+    if sys.byteorder == "little":
+        halves.byteswap()
+    numbers, tails = halves[0::2], halves[1::2]
+    steps = map(operator.sub, numbers[1:], numbers[:-1])
+    for at, step, same in zip(
+        marks[1:], steps, map(operator.eq, tails[1:], tails[:-1]), strict=True
+    ):
+        if same and type(entries[at]) is str:
+            entries[at] = step
 
 
 def note_retry(ctx: TaskContext, error: BaseException, kind: str = "node") -> None:
