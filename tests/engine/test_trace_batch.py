@@ -153,3 +153,20 @@ def test_a_batch_of_another_format_is_refused_clearly():
     record = CheckpointRecord("t", "", carrier, {}, (write,))
     with pytest.raises(SerializationError, match=r"format 1, .* reads 2"):
         trace_entries(record)
+
+
+def test_marks_held_over_to_the_next_batch_read_back_exactly():
+    first, second, third = (cp(new_checkpoint_id(), step) for step in (0, 1, 2))
+    trace = RunTrace()
+    trace.at(first)
+    trace.event(Ctx("ab" * 16, "a"), "a", None)
+    trace.at(second)  # a step that made no entry before the batch was taken
+    _, taken = saved(trace, cp(new_checkpoint_id(), 2, second.id))
+    trace.at(third)
+    trace.event(Ctx("ab" * 16, "c"), "c", None)
+    items, later = saved(trace, cp(new_checkpoint_id(), 3, third.id))
+    assert items[0] == [second.id, 2] and type(items[1]) is int  # (held over in full)
+    assert [(e.name, e.checkpoint_id, e.step) for e in taken + later] == [
+        ("a", first.id, 1),
+        ("c", third.id, 3),
+    ]

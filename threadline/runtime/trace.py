@@ -25,8 +25,10 @@ import time
 from array import array
 from binascii import unhexlify as _unhexlify
 from bisect import bisect_left
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 import ormsgpack
@@ -228,7 +230,7 @@ class RunTrace:
     work (each quick step makes one), its times from ``perf_counter_ns``.
     """
 
-    __slots__ = ("_base", "_data", "_due", "_entries", "_id", "_ids", "_lock", "_marks", "_step")
+    __slots__ = ("_base", "_data", "_due", "_entries", "_id", "_jumps", "_lock", "_step")
 
     def __init__(self) -> None:
         self._entries: list[Any] = []  # step marks, each before its step's entries
@@ -236,19 +238,20 @@ class RunTrace:
         self._lock = threading.Lock()  # adds an entry and its value together
         self._base = _clock()  # the time entries' starts count from
         self._due = time.monotonic() + SAVE_EVERY
-        self._marks: list[int] = []  # where the held marks are in ``_entries``
-        self._ids: list[str] = []  # and their checkpoint ids (``take`` counts them on at once)
+        self._jumps: list[int] = []  # where the marks in full are (``_count_on`` skips them)
         self._id, self._step = "", -2  # the last mark's
 
     def at(self, cp: Checkpoint) -> None:
         """The entries made next are the step's that starts from ``cp`` (a mark says so): its
-        id alone when the step follows the last mark's (``take`` makes it an int)."""
+        id alone when the step follows the last mark's (``take`` counts it on), else in full."""
         checkpoint_id, step = cp.id, cp.step + 1
-        if checkpoint_id == self._id:
+        if step == self._step + 1:
+            self._entries.append(checkpoint_id)
+        elif checkpoint_id != self._id:
+            self._jumps.append(len(self._entries))
+            self._entries.append((checkpoint_id, step))
+        else:
             return  # (answering an interrupt at ``cp`` marked it already)
-        self._marks.append(len(self._entries))
-        self._ids.append(checkpoint_id)
-        self._entries.append(checkpoint_id if step == self._step + 1 else (checkpoint_id, step))
         self._id, self._step = checkpoint_id, step
 
     def take(self, carrier: Checkpoint, stopping: bool = True) -> tuple[TaskWrite, ...]:
@@ -264,7 +267,7 @@ class RunTrace:
             return ()
         with self._lock:
             entries, data, base = self._entries, self._data, self._base
-            marks, ids = self._marks, self._ids
+            jumps = self._jumps
             end = len(entries)
             while end and _is_mark(entries[end - 1]):  # marks of steps that made no entry (yet)
                 end -= 1
@@ -275,12 +278,11 @@ class RunTrace:
                 mark -= 1
             # the next batch starts with the mark of the step its entries are of, in full
             self._entries = [(self._id, self._step)] if self._id else []
-            self._marks, self._ids = ([0], [self._id]) if self._id else ([], [])
+            self._jumps = []
             self._data, self._base = [], _clock()
         self._due = time.monotonic() + SAVE_EVERY
         del entries[end:]
-        held = bisect_left(marks, end)  # (the marks after ``end`` went to the next batch)
-        _count_on(entries, marks[:held], ids[:held])
+        _count_on(entries, jumps)
         if mark >= 0 and type(entries[mark]) is tuple:
             entries[mark] = _relative(entries[mark], carrier)
         rows = ormsgpack.packb([BATCH_VERSION, base + time.time_ns() - _clock(), *entries])
@@ -383,35 +385,42 @@ def _is_mark(item: Any) -> bool:
     return type(item) is str or type(item) is int or len(item) == 2
 
 
-def _count_on(entries: list[Any], marks: list[int], ids: list[str]) -> None:
+def _count_on(entries: list[Any], jumps: list[int]) -> None:
     """Make the marks that are an id alone (``RunTrace.at``) ints: how far the id's
     ``_number`` is from the previous mark's, when the two share their last 18 characters (a
-    process's UUIDv7 ids do).
+    process's UUIDv7 ids do). The first item is the batch's first mark, in full.
 
-    For the whole batch at once, in C loops (join, unhexlify, array, map), not per step: a
-    batch with an id that is no canonical UUID keeps its ids in full.
+    For the whole batch at once, in C loops (join, unhexlify, array, map), not per step; a
+    batch with an id that is no canonical UUID keeps its ids in full, and so does the mark
+    after one in full (``jumps``).
     """
-    text, count = "".join(ids), len(ids)
-    if count < 2 or len(text) != 36 * count:
+    marks = [at for at, item in enumerate(entries) if type(item) is str]
+    if not marks or type(entries[0]) is not tuple or type(entries[0][0]) is not str:
         return
-    if text[8::36] + text[13::36] + text[18::36] + text[23::36] != "-" * 4 * count:
+    ids = [entries[0][0], *map(entries.__getitem__, marks)]
+    text = "".join(ids)
+    dashes = text[8::36] + text[13::36] + text[18::36] + text[23::36]
+    if len(text) != 36 * len(ids) or dashes != "-" * 4 * len(ids):
         return
     digits = text.replace("-", "")
     try:
         raw = _unhexlify(digits)
     except ValueError:
         return
-    if len(raw) != 16 * count or raw.hex() != digits:
+    if len(raw) != 16 * len(ids) or raw.hex() != digits:
         return
     halves = array("Q", raw)  # an id's _number, then its last 16 hex digits
     if sys.byteorder == "little":
         halves.byteswap()
     numbers, tails = halves[0::2], halves[1::2]
     steps = map(operator.sub, numbers[1:], numbers[:-1])
-    for at, step, same in zip(
-        marks[1:], steps, map(operator.eq, tails[1:], tails[:-1]), strict=True
-    ):
-        if same and type(entries[at]) is str:
+    if not jumps and tails.count(tails[0]) == len(tails):  # one process's ids: all counted on
+        deque(map(operator.setitem, repeat(entries), marks, steps), maxlen=0)
+        return
+    after_jumps = {marks[i] for i in map(bisect_left, repeat(marks), jumps) if i < len(marks)}
+    same = map(operator.eq, tails[1:], tails[:-1])
+    for at, step, counts_on in zip(marks, steps, same, strict=True):
+        if counts_on and at not in after_jumps:
             entries[at] = step
 
 
