@@ -88,7 +88,8 @@ class TraceEntry:
 # ns since the epoch; the items are step marks, each followed by the entries made in that step:
 #   mark     an int ``d``: the step after the previous mark's, from the checkpoint whose id is the
 #            previous mark's with its ``_number`` counted on by ``d`` (ids a process makes in a
-#            row differ only there); (checkpoint, step): the step's checkpoint as 0 (the
+#            row differ only there, see ``_count_on``); an id: the step after the previous
+#            mark's, from that checkpoint; (checkpoint, step): the step's checkpoint as 0 (the
 #            checkpoint carrying the batch) or 1 (its parent), its step then counted from the
 #            carrier's; else its id and step
 #   attempt  (start, kind, name, task_id, attempt, duration[, status[, error_type,
