@@ -18,10 +18,17 @@ it took): an entry is saved only when its step's writes are, which is after the 
 
 from __future__ import annotations
 
+import operator
+import sys
 import threading
 import time
+from array import array
+from binascii import unhexlify as _unhexlify
+from bisect import bisect_left
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 import ormsgpack
@@ -79,17 +86,53 @@ class TraceEntry:
 # A batch, as a run holds it and a write stores it: plain values, packed as one msgpack array
 # ``[BATCH_VERSION, t0, *items]`` (see ``RunTrace.take``). ``t0`` is the batch's time base in
 # ns since the epoch; the items are step marks, each followed by the entries made in that step:
-#   mark     (checkpoint, step): the step's checkpoint as 0 (the checkpoint carrying the batch)
-#            or 1 (its parent), its step then counted from the carrier's; else its id and step
+#   mark     an int ``d``: the step after the previous mark's, from the checkpoint whose id is the
+#            previous mark's with its ``_number`` counted on by ``d`` (ids a process makes in a
+#            row differ only there, see ``_count_on``); an id: the step after the previous
+#            mark's, from that checkpoint; (checkpoint, step): the step's checkpoint as 0 (the
+#            checkpoint carrying the batch) or 1 (its parent), its step then counted from the
+#            carrier's; else its id and step
 #   attempt  (start, kind, name, task_id, attempt, duration[, status[, error_type,
 #            error_message]]) for kinds ``node`` and ``task``; no status: ``ok``
 #   note     (start, kind, name, task_id, interrupt_id, recorded_by, data) for the other kinds
-# ``start`` is in ns after ``t0``, ``duration`` in ns, ``data`` the index of the entry's value in
-# the write's value list (encoded by the saver's serializer). Every byte here is stored with
-# every run, so nothing repeats: a step's checkpoint and number are said once, not per entry,
-# and mostly as one byte.
-BATCH_VERSION = 1
-_ATTEMPTS = frozenset({"node", "task"})
+# ``kind`` is its place in ``_KINDS``, ``task_id`` the bytes its hex digits spell (when they
+# spell it exactly, as for every id threadline makes), ``start`` is in ns after ``t0``,
+# ``duration`` in ns, ``data`` the index of the entry's value in the write's value list
+# (encoded by the saver's serializer). Every byte here is stored with every run, so nothing
+# repeats: a step's checkpoint and number are said once, not per entry, and mostly as one byte.
+BATCH_VERSION = 2
+_KINDS = ("node", "task", "interrupt", "resume", "event")  # attempts first (``_entry``)
+_KIND = {kind: code for code, kind in enumerate(_KINDS)}
+_NODE, _TASK = _KIND["node"], _KIND["task"]
+
+
+def _compact_id(task_id: str) -> bytes | str:
+    """A task id as the bytes its hex digits spell, when they spell it exactly (16 bytes for
+    the 32 lowercase hex digits of every id threadline makes); else as it is."""
+    try:
+        raw = _unhexlify(task_id)
+    except ValueError:  # (binascii.Error too)
+        return task_id
+    return raw if raw.hex() == task_id else task_id
+
+
+def _number(checkpoint_id: str) -> int:
+    """The first 16 hex digits of a canonical UUID (of a v7: its millisecond, version and
+    counter) as one int, so a mark can say how far an id is from the previous; -1 for an id
+    that ``_id_of`` would not spell back exactly."""
+    digits = checkpoint_id[:18].replace("-", "")
+    try:
+        raw = _unhexlify(digits)
+    except ValueError:
+        return -1
+    canonical = len(raw) == 8 and raw.hex() == digits and checkpoint_id[8:14:5] == "--"
+    return int.from_bytes(raw) if canonical else -1
+
+
+def _id_of(number: int, tail: str) -> str:
+    """The id whose ``_number`` is ``number`` and whose characters after the 18th are ``tail``."""
+    digits = f"{number:016x}"
+    return f"{digits[:8]}-{digits[8:12]}-{digits[12:]}{tail}"
 
 
 def without_trace(writes: Iterable[TaskWrite]) -> dict[tuple[str, WriteKind], TaskWrite]:
@@ -118,7 +161,11 @@ def _batch(write: TaskWrite, carrier: Checkpoint) -> list[TraceEntry]:
     made = []  # (entry, checkpoint id, step)
     checkpoint_id, step = "", 0
     for item in stored[2:]:
-        if len(item) == 2:
+        if type(item) is int:  # the next step, from an id counted on
+            checkpoint_id, step = _counted_on(checkpoint_id, item), step + 1
+        elif type(item) is str:  # the next step, from this id
+            checkpoint_id, step = item, step + 1
+        elif len(item) == 2:
             checkpoint_id, step = item
             if type(checkpoint_id) is int:  # the carrier or its parent
                 step += carrier.step
@@ -135,9 +182,12 @@ def _batch(write: TaskWrite, carrier: Checkpoint) -> list[TraceEntry]:
 def _entry(
     entry_id: str, row: list[Any], checkpoint_id: str, step: int, t0: int, data: Any
 ) -> TraceEntry:
-    start, kind, name, task_id = row[:4]
+    start, code, name, task_id = row[:4]
+    kind = _KINDS[code]
+    if type(task_id) is bytes:
+        task_id = task_id.hex()
     at = iso_at((t0 + start) // 1000)
-    if kind in _ATTEMPTS:
+    if code <= _TASK:
         attempt, duration = row[4:6]
         status = row[6] if len(row) > 6 else "ok"
         error_type, error_message = row[7:] or (None, None)
@@ -152,6 +202,14 @@ def _entry(
         recorded_by=recorded_by,
         data=None if index is None else data[index],
     )  # fmt: skip
+
+
+def _counted_on(checkpoint_id: str, by: int) -> str:
+    """The id of an int step mark: ``checkpoint_id`` (the previous mark's) counted on by ``by``."""
+    number = _number(checkpoint_id)
+    if number < 0:
+        raise SerializationError(f"a trace step mark counts on from {checkpoint_id!r}, no UUID")
+    return _id_of(number + by, checkpoint_id[18:])
 
 
 def _relative(mark: tuple[Any, ...], carrier: Checkpoint) -> tuple[Any, ...]:
@@ -173,18 +231,29 @@ class RunTrace:
     work (each quick step makes one), its times from ``perf_counter_ns``.
     """
 
-    __slots__ = ("_base", "_data", "_due", "_entries", "_lock")
+    __slots__ = ("_base", "_data", "_due", "_entries", "_id", "_jumps", "_lock", "_step")
 
     def __init__(self) -> None:
-        self._entries: list[tuple[Any, ...]] = []  # step marks, each before its step's entries
+        self._entries: list[Any] = []  # step marks, each before its step's entries
         self._data: list[Any] = []  # the values of entries that carry one
         self._lock = threading.Lock()  # adds an entry and its value together
         self._base = _clock()  # the time entries' starts count from
         self._due = time.monotonic() + SAVE_EVERY
+        self._jumps: list[int] = []  # where the marks in full are (``_count_on`` skips them)
+        self._id, self._step = "", -2  # the last mark's
 
     def at(self, cp: Checkpoint) -> None:
-        """The entries made next are the step's that starts from ``cp`` (a mark says so)."""
-        self._entries.append((cp.id, cp.step + 1))
+        """The entries made next are the step's that starts from ``cp`` (a mark says so): its
+        id alone when the step follows the last mark's (``take`` counts it on), else in full."""
+        checkpoint_id, step = cp.id, cp.step + 1
+        if step == self._step + 1:
+            self._entries.append(checkpoint_id)
+        elif checkpoint_id != self._id:
+            self._jumps.append(len(self._entries))
+            self._entries.append((checkpoint_id, step))
+        else:
+            return  # (answering an interrupt at ``cp`` marked it already)
+        self._id, self._step = checkpoint_id, step
 
     def take(self, carrier: Checkpoint, stopping: bool = True) -> tuple[TaskWrite, ...]:
         """The entries to save now, as one write on ``carrier``: when the run stops, or when
@@ -199,19 +268,23 @@ class RunTrace:
             return ()
         with self._lock:
             entries, data, base = self._entries, self._data, self._base
+            jumps = self._jumps
             end = len(entries)
-            while end and len(entries[end - 1]) == 2:  # marks of steps that made no entry (yet)
+            while end and _is_mark(entries[end - 1]):  # marks of steps that made no entry (yet)
                 end -= 1
             if not end:
                 return ()
             mark = end - 1
-            while mark >= 0 and len(entries[mark]) != 2:  # the mark of the last entries
+            while mark >= 0 and not _is_mark(entries[mark]):  # the mark of the last entries
                 mark -= 1
-            current = entries[end:] or entries[mark : mark + 1]  # the step the next entries are of
-            self._entries, self._data, self._base = current[-1:], [], _clock()
+            # the next batch starts with the mark of the step its entries are of, in full
+            self._entries = [(self._id, self._step)] if self._id else []
+            self._jumps = []
+            self._data, self._base = [], _clock()
         self._due = time.monotonic() + SAVE_EVERY
         del entries[end:]
-        if mark >= 0:
+        _count_on(entries, jumps)
+        if mark >= 0 and type(entries[mark]) is tuple:
             entries[mark] = _relative(entries[mark], carrier)
         rows = ormsgpack.packb([BATCH_VERSION, base + time.time_ns() - _clock(), *entries])
         batch = [rows, data] if data else rows
@@ -232,15 +305,12 @@ class RunTrace:
         if outcome.result is not None or outcome.parent_command is not None:
             task = ctx.task  # the usual case, made without a call (``attempt`` does the same)
             started = ctx.traced
+            try:  # a task's id is a hexdigest (planning.task_id): ``_compact_id`` needs no check
+                task_id: bytes | str = _unhexlify(task.id)
+            except ValueError:
+                task_id = task.id
             self._entries.append(
-                (
-                    started - self._base,
-                    "node",
-                    task.name,
-                    task.id,
-                    ctx.attempt,
-                    _clock() - started,
-                )
+                (started - self._base, _NODE, task.name, task_id, ctx.attempt, _clock() - started)
             )
         elif outcome.error is not None:
             self.attempt("node", ctx, "error", outcome.error)
@@ -265,9 +335,9 @@ class RunTrace:
         started = ctx.traced
         entry: tuple[Any, ...] = (
             started - self._base,
-            kind,
+            _KIND[kind],
             ctx.name,
-            ctx.task_id,
+            _compact_id(ctx.task_id),
             ctx.attempt,
             _clock() - started,
         )
@@ -306,8 +376,53 @@ class RunTrace:
                 index = len(self._data)
                 self._data.append(data)
             self._entries.append(
-                (now - self._base, kind, name, task_id, interrupt_id, recorded_by, index)
-            )
+                (now - self._base, _KIND[kind], name, _compact_id(task_id), interrupt_id,
+                 recorded_by, index)
+            )  # fmt: skip
+
+
+def _is_mark(item: Any) -> bool:
+    """A held item is a step mark (an id, an int or a pair), not an entry (a longer tuple)."""
+    return type(item) is str or type(item) is int or len(item) == 2
+
+
+def _count_on(entries: list[Any], jumps: list[int]) -> None:
+    """Make the marks that are an id alone (``RunTrace.at``) ints: how far the id's
+    ``_number`` is from the previous mark's, when the two share their last 18 characters (a
+    process's UUIDv7 ids do). The first item is the batch's first mark, in full.
+
+    For the whole batch at once, in C loops (join, unhexlify, array, map), not per step; a
+    batch with an id that is no canonical UUID keeps its ids in full, and so does the mark
+    after one in full (``jumps``).
+    """
+    marks = [at for at, item in enumerate(entries) if type(item) is str]
+    if not marks or type(entries[0]) is not tuple or type(entries[0][0]) is not str:
+        return
+    ids = [entries[0][0], *map(entries.__getitem__, marks)]
+    text = "".join(ids)
+    dashes = text[8::36] + text[13::36] + text[18::36] + text[23::36]
+    if len(text) != 36 * len(ids) or dashes != "-" * 4 * len(ids):
+        return
+    digits = text.replace("-", "")
+    try:
+        raw = _unhexlify(digits)
+    except ValueError:
+        return
+    if len(raw) != 16 * len(ids) or raw.hex() != digits:
+        return
+    halves = array("Q", raw)  # an id's _number, then its last 16 hex digits
+    if sys.byteorder == "little":
+        halves.byteswap()
+    numbers, tails = halves[0::2], halves[1::2]
+    steps = map(operator.sub, numbers[1:], numbers[:-1])
+    if not jumps and tails.count(tails[0]) == len(tails):  # one process's ids: all counted on
+        deque(map(operator.setitem, repeat(entries), marks, steps), maxlen=0)
+        return
+    after_jumps = {marks[i] for i in map(bisect_left, repeat(marks), jumps) if i < len(marks)}
+    same = map(operator.eq, tails[1:], tails[:-1])
+    for at, step, counts_on in zip(marks, steps, same, strict=True):
+        if counts_on and at not in after_jumps:
+            entries[at] = step
 
 
 def note_retry(ctx: TaskContext, error: BaseException, kind: str = "node") -> None:
