@@ -38,6 +38,7 @@ from typing import Protocol, runtime_checkable
 
 from threadline.checkpoint.base import Retention, ThreadStatus
 from threadline.checkpoint.layout import BlobRow, CheckpointRow, Compaction, WriteRow
+from threadline.checkpoint.rules import status_of
 
 Pair = tuple[str, str]  # (key, version) of a blob row
 Check = Callable[[BlobRow], None]  # raises ``layout.corrupted(row)`` if a row's bytes are damaged
@@ -76,16 +77,23 @@ class Prepared:
     ns: str
     row: CheckpointRow
     fork: bool
-    blobs: list[BlobRow]  # new blob rows (a pair stored already is kept as it is)
+    blobs: Sequence[BlobRow]  # new blob rows (a pair stored already is kept as it is)
     prefixes: Sequence[BlobRow]  # compaction: replace the stored rows of their pairs
     writes: Sequence[WriteRow]
     check: list[Pair]
     deltas: list[BlobRow]  # those of ``blobs`` with a ``base``
     trusted: tuple[str, Mapping[str, str]] | None
-    status: ThreadStatus | None  # root namespace: the thread's status after the put
-    next_names: list[str]  # the planned task names the thread row keeps
+    next_names: list[str]  # root namespace: the planned task names the thread row keeps
     retention: Retention | None  # prune older checkpoints of the namespace (see ``commit``)
     refs: dict[str, str]  # key -> version of every value the checkpoint keeps in blobs
+
+    @property
+    def status(self) -> ThreadStatus | None:
+        """Root namespace: the thread's status after the put (read only by backends that keep
+        it; the others decide it themselves)."""
+        if self.ns != "":
+            return None
+        return status_of(self.next_names, [(w.task_id, w.kind) for w in self.writes])
 
 
 class HeadMoved(Exception):

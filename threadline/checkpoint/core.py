@@ -46,7 +46,6 @@ from threadline.checkpoint.base import (
     ThreadInfo,
     ThreadStatus,
     metadata_matches,
-    thread_status,
 )
 from threadline.checkpoint.bodies import (
     blob_versions,
@@ -95,8 +94,9 @@ class CoreSaver(BaseSaver):
         self.retention = retention
         self.serde = serde or DEFAULT
         self.in_process = backend.in_process
-        # An in-process backend answers as fast as the caches would: none then.
-        self._cached = not backend.in_process
+        # An in-process backend answers as fast as the caches would: none then. Its bodies
+        # cost memory, not I/O: they are kept whole, which is quicker to make than compact.
+        self._cached = self._compact = not backend.in_process
         self._lock = threading.Lock()  # guards the two caches
         self._meta: OrderedDict[tuple[str, str, str, str], BlobRow] = OrderedDict()
         # (thread, ns) -> (id, blob versions) of the checkpoint this saver last saved there
@@ -258,7 +258,8 @@ class CoreSaver(BaseSaver):
                 evicted = self.backend.commit(put)
         except (HeadMoved, NotStored) as signal:
             raise _failed(record, fork, signal) from None
-        self._after_put(put, evicted)
+        if self._cached:
+            self._after_put(put, evicted)
 
     async def aput(self, record: CheckpointRecord, *, fork: bool = False) -> None:
         if self.in_process:
@@ -272,21 +273,26 @@ class CoreSaver(BaseSaver):
                 evicted = await self.backend.acommit(put)
         except (HeadMoved, NotStored) as signal:
             raise _failed(record, fork, signal) from None
-        self._after_put(put, evicted)
+        if self._cached:
+            self._after_put(put, evicted)
 
     def _prepare(self, record: CheckpointRecord, fork: bool) -> Prepared:
         """The record encoded (before any transaction: deltas extend the blobs ``base_of``
         finds) with what its rows rely on, for ``Backend.commit``."""
         thread_id, ns, cp = record.thread_id, record.checkpoint_ns, record.checkpoint
         base_of = self._base_lookup(thread_id, ns)
-        encoded = encode_record(record, base_of, self.serde, self.backend.compaction, True, True)
+        encoded = encode_record(
+            record, base_of, self.serde, self.backend.compaction, True, self._compact
+        )
         refs = blob_refs(cp, encoded)  # a new dict: the head cache keeps it
-        blobs = list(encoded.blobs)
-        written = {(b.key, b.version) for b in blobs}
-        deltas = [b for b in blobs if b.base is not None]
-        check = [(k, v) for k, v in refs.items() if (k, v) not in written]
-        check += [(b.key, b.base) for b in deltas if b.base is not None]
-        root = ns == ""
+        blobs = encoded.blobs
+        if blobs:
+            written = {(b.key, b.version) for b in blobs}
+            deltas = [b for b in blobs if b.base is not None]
+            check = [(k, v) for k, v in refs.items() if (k, v) not in written]
+            check += [(b.key, b.base) for b in deltas if b.base is not None]
+        else:  # a step that stored no value (unchanged, or small scalars in the body)
+            deltas, check = [], list(refs.items()) if refs else []
         return Prepared(
             thread_id,
             ns,
@@ -297,9 +303,8 @@ class CoreSaver(BaseSaver):
             encoded.writes,
             check,
             deltas,
-            self._heads.get((thread_id, ns)),
-            thread_status(cp, record.pending_writes) if root else None,
-            [t.name for t in cp.next] if root else [],
+            self._heads.get((thread_id, ns)) if self._cached else None,
+            [t.name for t in cp.next] if ns == "" else [],
             self.retention,
             refs,
         )
@@ -320,11 +325,12 @@ class CoreSaver(BaseSaver):
         )
 
     def _after_put(self, put: Prepared, evicted: Sequence[Pair]) -> None:
+        """Update the caches (an in-process backend has none)."""
         thread_id, ns = put.thread_id, put.ns
         self._remember_head(thread_id, ns, put.row.checkpoint_id, put.refs)
         if evicted:
             self._forget(thread_id, ns, evicted)
-        if self._cached and (put.blobs or put.prefixes):
+        if put.blobs or put.prefixes:
             self._remember(thread_id, ns, [*put.blobs, *put.prefixes])
 
     def put_writes(

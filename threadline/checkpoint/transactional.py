@@ -8,7 +8,7 @@ server implements ``commit`` and ``load`` in one round trip each and keeps these
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 
 from threadline.checkpoint.backend import (
@@ -25,8 +25,11 @@ from threadline.checkpoint.backend import (
 )
 from threadline.checkpoint.base import Retention
 from threadline.checkpoint.bodies import body_versions
-from threadline.checkpoint.layout import WriteRow, loading, referenced_blobs
+from threadline.checkpoint.layout import BlobRow, WriteRow, loading, referenced_blobs
 from threadline.checkpoint.rules import age_cutoff, created_ts, status_of
+
+BlobMeta = Callable[[set[Pair]], Mapping[Pair, BlobRow]]
+"""Those of some pairs that are stored, as ``PutTransaction.blob_meta`` reads them."""
 
 
 class Transactional:
@@ -45,7 +48,7 @@ class Transactional:
                 head is not None and row.checkpoint_id <= head
             ):
                 raise HeadMoved(head)
-            _check_stored(tx, put, head)
+            check_stored(put, head, lambda pairs: tx.blob_meta(put.thread_id, put.ns, pairs))
             tx.insert(put.thread_id, put.ns, row, put.blobs, put.prefixes)
             if put.writes:
                 tx.add_writes(put.thread_id, put.ns, row.checkpoint_id, put.writes)
@@ -113,14 +116,16 @@ class Transactional:
         return await asyncio.to_thread(self.load, thread_id, ns, checkpoint_id, versions_of)
 
 
-def _check_stored(tx: PutTransaction, put: Prepared, head: str | None) -> None:
-    """Raise ``NotStored`` for the keys whose checked pairs or delta bases are not as expected."""
+def check_stored(put: Prepared, head: str | None, blob_meta: BlobMeta) -> None:
+    """Raise ``NotStored`` for the keys whose checked pairs or delta bases are not as expected;
+    ``blob_meta`` reads those of the pairs stored (asked only for pairs ``put.trusted`` does not
+    vouch for)."""
     trusted = put.trusted
     safe = trusted[1] if trusted is not None and head is not None and trusted[0] == head else {}
     needed = {(k, v) for k, v in put.check if safe.get(k) != v}
     if not needed:
         return
-    stored = tx.blob_meta(put.thread_id, put.ns, needed)
+    stored = blob_meta(needed)
     gone = {k for k, v in needed if (k, v) not in stored}
     for delta in put.deltas:
         base = stored.get((delta.key, delta.base or ""))
