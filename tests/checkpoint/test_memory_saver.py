@@ -12,17 +12,33 @@ from threadline.checkpoint import Checkpoint, InMemorySaver, MemorySaver, Retent
 from threadline.errors import ConcurrentUpdateError
 
 
+def blobs(saver: InMemorySaver, thread_id: str = "t1", ns: str = "") -> dict[Any, Any]:
+    thread = saver.backend._threads.get(thread_id)
+    space = thread.spaces.get(ns) if thread is not None else None
+    return dict(space.blobs) if space is not None else {}
+
+
 def blob_keys(saver: InMemorySaver, thread_id: str = "t1", ns: str = "") -> list[tuple[str, str]]:
-    return sorted(saver._blobs.get((thread_id, ns), {}))
+    return sorted(blobs(saver, thread_id, ns))
+
+
+def checkpoint_count(saver: InMemorySaver, thread_id: str = "t1", ns: str = "") -> int:
+    return len(saver.backend._threads[thread_id].spaces[ns].rows)
 
 
 def everything(saver: InMemorySaver) -> tuple[Any, ...]:
+    """Every row the backend holds: checkpoints, blobs, writes, heads and thread times."""
+    spaces = {
+        (thread_id, ns): space
+        for thread_id, thread in saver.backend._threads.items()
+        for ns, space in thread.spaces.items()
+    }
     return (
-        {k: dict(v) for k, v in saver._checkpoints.items()},
-        {k: dict(v) for k, v in saver._blobs.items()},
-        {k: dict(v) for k, v in saver._writes.items()},
-        dict(saver._heads),
-        dict(saver._updated),
+        {k: dict(s.rows) for k, s in spaces.items()},
+        {k: dict(s.blobs) for k, s in spaces.items()},
+        {(*k, cid): dict(w) for k, s in spaces.items() for cid, w in s.writes.items()},
+        {k: s.head for k, s in spaces.items() if s.head is not None},
+        {t: thread.updated for t, thread in saver.backend._threads.items() if thread.updated},
     )
 
 
@@ -39,7 +55,7 @@ def test_only_what_changed_is_stored_and_only_as_bytes() -> None:
         parent = record.checkpoint
     keys = blob_keys(saver)
     assert [k for k, _ in keys] == ["big"]  # a small scalar lives in each checkpoint's body
-    for row in saver._blobs[("t1", "")].values():
+    for row in blobs(saver).values():
         assert type(row.data) is bytes
     assert [r.checkpoint.values["n"] for r in saver.list("t1")] == list(range(9, -1, -1))
 
@@ -65,7 +81,7 @@ def test_prune_and_retention_drop_values_nothing_uses() -> None:
         record = step("t1", values, parent)
         saver.put(record)
         parent = record.checkpoint
-    assert len(saver._checkpoints[("t1", "")]) == 2
+    assert checkpoint_count(saver) == 2
 
     def counts() -> dict[str, int]:
         names = [k for k, _ in blob_keys(saver)]
@@ -92,7 +108,7 @@ def test_a_growing_list_costs_about_its_own_size() -> None:
         saver.put(record)
         parent = record.checkpoint
         records.append(record)
-    stored = sum(len(b.data) for b in saver._blobs[("t1", "")].values())
+    stored = sum(len(b.data) for b in blobs(saver).values())
     raw = 400 * 1000
     assert stored < 3 * raw  # full copies at every step would be about 200 times raw
     for record in records[::37]:

@@ -1,373 +1,404 @@
-"""An in-process saver for tests, notebooks and short-lived runs.
+"""An in-process saver for tests, notebooks and short-lived runs: ``CoreSaver`` over dicts.
 
 It keeps *encoded* bytes, not live objects: mutating a state value after a save cannot rewrite
-history, and a value that cannot be serialized fails here exactly as it would on disk. Values
-are stored with the shared layout (``threadline.checkpoint.layout``), one blob per ``(key,
-version)``: a value that did not change is neither encoded nor stored again, and a list that
-grew stores its new items as a delta (compacted as on SQLite), so a long conversation costs
-about its own size, not the square of it, and each save encodes only what is new. Small scalars
-(``layout.inlined``) live in each checkpoint's own bytes instead, as on SQLite: a step that
-moves a counter encodes one thing less.
+history, and a value that cannot be serialized fails here exactly as it would on disk. The core
+encodes as for every saver (``layout``): one blob per ``(key, version)``, so a value that did
+not change is neither encoded nor stored again; a list that grew stores its new items as a delta
+(compacted as on SQLite); small scalars live in each checkpoint's own bytes.
+
+``MemoryBackend`` keeps the rows in dicts behind one lock. A put checks everything that can
+refuse it before its first write, so a refused put leaves nothing. Other write transactions
+(prune, copy, delete) change copies of the threads they touch and put the old ones back if they
+fail. Each checkpoint keeps the blob versions its values use and the task names it plans, so
+loading and listing threads decode nothing extra.
 """
 
 from __future__ import annotations
 
 import builtins
-import dataclasses
-import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from bisect import bisect_left
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from threading import Lock
 
-from threadline.checkpoint.base import (
-    BaseSaver,
-    CheckpointRecord,
-    Retention,
-    TaskWrite,
-    ThreadInfo,
-    ThreadStatus,
-    metadata_matches,
+from threadline.checkpoint.backend import (
+    HeadMoved,
+    Loaded,
+    NextOf,
+    Pair,
+    Prepared,
+    StoredCheckpoint,
+    ThreadRow,
+    VersionsOf,
 )
-from threadline.checkpoint.bodies import decode_metadata, wanted_blobs
-from threadline.checkpoint.layout import (
-    BlobRow,
-    CheckpointRow,
-    WriteRow,
-    blob_refs,
-    checkpoint_values,
-    decode_write,
-    encode_record,
-    encode_writes,
-    full_blobs,
-    referenced_blobs,
-)
-from threadline.checkpoint.rules import (
-    age_cutoff,
-    check_keep_last,
-    check_put,
-    created_ts,
-    status_of,
-)
+from threadline.checkpoint.base import Retention, ThreadStatus
+from threadline.checkpoint.core import CoreSaver
+from threadline.checkpoint.layout import REPLACE, BlobRow, CheckpointRow, WriteRow, referenced_blobs
+from threadline.checkpoint.rules import status_of
+from threadline.checkpoint.transactional import check_stored, retain
 from threadline.clock import iso_at
-from threadline.serde import DEFAULT, Serializer
+from threadline.serde import Serializer
 
-__all__ = ["InMemorySaver", "MemorySaver"]
+__all__ = ["InMemorySaver", "MemoryBackend", "MemorySaver"]
 
-
-# --------------------------------------------------------------------------------------------
-# The saver
-# --------------------------------------------------------------------------------------------
+_Stored = tuple[CheckpointRow, Mapping[str, str], Sequence[str]]
+"""A checkpoint: its row, the blob versions its values use, the task names it plans (root)."""
 
 
 @dataclass(slots=True)
-class _Stored:
-    row: CheckpointRow
-    versions: dict[str, str]  # a private copy: which blobs hold the values (not inline ones)
-    next: tuple[str, ...]  # names of the planned tasks (for list_threads)
+class _Space:
+    """One namespace of a thread. ``rows`` are in id order: a put's id sorts after the head, and
+    nothing else adds rows but copies, which keep the order."""
+
+    rows: dict[str, _Stored] = field(default_factory=dict)
+    blobs: dict[Pair, BlobRow] = field(default_factory=dict)
+    writes: dict[str, dict[tuple[str, str], WriteRow]] = field(default_factory=dict)
+    head: str | None = None  # the newest id (the last of ``rows``)
+
+    def stored(self, checkpoint_id: str) -> StoredCheckpoint:
+        writes = self.writes.get(checkpoint_id)
+        return StoredCheckpoint(
+            self.rows[checkpoint_id][0], tuple(writes.values()) if writes else ()
+        )
+
+    def add_writes(self, checkpoint_id: str, writes: Sequence[WriteRow]) -> None:
+        """Same ``(task_id, kind)``: replaced in place (a dict keeps the first position)."""
+        bucket = self.writes.get(checkpoint_id)
+        if bucket is None:
+            bucket = self.writes[checkpoint_id] = {}
+        for w in writes:
+            bucket[(w.task_id, w.kind)] = w
+
+    def copy(self) -> _Space:
+        writes = {cid: dict(bucket) for cid, bucket in self.writes.items()}
+        return _Space(dict(self.rows), dict(self.blobs), writes, self.head)
 
 
-_Key = tuple[str, str]  # (thread_id, checkpoint_ns)
-_WriteKey = tuple[str, str]  # (task_id, kind)
-_Snapshot = tuple[_Stored, dict[tuple[str, str], BlobRow], tuple[WriteRow, ...]]
+@dataclass(slots=True)
+class _Thread:
+    spaces: dict[str, _Space] = field(default_factory=dict)
+    updated: int = 0  # when the root last changed (increasing Unix µs): orders list_threads
+
+    def copy(self) -> _Thread:
+        return _Thread({ns: space.copy() for ns, space in self.spaces.items()}, self.updated)
+
+    def root(self) -> tuple[str, _Stored, _Space] | None:
+        """The root namespace's head, if it has one."""
+        space = self.spaces.get("")
+        head = space.head if space is not None else None
+        if space is None or head is None:
+            return None
+        return head, space.rows[head], space
 
 
-class InMemorySaver(BaseSaver):
+class MemoryBackend:
+    """Rows in dicts: thread -> namespace -> checkpoints (with their writes) and blobs.
+
+    Rows are stored as the core made them (bytes) and never changed: a reader may keep them.
+    """
+
+    compaction = REPLACE
+    in_process = True
+
+    def __init__(self) -> None:
+        self._lock = Lock()
+        self._threads: dict[str, _Thread] = {}
+        self._last = 0  # the last thread time given (Unix µs)
+
+    def _now(self) -> int:
+        """Unix time in µs, increasing (under the lock: no second lock, as ``clock`` takes)."""
+        self._last = max(time.time_ns() // 1000, self._last + 1)
+        return self._last
+
+    @contextmanager
+    def transaction(self, write: bool) -> Iterator[_Tx]:
+        with self._lock:
+            tx = _Tx(self, write)
+            try:
+                yield tx
+            except BaseException:
+                tx.rollback()
+                raise
+
+    def commit(self, put: Prepared) -> list[Pair]:
+        row = put.row
+        with self._lock:
+            thread = self._threads.get(put.thread_id)
+            space = thread.spaces.get(put.ns) if thread is not None else None
+            head = space.head if space is not None else None
+            if (not put.fork and row.parent_id != head) or (
+                head is not None and row.checkpoint_id <= head
+            ):
+                raise HeadMoved(head)
+            if put.check:
+                blobs = space.blobs if space is not None else {}
+                check_stored(put, head, lambda pairs: {p: blobs[p] for p in pairs if p in blobs})
+            # Nothing can refuse the put after this.
+            if thread is None or space is None:
+                thread, space = self._created(put.thread_id, put.ns)
+            _insert(space, put)
+            if put.ns == "":  # as _now, inline: a put is the hot path
+                thread.updated = self._last = max(time.time_ns() // 1000, self._last + 1)
+            if put.retention is None:
+                return []
+            return self._retain(put.thread_id, put.ns, row.checkpoint_id, put.retention)
+
+    def _created(self, thread_id: str, ns: str) -> tuple[_Thread, _Space]:
+        """The thread and namespace, made if new."""
+        thread = self._threads.get(thread_id)
+        if thread is None:
+            thread = self._threads[thread_id] = _Thread()
+        space = thread.spaces.get(ns)
+        if space is None:
+            space = thread.spaces[ns] = _Space()
+        return thread, space
+
+    def _retain(self, thread_id: str, ns: str, head: str, retention: Retention) -> list[Pair]:
+        tx = _Tx(self, True)
+        try:
+            return retain(tx, thread_id, ns, head, retention)
+        except BaseException:
+            tx.rollback()
+            raise
+
+    async def acommit(self, put: Prepared) -> list[Pair]:
+        return self.commit(put)
+
+    def commit_writes(
+        self,
+        thread_id: str,
+        ns: str,
+        checkpoint_id: str,
+        writes: Sequence[WriteRow],
+        next_of: NextOf,
+    ) -> None:
+        """The thread's status is read from the head's writes when threads are listed (the
+        head keeps its task names): only the thread's time moves here."""
+        with self._lock:
+            thread, space = self._created(thread_id, ns)
+            space.add_writes(checkpoint_id, writes)
+            if ns == "" and space.head == checkpoint_id:
+                thread.updated = self._now()
+
+    async def acommit_writes(
+        self,
+        thread_id: str,
+        ns: str,
+        checkpoint_id: str,
+        writes: Sequence[WriteRow],
+        next_of: NextOf,
+    ) -> None:
+        self.commit_writes(thread_id, ns, checkpoint_id, writes, next_of)
+
+    def load(
+        self, thread_id: str, ns: str, checkpoint_id: str | None, versions_of: VersionsOf
+    ) -> Loaded | None:
+        """The blob versions are kept with each checkpoint: ``versions_of`` is not needed."""
+        with self._lock:
+            thread = self._threads.get(thread_id)
+            space = thread.spaces.get(ns) if thread is not None else None
+            if space is None:
+                return None
+            if checkpoint_id is None:
+                checkpoint_id = space.head
+            stored = space.rows.get(checkpoint_id) if checkpoint_id is not None else None
+            if stored is None or checkpoint_id is None:
+                return None
+            refs = stored[1]
+            pool = _values(space.blobs, [refs]) if refs else {}
+            return space.stored(checkpoint_id), pool, None
+
+    async def aload(
+        self, thread_id: str, ns: str, checkpoint_id: str | None, versions_of: VersionsOf
+    ) -> Loaded | None:
+        return self.load(thread_id, ns, checkpoint_id, versions_of)
+
+    def blob(self, thread_id: str, ns: str, key: str, version: str) -> BlobRow | None:
+        """Read without the lock: one ``dict.get`` per level sees a whole dict either way (a
+        write transaction swaps threads whole, a put only adds)."""
+        thread = self._threads.get(thread_id)
+        space = thread.spaces.get(ns) if thread is not None else None
+        return space.blobs.get((key, version)) if space is not None else None
+
+    def loaded(
+        self, thread_id: str, ns: str, versions: Mapping[str, str], pool: Mapping[Pair, BlobRow]
+    ) -> None:
+        """Rows are in memory already: nothing to hold."""
+
+    def close(self) -> None:
+        """Nothing to release (the rows stay)."""
+
+    def thread_count(self) -> int:
+        """Threads with a root checkpoint."""
+        with self._lock:
+            return sum(1 for thread in self._threads.values() if thread.root() is not None)
+
+
+def _insert(space: _Space, put: Prepared) -> None:
+    row = put.row
+    space.rows[row.checkpoint_id] = (row, put.refs, put.next_names)
+    space.head = row.checkpoint_id
+    if put.blobs or put.prefixes:
+        blobs = space.blobs
+        for b in put.blobs:
+            blobs.setdefault((b.key, b.version), b)
+        for p in put.prefixes:  # compaction: the versions a new full blob holds
+            if (p.key, p.version) in blobs:
+                blobs[(p.key, p.version)] = p
+    if put.writes:
+        space.add_writes(row.checkpoint_id, put.writes)
+
+
+def _values(
+    blobs: Mapping[Pair, BlobRow], wanted: Sequence[Mapping[str, str]]
+) -> dict[Pair, BlobRow]:
+    return {pair: blobs[pair] for pair in referenced_blobs(wanted, blobs) if pair in blobs}
+
+
+class _Tx:
+    """One transaction over the threads (under the backend's lock). A write transaction
+    changes a copy of each thread it touches, made when it first does; ``rollback`` puts the
+    originals back."""
+
+    def __init__(self, backend: MemoryBackend, write: bool) -> None:
+        self._backend = backend
+        self._threads = backend._threads
+        self._undo: dict[str, _Thread | None] | None = {} if write else None
+
+    def rollback(self) -> None:
+        for thread_id, original in (self._undo or {}).items():
+            if original is None:
+                self._threads.pop(thread_id, None)
+            else:
+                self._threads[thread_id] = original
+
+    def _space(self, thread_id: str, ns: str) -> _Space | None:
+        thread = self._threads.get(thread_id)
+        return thread.spaces.get(ns) if thread is not None else None
+
+    def _replace(self, thread_id: str, thread: _Thread | None) -> None:
+        assert self._undo is not None, "a write in a read transaction"
+        self._undo.setdefault(thread_id, self._threads.get(thread_id))
+        if thread is None:
+            self._threads.pop(thread_id, None)
+        else:
+            self._threads[thread_id] = thread
+
+    def _own(self, thread_id: str) -> _Thread | None:
+        """The thread, copied the first time this transaction changes it."""
+        assert self._undo is not None, "a write in a read transaction"
+        thread = self._threads.get(thread_id)
+        if thread is None or thread_id in self._undo:
+            return thread
+        mine = thread.copy()
+        self._replace(thread_id, mine)
+        return mine
+
+    # -- reads ---------------------------------------------------------------------------------
+    def page(
+        self, thread_id: str, ns: str, before: str | None, limit: int
+    ) -> builtins.list[StoredCheckpoint]:
+        space = self._space(thread_id, ns)
+        if space is None:
+            return []
+        ids = list(space.rows)
+        end = len(ids) if before is None else bisect_left(ids, before)
+        return [space.stored(cid) for cid in reversed(ids[max(0, end - limit) : end])]
+
+    def values(
+        self, thread_id: str, ns: str, wanted: Sequence[Mapping[str, str]]
+    ) -> tuple[dict[Pair, BlobRow], None]:
+        space = self._space(thread_id, ns)
+        return (_values(space.blobs, wanted) if space is not None else {}), None
+
+    def all_blob_meta(self, thread_id: str, ns: str) -> dict[Pair, BlobRow]:
+        space = self._space(thread_id, ns)
+        blobs = space.blobs if space is not None else {}
+        return {pair: row.without_data() for pair, row in blobs.items()}
+
+    def ids(self, thread_id: str, ns: str) -> builtins.list[tuple[str, str]]:
+        space = self._space(thread_id, ns)
+        rows = space.rows if space is not None else {}
+        return [(cid, stored[0].created_at) for cid, stored in reversed(rows.items())]
+
+    def bodies(self, thread_id: str, ns: str) -> builtins.list[tuple[str, bytes]]:
+        space = self._space(thread_id, ns)
+        rows = space.rows if space is not None else {}
+        return [(cid, stored[0].body) for cid, stored in rows.items()]
+
+    def namespaces(self, thread_id: str) -> builtins.list[str]:
+        thread = self._threads.get(thread_id)
+        spaces = thread.spaces if thread is not None else {}
+        return sorted(ns for ns, space in spaces.items() if space.rows)
+
+    def threads(self, status: ThreadStatus | None, limit: int | None) -> builtins.list[ThreadRow]:
+        found = []
+        for thread_id, thread in self._threads.items():
+            root = thread.root()
+            if root is None:
+                continue
+            head, (row, _, names), space = root
+            writes = space.writes.get(head, {})
+            now = status_of(names, writes)
+            if status is None or now == status:
+                at = max(iso_at(thread.updated), row.created_at)
+                found.append(ThreadRow(thread_id, now, head, at, row.body))
+        found.sort(key=lambda r: (r.updated_at, r.thread_id), reverse=True)
+        return found[:limit] if limit is not None else found
+
+    # -- writes --------------------------------------------------------------------------------
+    def delete(self, thread_id: str, ns: str, ids: Collection[str]) -> None:
+        """A namespace left without checkpoints goes whole (writes and blobs of none), and a
+        thread left without namespaces."""
+        thread = self._own(thread_id)
+        space = thread.spaces.get(ns) if thread is not None else None
+        if thread is None or space is None:
+            return
+        for cid in ids:
+            space.rows.pop(cid, None)
+            space.writes.pop(cid, None)
+        space.head = next(reversed(space.rows), None)
+        if not space.rows:
+            del thread.spaces[ns]
+        if not thread.spaces:
+            self._replace(thread_id, None)
+
+    def delete_blobs(self, thread_id: str, ns: str, pairs: Collection[Pair]) -> None:
+        thread = self._own(thread_id)
+        space = thread.spaces.get(ns) if thread is not None else None
+        if space is not None:
+            for pair in pairs:
+                space.blobs.pop(pair, None)
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._replace(thread_id, None)
+
+    def copy_thread(self, source: str, target: str) -> None:
+        thread = self._threads.get(source)
+        copy = thread.copy() if thread is not None else None
+        if copy is not None:
+            copy.updated = self._backend._now() if copy.root() is not None else 0
+        self._replace(target, copy)
+
+
+class InMemorySaver(CoreSaver):
     """Keeps checkpoints in this process's memory (lost on exit). Safe to share between threads.
 
     ``retention`` prunes a thread's older checkpoints each time one is saved.
     ``copy_thread`` raises ``ValueError`` if the target thread already has checkpoints.
     """
 
-    in_process = True  # dicts behind a lock: no I/O, so async calls need no worker thread
+    backend: MemoryBackend
 
     def __init__(
         self, *, retention: Retention | None = None, serde: Serializer | None = None
     ) -> None:
-        self.retention = retention
-        self.serde = serde or DEFAULT
-        self._lock = threading.RLock()
-        # (thread, ns) -> checkpoint id -> stored row
-        self._checkpoints: dict[_Key, dict[str, _Stored]] = {}
-        self._heads: dict[_Key, str] = {}
-        # (thread, ns) -> (key, version) -> full blob
-        self._blobs: dict[_Key, dict[tuple[str, str], BlobRow]] = {}
-        # (thread, ns, checkpoint id) -> (task id, kind) -> write; dicts keep insertion order,
-        # and replacing a key keeps its original position.
-        self._writes: dict[tuple[str, str, str], dict[_WriteKey, WriteRow]] = {}
-        # thread -> updated_at (increasing Unix microseconds, formatted only when listed), for
-        # threads with a root-namespace checkpoint
-        self._updated: dict[str, int] = {}
-        self._last_update = 0
+        super().__init__(MemoryBackend(), retention=retention, serde=serde)
 
     def __repr__(self) -> str:
-        return f"InMemorySaver(threads={len(self._updated)}, retention={self.retention!r})"
-
-    # -- reading ------------------------------------------------------------------------------
-
-    def get_tuple(
-        self, thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None
-    ) -> CheckpointRecord | None:
-        key = (thread_id, checkpoint_ns)
-        with self._lock:
-            if checkpoint_id is None:
-                checkpoint_id = self._heads.get(key)
-                if checkpoint_id is None:
-                    return None
-            stored = self._checkpoints.get(key, {}).get(checkpoint_id)
-            if stored is None:
-                return None
-            snapshot = self._snapshot(key, checkpoint_id, stored)
-        return _decode(thread_id, checkpoint_ns, snapshot, self.serde)
-
-    def list(
-        self,
-        thread_id: str,
-        checkpoint_ns: str = "",
-        *,
-        filter: Mapping[str, Any] | None = None,
-        before: str | None = None,
-        limit: int | None = None,
-    ) -> Iterator[CheckpointRecord]:
-        key = (thread_id, checkpoint_ns)
-        with self._lock:
-            by_id = self._checkpoints.get(key, {})
-            ids = sorted((cid for cid in by_id if before is None or cid < before), reverse=True)
-            snapshots = [self._snapshot(key, cid, by_id[cid]) for cid in ids]
-        return _iter(thread_id, checkpoint_ns, snapshots, filter, limit, self.serde)
-
-    def _snapshot(self, key: _Key, checkpoint_id: str, stored: _Stored) -> _Snapshot:
-        blobs = self._blobs.get(key, {})
-        rows = {kv: blobs[kv] for kv in referenced_blobs([stored.versions], blobs) if kv in blobs}
-        writes = tuple(self._writes.get((*key, checkpoint_id), {}).values())
-        return stored, rows, writes
-
-    def list_threads(
-        self, *, status: ThreadStatus | None = None, limit: int | None = None
-    ) -> builtins.list[ThreadInfo]:
-        if limit is not None and limit <= 0:
-            return []
-        with self._lock:
-            infos = []
-            for thread_id, updated_at in self._updated.items():
-                head = self._heads[(thread_id, "")]
-                stored = self._checkpoints[(thread_id, "")][head]
-                writes = self._writes.get((thread_id, "", head), {})
-                infos.append(
-                    ThreadInfo(
-                        thread_id=thread_id,
-                        status=status_of(stored.next, writes),
-                        checkpoint_id=head,
-                        updated_at=iso_at(updated_at),
-                        next=stored.next,
-                    )
-                )
-        infos.sort(key=lambda i: (i.updated_at, i.thread_id), reverse=True)
-        if status is not None:
-            infos = [i for i in infos if i.status == status]
-        return infos[:limit] if limit is not None else infos
-
-    # -- writing ------------------------------------------------------------------------------
-
-    def put(self, record: CheckpointRecord, *, fork: bool = False) -> None:
-        cp = record.checkpoint
-        key = (record.thread_id, record.checkpoint_ns)
-        # Stored rows never change, so reading them here without the lock is safe; a base pruned
-        # meanwhile is found missing below. Encoding fails before anything is stored.
-        have = self._blobs.get(key) or {}
-        encoded = encode_record(record, lambda k, v: have.get((k, v)), self.serde, inline=True)
-        refs = blob_refs(cp, encoded)
-        stored = _Stored(encoded.row, refs, tuple([t.name for t in cp.next]))
-        with self._lock:
-            check_put(record, self._heads.get(key), fork=fork)
-            rows = self._blobs.get(key)
-            if rows is None:
-                rows = self._blobs[key] = {}
-            if refs or encoded.blobs:  # (a step that only moved small scalars has neither)
-                # Nothing can fail after this.
-                rows.update(self._new_blobs(record, encoded.blobs, refs, rows))
-            for p in encoded.prefixes:  # compaction: the versions the new full blob holds
-                if (p.key, p.version) in rows:
-                    rows[(p.key, p.version)] = p
-            checkpoints = self._checkpoints.get(key)
-            if checkpoints is None:
-                checkpoints = self._checkpoints[key] = {}
-            checkpoints[cp.id] = stored
-            self._heads[key] = cp.id
-            if encoded.writes:
-                self._store_writes((*key, cp.id), encoded.writes)
-            if record.checkpoint_ns == "":
-                self._touch(record.thread_id)
-            if self.retention is not None:
-                self._retain(key)
-
-    def _new_blobs(
-        self,
-        record: CheckpointRecord,
-        blobs: Sequence[BlobRow],
-        refs: Mapping[str, str],
-        rows: Mapping[tuple[str, str], BlobRow],
-    ) -> dict[tuple[str, str], BlobRow]:
-        """The blobs a put adds to ``rows``. Where the hints said "unchanged" but the value is
-        not stored, or a delta's base went (a prune since it was encoded), the value is stored
-        whole."""
-        new = {(b.key, b.version): b for b in blobs if (b.key, b.version) not in rows}
-        missing = [k for k, v in refs.items() if (k, v) not in rows and (k, v) not in new]
-        gone = [b for b in new.values() if b.base is not None and (b.key, b.base) not in rows]
-        missing += [b.key for b in gone]
-        if missing:
-            new.update({(b.key, b.version): b for b in full_blobs(record, missing, self.serde)})
-        return new
-
-    def put_writes(
-        self,
-        thread_id: str,
-        checkpoint_ns: str,
-        checkpoint_id: str,
-        writes: Sequence[TaskWrite],
-    ) -> None:
-        encoded = encode_writes(writes, self.serde)
-        if not encoded:
-            return
-        with self._lock:
-            self._store_writes((thread_id, checkpoint_ns, checkpoint_id), encoded)
-            if checkpoint_ns == "" and self._heads.get((thread_id, "")) == checkpoint_id:
-                self._touch(thread_id)
-
-    def _touch(self, thread_id: str) -> None:
-        """Mark the thread updated now (under the lock): times only increase, so they order."""
-        self._last_update = max(time.time_ns() // 1000, self._last_update + 1)
-        self._updated[thread_id] = self._last_update
-
-    def _store_writes(self, key: tuple[str, str, str], writes: Sequence[WriteRow]) -> None:
-        if not writes:
-            return
-        bucket = self._writes.setdefault(key, {})
-        for w in writes:
-            bucket[(w.task_id, w.kind)] = w
-
-    def delete_thread(self, thread_id: str) -> None:
-        with self._lock:
-            for store in (self._checkpoints, self._heads, self._blobs):
-                for key in [k for k in store if k[0] == thread_id]:
-                    del store[key]
-            for wkey in [k for k in self._writes if k[0] == thread_id]:
-                del self._writes[wkey]
-            self._updated.pop(thread_id, None)
-
-    # -- history ------------------------------------------------------------------------------
-
-    def prune(self, thread_id: str, *, keep_last: int) -> int:
-        check_keep_last(keep_last)
-        deleted = 0
-        with self._lock:
-            for key in [k for k in self._checkpoints if k[0] == thread_id]:
-                ids = sorted(self._checkpoints[key], reverse=True)
-                deleted += self._drop(key, ids[keep_last:])
-        return deleted
-
-    def _retain(self, key: _Key) -> None:
-        retention = self.retention
-        assert retention is not None
-        by_id = self._checkpoints[key]
-        ids = sorted(by_id, reverse=True)
-        drop = set(ids[retention.max_checkpoints :]) if retention.max_checkpoints else set()
-        cutoff = age_cutoff(retention)
-        if cutoff is not None:
-            drop.update(
-                cid
-                for cid in ids[1:]
-                if (created := created_ts(by_id[cid].row.created_at)) is not None
-                and created < cutoff
-            )
-        self._drop(key, drop)
-
-    def _drop(self, key: _Key, ids: Iterable[str]) -> int:
-        """Delete checkpoints of one namespace, their writes, and blobs no longer used."""
-        by_id = self._checkpoints[key]
-        count = 0
-        for cid in ids:
-            del by_id[cid]
-            self._writes.pop((*key, cid), None)
-            count += 1
-        if not count:
-            return 0
-        if not by_id:
-            del self._checkpoints[key]
-            self._heads.pop(key, None)
-            self._blobs.pop(key, None)
-            if key[1] == "":
-                self._updated.pop(key[0], None)
-            return count
-        blobs = self._blobs.get(key, {})
-        used = referenced_blobs([stored.versions for stored in by_id.values()], blobs)
-        for kv in [kv for kv in blobs if kv not in used]:
-            del blobs[kv]
-        return count
-
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Copy every checkpoint, value and write of a thread to an empty thread id.
-
-        Raises ``ValueError`` if the target already has checkpoints (including when it is the
-        source); copying a thread that has none does nothing.
-        """
-        with self._lock:
-            sources = [k for k in self._checkpoints if k[0] == source_thread_id]
-            if any(k[0] == target_thread_id for k in self._checkpoints):
-                raise ValueError(
-                    f"cannot copy thread {source_thread_id!r} to {target_thread_id!r}: the "
-                    "target already has checkpoints; delete it first or pick another id"
-                )
-            if not sources:
-                return
-            for wkey in [k for k in self._writes if k[0] == target_thread_id]:
-                del self._writes[wkey]  # writes left against checkpoints that do not exist
-            for _, ns in sources:
-                src, dst = (source_thread_id, ns), (target_thread_id, ns)
-                self._checkpoints[dst] = dict(self._checkpoints[src])
-                self._heads[dst] = self._heads[src]
-                self._blobs[dst] = dict(self._blobs.get(src, {}))
-            for (thread_id, ns, cid), bucket in list(self._writes.items()):
-                if thread_id == source_thread_id:
-                    self._writes[(target_thread_id, ns, cid)] = dict(bucket)
-            if (target_thread_id, "") in self._heads:
-                self._touch(target_thread_id)
-
-
-def _iter(
-    thread_id: str,
-    checkpoint_ns: str,
-    snapshots: Sequence[_Snapshot],
-    filter: Mapping[str, Any] | None,
-    limit: int | None,
-    codec: Serializer,
-) -> Iterator[CheckpointRecord]:
-    if limit is not None and limit <= 0:
-        return
-    count = 0
-    for snapshot in snapshots:
-        metadata = snapshot[0].row.metadata
-        if filter and not metadata_matches(decode_metadata(metadata, codec), filter):
-            continue
-        yield _decode(thread_id, checkpoint_ns, snapshot, codec)
-        count += 1
-        if limit is not None and count >= limit:
-            return
-
-
-def _decode(
-    thread_id: str, checkpoint_ns: str, snapshot: _Snapshot, codec: Serializer
-) -> CheckpointRecord:
-    stored, rows, writes = snapshot
-    cp, _ = wanted_blobs(stored.row.body, codec)
-    values = checkpoint_values(cp, rows, codec)
-    return CheckpointRecord(
-        thread_id=thread_id,
-        checkpoint_ns=checkpoint_ns,
-        checkpoint=dataclasses.replace(cp, values=values),
-        metadata=decode_metadata(stored.row.metadata, codec),
-        pending_writes=tuple(decode_write(w, codec) for w in writes),
-    )
+        return f"InMemorySaver(threads={self.backend.thread_count()}, retention={self.retention!r})"
 
 
 MemorySaver = InMemorySaver
