@@ -284,7 +284,8 @@ class CoreSaver(BaseSaver):
         encoded = encode_record(
             record, base_of, self.serde, self.backend.compaction, True, self._compact
         )
-        refs = blob_refs(cp, encoded)  # a new dict: the head cache keeps it
+        # A new dict (the head cache keeps it); none to make when the body holds every value.
+        refs = {} if len(encoded.inline) == len(cp.versions) else blob_refs(cp, encoded)
         blobs = encoded.blobs
         if blobs:
             written = {(b.key, b.version) for b in blobs}

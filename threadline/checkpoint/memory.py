@@ -138,7 +138,13 @@ class MemoryBackend:
             # Nothing can refuse the put after this.
             if thread is None or space is None:
                 thread, space = self._created(put.thread_id, put.ns)
-            _insert(space, put)
+            cid = row.checkpoint_id
+            space.rows[cid] = (row, put.refs, put.next_names)
+            space.head = cid
+            if put.blobs or put.prefixes:
+                _add_blobs(space.blobs, put.blobs, put.prefixes)
+            if put.writes:
+                space.add_writes(cid, put.writes)
             if put.ns == "":  # as _now, inline: a put is the hot path
                 thread.updated = self._last = max(time.time_ns() // 1000, self._last + 1)
             if put.retention is None:
@@ -236,19 +242,16 @@ class MemoryBackend:
             return sum(1 for thread in self._threads.values() if thread.root() is not None)
 
 
-def _insert(space: _Space, put: Prepared) -> None:
-    row = put.row
-    space.rows[row.checkpoint_id] = (row, put.refs, put.next_names)
-    space.head = row.checkpoint_id
-    if put.blobs or put.prefixes:
-        blobs = space.blobs
-        for b in put.blobs:
-            blobs.setdefault((b.key, b.version), b)
-        for p in put.prefixes:  # compaction: the versions a new full blob holds
-            if (p.key, p.version) in blobs:
-                blobs[(p.key, p.version)] = p
-    if put.writes:
-        space.add_writes(row.checkpoint_id, put.writes)
+def _add_blobs(
+    blobs: dict[Pair, BlobRow], new: Sequence[BlobRow], prefixes: Sequence[BlobRow]
+) -> None:
+    """A pair stored already is kept; ``prefixes`` (compaction) replace the rows of versions a
+    new full blob holds."""
+    for b in new:
+        blobs.setdefault((b.key, b.version), b)
+    for p in prefixes:
+        if (p.key, p.version) in blobs:
+            blobs[(p.key, p.version)] = p
 
 
 def _values(
