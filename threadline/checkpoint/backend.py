@@ -80,8 +80,8 @@ class Prepared:
     blobs: Sequence[BlobRow]  # new blob rows (a pair stored already is kept as it is)
     prefixes: Sequence[BlobRow]  # compaction: replace the stored rows of their pairs
     writes: Sequence[WriteRow]
-    check: list[Pair]
-    deltas: list[BlobRow]  # those of ``blobs`` with a ``base``
+    check: Sequence[Pair]
+    deltas: Sequence[BlobRow]  # those of ``blobs`` with a ``base``
     trusted: tuple[str, Mapping[str, str]] | None
     next_names: list[str]  # root namespace: the planned task names the thread row keeps
     retention: Retention | None  # prune older checkpoints of the namespace (see ``commit``)
@@ -254,7 +254,7 @@ class Backend(Protocol):
 
     def transaction(self, write: bool) -> AbstractContextManager[Transaction]: ...
 
-    def commit(self, put: Prepared) -> list[Pair]:
+    def commit(self, put: Prepared) -> Sequence[Pair]:
         """Store ``put`` as one transaction (see ``Prepared``): check the compare-and-set
         (``HeadMoved``) and what it relies on (``NotStored``), insert the rows and writes, write
         the thread row if ``put.status`` differs from the stored one, apply ``put.retention``
@@ -262,7 +262,7 @@ class Backend(Protocol):
         Returns the pairs of the blob rows retention deleted."""
         ...
 
-    async def acommit(self, put: Prepared) -> list[Pair]: ...
+    async def acommit(self, put: Prepared) -> Sequence[Pair]: ...
 
     def commit_writes(
         self,

@@ -287,13 +287,13 @@ class CoreSaver(BaseSaver):
         # A new dict (the head cache keeps it); none to make when the body holds every value.
         refs = {} if len(encoded.inline) == len(cp.versions) else blob_refs(cp, encoded)
         blobs = encoded.blobs
+        deltas: Sequence[BlobRow] = ()
+        check: Sequence[Pair] = tuple(refs.items()) if refs else ()
         if blobs:
             written = {(b.key, b.version) for b in blobs}
             deltas = [b for b in blobs if b.base is not None]
-            check = [(k, v) for k, v in refs.items() if (k, v) not in written]
+            check = [(k, v) for k, v in check if (k, v) not in written]
             check += [(b.key, b.base) for b in deltas if b.base is not None]
-        else:  # a step that stored no value (unchanged, or small scalars in the body)
-            deltas, check = [], list(refs.items()) if refs else []
         return Prepared(
             thread_id,
             ns,

@@ -122,7 +122,7 @@ class MemoryBackend:
                 tx.rollback()
                 raise
 
-    def commit(self, put: Prepared) -> list[Pair]:
+    def commit(self, put: Prepared) -> Sequence[Pair]:
         row = put.row
         with self._lock:
             thread = self._threads.get(put.thread_id)
@@ -148,7 +148,7 @@ class MemoryBackend:
             if put.ns == "":  # as _now, inline: a put is the hot path
                 thread.updated = self._last = max(time.time_ns() // 1000, self._last + 1)
             if put.retention is None:
-                return []
+                return ()
             return self._retain(put.thread_id, put.ns, row.checkpoint_id, put.retention)
 
     def _created(self, thread_id: str, ns: str) -> tuple[_Thread, _Space]:
@@ -169,7 +169,7 @@ class MemoryBackend:
             tx.rollback()
             raise
 
-    async def acommit(self, put: Prepared) -> list[Pair]:
+    async def acommit(self, put: Prepared) -> Sequence[Pair]:
         return self.commit(put)
 
     def commit_writes(
