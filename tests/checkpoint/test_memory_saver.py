@@ -9,6 +9,7 @@ import pytest
 from builders import item, step, w
 
 from threadline.checkpoint import Checkpoint, InMemorySaver, MemorySaver, Retention
+from threadline.checkpoint.bodies import decode_checkpoint
 from threadline.errors import ConcurrentUpdateError
 
 
@@ -114,3 +115,40 @@ def test_a_growing_list_costs_about_its_own_size() -> None:
     for record in records[::37]:
         got = saver.get_tuple("t1", "", record.checkpoint.id)
         assert got is not None and got.checkpoint == record.checkpoint
+
+
+def test_a_write_transaction_that_fails_changes_nothing() -> None:
+    """Prune, copy and delete run in write transactions: one that raises midway puts every
+    thread it touched back as it was."""
+    saver = InMemorySaver()
+    parent: Checkpoint | None = None
+    for i in range(3):
+        values = {"log": [item(j, 10) for j in range(i + 1)], "n": i}
+        record = step("t1", values, parent, writes=(w("a", value=i),))
+        saver.put(record)
+        parent = record.checkpoint
+    saver.put(step("t2", {"x": "y" * 100}, None))
+    assert parent is not None
+    before = everything(saver)
+    with pytest.raises(RuntimeError), saver.backend.transaction(True) as tx:
+        tx.delete("t1", "", [parent.id])
+        tx.delete_blobs("t1", "", list(blobs(saver)))
+        tx.delete_thread("t2")
+        tx.copy_thread("t1", "t3")
+        raise RuntimeError("fails midway")
+    assert everything(saver) == before
+    got = saver.get_tuple("t1")
+    assert got is not None and got.checkpoint == parent
+
+
+def test_bodies_are_kept_whole_and_the_core_keeps_no_cache() -> None:
+    """In process a body costs memory, not I/O: it is kept whole (readable without its row's
+    fields, unlike the compact bodies of the other savers), and the core keeps no caches (the
+    backend answers as fast as they would)."""
+    saver = InMemorySaver()
+    record = step("t1", {"n": 1, "big": "b" * 1000}, None)
+    saver.put(record)
+    ((row, refs, _),) = saver.backend._threads["t1"].spaces[""].rows.values()
+    assert decode_checkpoint(row.body, {}, saver.serde).id == record.checkpoint.id
+    assert refs == {"big": record.checkpoint.versions["big"]}
+    assert not saver._heads and not saver._meta
