@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from builders import item, step, w
 
-from threadline.checkpoint import Checkpoint, InMemorySaver, MemorySaver, Retention
+from threadline.checkpoint import Checkpoint, InMemorySaver, MemorySaver, Retention, transactional
 from threadline.checkpoint.bodies import decode_checkpoint
 from threadline.errors import ConcurrentUpdateError
 
@@ -152,3 +152,22 @@ def test_bodies_are_kept_whole_and_the_core_keeps_no_cache() -> None:
     assert decode_checkpoint(row.body, {}, saver.serde).id == record.checkpoint.id
     assert refs == {"big": record.checkpoint.versions["big"]}
     assert not saver._heads and not saver._meta
+
+
+def test_pruning_reads_the_versions_kept_with_each_checkpoint(monkeypatch: Any) -> None:
+    """Retention and ``prune`` see which values are still used from the blob versions each
+    checkpoint keeps apart: no body is decoded."""
+
+    def decoded(*args: Any) -> None:
+        raise AssertionError("a checkpoint body was decoded to prune")
+
+    monkeypatch.setattr(transactional, "body_versions", decoded)
+    saver = InMemorySaver(retention=Retention(max_checkpoints=2))
+    parent: Checkpoint | None = None
+    for i in range(4):
+        record = step("t1", {"big": f"{i}" * 100, "same": "s" * 100}, parent)
+        saver.put(record)
+        parent = record.checkpoint
+    assert [k for k, _ in blob_keys(saver)] == ["big", "big", "same"]
+    assert saver.prune("t1", keep_last=1) == 1
+    assert [k for k, _ in blob_keys(saver)] == ["big", "same"]

@@ -316,6 +316,16 @@ class Backend(Protocol):
 
 
 @runtime_checkable
+class KeptVersions(Protocol):
+    """Optional, for a ``Transaction`` that keeps each checkpoint's blob versions apart from its
+    body: pruning and retention then decode no body to see which blobs are still used."""
+
+    def versions(self, thread_id: str, ns: str) -> list[Mapping[str, str]]:
+        """The blob versions of every checkpoint of the namespace."""
+        ...
+
+
+@runtime_checkable
 class WholeThreads(Protocol):
     """Optional, for a backend that prunes or copies a whole thread faster than the core does
     through ``transaction`` (one SQL statement instead of a round trip per read)."""

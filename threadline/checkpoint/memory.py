@@ -106,6 +106,7 @@ class MemoryBackend:
         self._lock = Lock()
         self._threads: dict[str, _Thread] = {}
         self._last = 0  # the last thread time given (Unix µs)
+        self._in_place = _Tx(self, True, undo=False)  # for retention (it keeps no state)
 
     def _now(self) -> int:
         """Unix time in µs, increasing (under the lock: no second lock, as ``clock`` takes)."""
@@ -162,12 +163,9 @@ class MemoryBackend:
         return thread, space
 
     def _retain(self, thread_id: str, ns: str, head: str, retention: Retention) -> list[Pair]:
-        tx = _Tx(self, True)
-        try:
-            return retain(tx, thread_id, ns, head, retention)
-        except BaseException:
-            tx.rollback()
-            raise
+        """Retention deletes in place, with no copy to put back: it runs once nothing can refuse
+        the put, and stopping midway would leave only rows nothing uses."""
+        return retain(self._in_place, thread_id, ns, head, retention)
 
     async def acommit(self, put: Prepared) -> Sequence[Pair]:
         return self.commit(put)
@@ -263,12 +261,13 @@ def _values(
 class _Tx:
     """One transaction over the threads (under the backend's lock). A write transaction
     changes a copy of each thread it touches, made when it first does; ``rollback`` puts the
-    originals back."""
+    originals back. Without ``undo`` it changes them in place."""
 
-    def __init__(self, backend: MemoryBackend, write: bool) -> None:
+    def __init__(self, backend: MemoryBackend, write: bool, *, undo: bool = True) -> None:
         self._backend = backend
         self._threads = backend._threads
-        self._undo: dict[str, _Thread | None] | None = {} if write else None
+        self._write = write
+        self._undo: dict[str, _Thread | None] | None = {} if write and undo else None
 
     def rollback(self) -> None:
         for thread_id, original in (self._undo or {}).items():
@@ -282,8 +281,9 @@ class _Tx:
         return thread.spaces.get(ns) if thread is not None else None
 
     def _replace(self, thread_id: str, thread: _Thread | None) -> None:
-        assert self._undo is not None, "a write in a read transaction"
-        self._undo.setdefault(thread_id, self._threads.get(thread_id))
+        assert self._write, "a write in a read transaction"
+        if self._undo is not None:
+            self._undo.setdefault(thread_id, self._threads.get(thread_id))
         if thread is None:
             self._threads.pop(thread_id, None)
         else:
@@ -291,9 +291,9 @@ class _Tx:
 
     def _own(self, thread_id: str) -> _Thread | None:
         """The thread, copied the first time this transaction changes it."""
-        assert self._undo is not None, "a write in a read transaction"
+        assert self._write, "a write in a read transaction"
         thread = self._threads.get(thread_id)
-        if thread is None or thread_id in self._undo:
+        if thread is None or self._undo is None or thread_id in self._undo:
             return thread
         mine = thread.copy()
         self._replace(thread_id, mine)
@@ -317,9 +317,14 @@ class _Tx:
         return (_values(space.blobs, wanted) if space is not None else {}), None
 
     def all_blob_meta(self, thread_id: str, ns: str) -> dict[Pair, BlobRow]:
+        """With their data: in memory, leaving it out would only cost a copy of each row."""
         space = self._space(thread_id, ns)
-        blobs = space.blobs if space is not None else {}
-        return {pair: row.without_data() for pair, row in blobs.items()}
+        return dict(space.blobs) if space is not None else {}
+
+    def versions(self, thread_id: str, ns: str) -> builtins.list[Mapping[str, str]]:
+        space = self._space(thread_id, ns)
+        rows = space.rows if space is not None else {}
+        return [stored[1] for stored in rows.values()]
 
     def ids(self, thread_id: str, ns: str) -> builtins.list[tuple[str, str]]:
         space = self._space(thread_id, ns)

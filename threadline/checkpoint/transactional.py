@@ -8,11 +8,14 @@ server implements ``commit`` and ``load`` in one round trip each and keeps these
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
+from typing import TypeGuard
 
 from threadline.checkpoint.backend import (
     HeadMoved,
+    KeptVersions,
     Loaded,
     NextOf,
     NotStored,
@@ -139,9 +142,8 @@ def retain(tx: Transaction, thread_id: str, ns: str, head: str, retention: Reten
     """Apply ``retention`` to a namespace whose newest checkpoint is ``head``; returns the pairs
     of the blob rows deleted."""
     ids = tx.ids(thread_id, ns)
-    doomed: set[str] = set()
-    if retention.max_checkpoints is not None:
-        doomed.update(cid for cid, _ in ids[retention.max_checkpoints :])
+    kept = retention.max_checkpoints
+    doomed = {cid for cid, _ in ids[kept:]} if kept is not None else set()
     cutoff = age_cutoff(retention)
     if cutoff is not None:
         doomed.update(
@@ -158,15 +160,29 @@ def drop(tx: Transaction, thread_id: str, ns: str, ids: Collection[str]) -> list
     if not ids:
         return []
     tx.delete(thread_id, ns, ids)
-    kept: list[dict[str, str]] = []
-    for checkpoint_id, body in tx.bodies(thread_id, ns):
-        versions = body_versions(body, checkpoint_id)
-        if versions is None:
-            return []  # an unreadable checkpoint: keep every blob rather than guess
-        kept.append(versions)
+    kept: list[Mapping[str, str]] = []
+    if _keeps_versions(tx):
+        kept = tx.versions(thread_id, ns)
+    else:
+        for checkpoint_id, body in tx.bodies(thread_id, ns):
+            versions = body_versions(body, checkpoint_id)
+            if versions is None:
+                return []  # an unreadable checkpoint: keep every blob rather than guess
+            kept.append(versions)
     rows = tx.all_blob_meta(thread_id, ns)
     used = referenced_blobs(kept, rows)
     unused = [pair for pair in rows if pair not in used]
     if unused:
         tx.delete_blobs(thread_id, ns, unused)
     return unused
+
+
+def _keeps_versions(tx: Transaction) -> TypeGuard[KeptVersions]:
+    return _kept_by(type(tx))
+
+
+@functools.cache
+def _kept_by(cls: type) -> bool:
+    """``isinstance`` on a runtime protocol reads the class's attributes at every call: once
+    per class here."""
+    return issubclass(cls, KeptVersions)
