@@ -290,7 +290,7 @@ class _Tx:
             self._threads[thread_id] = thread
 
     def _own(self, thread_id: str) -> _Thread | None:
-        """The thread, copied the first time this transaction changes it."""
+        """The thread, copied the first time this transaction changes it (unless no ``undo``)."""
         assert self._write, "a write in a read transaction"
         thread = self._threads.get(thread_id)
         if thread is None or self._undo is None or thread_id in self._undo:
