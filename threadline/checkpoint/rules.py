@@ -62,23 +62,29 @@ now_iso = increasing_iso  # ``updated_at`` of thread rows: increasing, so it ord
 _second: tuple[str, int] = ("", 0)  # the last whole second read: (its text, Unix seconds)
 
 
-def created_ts(created_at: str) -> float | None:
-    """``created_at`` as Unix seconds (naive means UTC); ``None`` if it is not ISO 8601.
-
-    Read at every PostgreSQL put: the form ``clock.iso_at`` writes is read without a parse of
-    its date and time, once that second has been read.
-    """
+def created_micros(created_at: str) -> int | None:
+    """``created_at`` as Unix microseconds if it has the form ``clock.iso_at`` writes, else
+    ``None``. Its date and time are parsed once a second: read at every put."""
     global _second
     if type(created_at) is str and len(created_at) == 32 and created_at.endswith(".", 0, 20):
         fraction = created_at[20:26]
         if created_at.endswith("+00:00") and fraction.isdigit():
             cached = _second  # one read: another thread may replace it meanwhile
             if created_at[:19] != cached[0]:
-                whole = created_ts(created_at[:19] + "+00:00")
-                if whole is None:
+                try:
+                    whole = datetime.fromisoformat(created_at[:19] + "+00:00")
+                except ValueError:
                     return None
-                cached = _second = (created_at[:19], int(whole))
-            return (cached[1] * 1_000_000 + int(fraction)) / 1_000_000  # as datetime does
+                cached = _second = (created_at[:19], int(whole.timestamp()))
+            return cached[1] * 1_000_000 + int(fraction)
+    return None
+
+
+def created_ts(created_at: str) -> float | None:
+    """``created_at`` as Unix seconds (naive means UTC); ``None`` if it is not ISO 8601."""
+    micros = created_micros(created_at)
+    if micros is not None:
+        return micros / 1_000_000  # as datetime does
     try:
         when = datetime.fromisoformat(created_at)
     except (TypeError, ValueError):

@@ -1,0 +1,57 @@
+"""A checkpoint's ``created_at`` as a compact row stores it: microseconds after its id's time.
+
+Ids are UUIDv7 (``ids.new_checkpoint_id``): their first 48 bits are the Unix millisecond they
+were made in, and the loop stamps ``created_at`` (``clock.iso_at``) just after making the id.
+So a row stores ``created_at`` as the microseconds from that millisecond, a small integer
+(1 to 3 bytes) instead of 32 characters, and spells the same text back. A ``created_at`` that
+text does not give back exactly (another form, an id that is not a UUIDv7, a time more than
+``MAX_OFFSET`` from the id's) is stored as the text.
+"""
+
+from __future__ import annotations
+
+from threadline.checkpoint.rules import created_micros
+from threadline.clock import iso_at
+from threadline.errors import SerializationError
+
+#: The largest difference, in microseconds, stored as a number (about 35 minutes).
+MAX_OFFSET = 2**31 - 1
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def id_millis(checkpoint_id: str) -> int | None:
+    """The Unix millisecond of a UUIDv7 id (lowercase, as ``new_checkpoint_id`` spells it),
+    or ``None`` for any other id."""
+    if len(checkpoint_id) != 36 or checkpoint_id[8] != "-" or checkpoint_id[13] != "-":
+        return None
+    digits = checkpoint_id[:8] + checkpoint_id[9:13]
+    if checkpoint_id[14] != "7" or not _HEX.issuperset(digits):
+        return None
+    return int(digits, 16)
+
+
+def stored_created(checkpoint_id: str, created_at: str) -> int | str:
+    """What a row stores for ``created_at``: its offset from the id's time when
+    ``created_text`` gives it back exactly, else the text itself."""
+    ms = id_millis(checkpoint_id)
+    micros = created_micros(created_at) if ms is not None else None
+    if ms is None or micros is None:
+        return created_at
+    offset = micros - ms * 1000
+    if -MAX_OFFSET <= offset <= MAX_OFFSET and iso_at(micros) == created_at:
+        return offset
+    return created_at
+
+
+def created_text(checkpoint_id: str, stored: int | str) -> str:
+    """The ``created_at`` of a row that stores ``stored`` (see ``stored_created``)."""
+    if isinstance(stored, str):
+        return stored
+    ms = id_millis(checkpoint_id)
+    if ms is None or not -MAX_OFFSET <= stored <= MAX_OFFSET:
+        raise SerializationError(
+            f"checkpoint {checkpoint_id} stores its creation time as an offset from its id's, "
+            "but its id has no time: corrupted?"
+        )
+    return iso_at(ms * 1000 + stored)
