@@ -44,6 +44,7 @@ from threadline.checkpoint.sqlite.schema import (
     UPSERT_THREAD,
     repoint_prefixes,
 )
+from threadline.checkpoint.stamps import created_text, stored_created
 from threadline.checkpoint.transactional import Transactional
 from threadline.errors import SaverUnavailableError
 from threadline.serde import Serializer
@@ -181,7 +182,7 @@ class _Tx:
         self,
         thread_id: str,
         ns: str,
-        rows: Sequence[tuple[str, str | None, int, str, bytes, bytes]],
+        rows: Sequence[tuple[str, str | None, int, int | str, bytes, bytes]],
     ) -> list[StoredCheckpoint]:
         ids = [r[0] for r in rows]
         writes: dict[str, list[WriteRow]] = {cid: [] for cid in ids}
@@ -195,7 +196,7 @@ class _Tx:
                 [thread_id, ns, *chunk],
             ):
                 writes[cid].append(WriteRow(task_id, kind, task_name, value))
-        return [StoredCheckpoint(CheckpointRow(*row), tuple(writes[row[0]])) for row in rows]
+        return [StoredCheckpoint(_row(*row), tuple(writes[row[0]])) for row in rows]
 
     def values(
         self, thread_id: str, ns: str, wanted: Sequence[Mapping[str, str]]
@@ -226,11 +227,12 @@ class _Tx:
         }
 
     def ids(self, thread_id: str, ns: str) -> list[tuple[str, str]]:
-        return self.conn.execute(
+        rows = self.conn.execute(
             "SELECT checkpoint_id, created_at FROM checkpoints WHERE thread_id = ? "
             "AND checkpoint_ns = ? ORDER BY checkpoint_id DESC",
             (thread_id, ns),
-        ).fetchall()
+        )
+        return [(cid, created_text(cid, created)) for cid, created in rows]
 
     def bodies(self, thread_id: str, ns: str) -> list[tuple[str, bytes]]:
         return self.conn.execute(
@@ -270,7 +272,7 @@ class _Tx:
                 row.checkpoint_id,
                 row.parent_id,
                 row.step,
-                row.created_at,
+                stored_created(row.checkpoint_id, row.created_at),
                 row.body,
                 row.metadata,
             ),
@@ -390,3 +392,10 @@ class _Tx:
             "WHERE thread_id = ?",
             (target, now_iso(), source),
         )
+
+
+def _row(
+    cid: str, parent: str | None, step: int, created: int | str, body: bytes, metadata: bytes
+) -> CheckpointRow:
+    """A stored row's fields as the core reads them (``created_at`` spelled out)."""
+    return CheckpointRow(cid, parent, step, created_text(cid, created), body, metadata)

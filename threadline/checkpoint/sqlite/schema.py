@@ -1,12 +1,22 @@
-"""The SQLite tables (schema version 1) and the statements that write their rows.
+"""The SQLite tables (schema version 2) and the statements that write their rows.
 
 ``checkpoints`` is a ``WITHOUT ROWID`` table: its primary key is the table, so a put writes one
 b-tree, not a table and an index. ``blobs`` keeps a rowid (its rows hold values of any size) and
 has no index but its primary key: a delta chain is a range of it (see ``queries.chain_rows``).
 Every b-tree a put touches costs it a page written to the WAL.
+
+A checkpoint row is compact (about 110 bytes for a step that moves a counter): its
+``created_at`` column has no type, so it holds a small integer, the microseconds from the
+millisecond of the row's id (``stamps.stored_created``), or the text when that does not give it
+back; ``CREATED_AT`` is the SQL function that spells either as text. Its ``metadata`` is empty
+when it is the loop's (``bodies.encode_metadata``).
 """
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+CREATED_AT = "threadline_created_at"
+"""SQL function ``(checkpoint_id, created_at column) -> text`` (``stamps.created_text``),
+registered on every connection the saver uses."""
 
 SCHEMA = (
     """
@@ -16,7 +26,7 @@ SCHEMA = (
         checkpoint_id TEXT    NOT NULL,
         parent_id     TEXT,
         step          INTEGER NOT NULL,
-        created_at    TEXT    NOT NULL,
+        created_at            NOT NULL,
         body          BLOB    NOT NULL,
         metadata      BLOB    NOT NULL,
         PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
@@ -130,7 +140,7 @@ UPSERT_THREAD = """
 # row's last write (a write on the head, a change of status).
 LIST_THREADS = """
     SELECT t.thread_id, t.status, h.checkpoint_id,
-           CASE WHEN t.updated_at > h.created_at THEN t.updated_at ELSE h.created_at END AS at,
+           max(t.updated_at, threadline_created_at(h.checkpoint_id, h.created_at)) AS at,
            h.body
       FROM threads t
       JOIN checkpoints h
