@@ -1,0 +1,184 @@
+"""Compact checkpoint rows: the loop's metadata stored as no bytes, ``created_at`` as a small
+offset from the id's time, each given back exactly on every backend.
+
+``bodies.encode_metadata`` / ``decode_metadata`` and ``stamps`` are the shared encoding; the
+``saver`` fixture runs the round trips on every backend (``factories.py``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from builders import counter_graph, make_cp, rec
+
+from threadline.checkpoint import BaseSaver, SqliteSaver
+from threadline.checkpoint.bodies import decode_metadata, encode_metadata, loop_metadata
+from threadline.checkpoint.ids import new_checkpoint_id
+from threadline.checkpoint.layout import CheckpointRow
+from threadline.checkpoint.redis.keys import created_at_of, pack_checkpoint, unpack_checkpoint
+from threadline.checkpoint.stamps import MAX_OFFSET, created_text, id_millis, stored_created
+from threadline.clock import iso_at, now_iso
+from threadline.errors import SerializationError
+
+# -- metadata ----------------------------------------------------------------------------------
+
+
+def test_the_loops_metadata_is_stored_as_no_bytes_and_comes_back_in_order() -> None:
+    metadata = {"source": "loop", "step": 7, "parents": {}}
+    assert encode_metadata(metadata, "c1", step=7) == b""
+    back = decode_metadata(b"", step=7)
+    assert back == metadata and list(back) == ["source", "step", "parents"]
+    assert loop_metadata(7) == metadata
+    assert encode_metadata(metadata, "c1") != b""  # a full row (no step given) keeps the bytes
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        {"source": "loop", "step": 6, "parents": {}},  # another step than the row's
+        {"source": "input", "step": 7, "parents": {}},
+        {"source": "loop", "step": 7, "parents": {"": "c0"}},
+        {"source": "loop", "step": 7, "parents": {}, "user": 1},
+        {"step": 7, "source": "loop", "parents": {}},  # another key order
+        {"source": "loop", "step": 7},
+        {"source": "loop", "step": True, "parents": {}},  # True == 1, but is not an int
+        {"source": "loop", "step": 7.0, "parents": {}},
+        {"source": "loop", "step": 7, "parents": []},
+        {},
+    ],
+)
+def test_other_metadata_is_stored_as_it_is(metadata: dict[str, Any]) -> None:
+    step = 1 if metadata.get("step") is True else 7
+    stored = encode_metadata(metadata, "c1", step=step)
+    assert stored != b""
+    back = decode_metadata(stored, step=step)
+    assert back == metadata and list(back) == list(metadata)
+    assert [type(v) for v in back.values()] == [type(v) for v in metadata.values()]
+
+
+# -- created_at --------------------------------------------------------------------------------
+
+
+def test_created_at_is_stored_as_microseconds_after_the_ids_millisecond() -> None:
+    cid = new_checkpoint_id()
+    created = now_iso()
+    stored = stored_created(cid, created)
+    assert type(stored) is int and abs(stored) < 10_000_000
+    assert created_text(cid, stored) == created
+    ms = id_millis(cid)
+    assert ms is not None and stored_created(cid, iso_at(ms * 1000 - 5)) == -5  # a borrowed ms
+
+
+@pytest.mark.parametrize(
+    "cid",
+    [
+        "0190A4B2-C3D4-7ABC-8DEF-0123456789AB",  # upper case: not as ids are made
+        "0190a4b2-c3d4-4abc-8def-0123456789ab",  # a UUIDv4
+        "+190a4b2-c3d4-7abc-8def-0123456789ab",  # int() would read it
+        "0190a4b2c3d47abc8def0123456789ab",
+        "c1",
+    ],
+)
+def test_an_id_without_a_time_keeps_created_at_as_text(cid: str) -> None:
+    near = iso_at(0x0190A4B2C3D4 * 1000 + 1)  # the time those ids would have
+    assert id_millis(cid) is None and stored_created(cid, near) == near
+
+
+@pytest.mark.parametrize(
+    "spelled",
+    [
+        lambda t: t[:19] + "+00:00",  # no microseconds
+        lambda t: t[:26] + "Z",
+        lambda t: t.replace("T", " "),
+        lambda t: t[:26] + "+01:00",
+        lambda t: t[:20] + "\u0661" + t[21:],  # an Arabic-Indic digit: int() reads it
+        lambda t: "yesterday",
+        lambda t: "",
+    ],
+)
+def test_a_created_at_an_offset_would_not_spell_back_is_stored_as_text(
+    spelled: Callable[[str], str],
+) -> None:
+    cid = new_checkpoint_id()
+    ms = id_millis(cid)
+    assert ms is not None
+    created = spelled(iso_at(ms * 1000 + 1))
+    assert stored_created(cid, created) == created
+    assert created_text(cid, created) == created
+
+
+def test_a_time_far_from_the_ids_is_stored_as_text() -> None:
+    cid = new_checkpoint_id()
+    ms = id_millis(cid)
+    assert ms is not None
+    near, far = iso_at(ms * 1000 + MAX_OFFSET), iso_at(ms * 1000 + MAX_OFFSET + 1)
+    assert stored_created(cid, near) == MAX_OFFSET and stored_created(cid, far) == far
+    hours_ago = (datetime.now(UTC) - timedelta(hours=3)).isoformat(timespec="microseconds")
+    assert stored_created(cid, hours_ago) == hours_ago
+
+
+def test_an_offset_on_an_id_without_a_time_is_refused() -> None:
+    with pytest.raises(SerializationError, match=r"checkpoint c1 .* corrupted"):
+        created_text("c1", 12)
+
+
+# -- on every backend --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "created",
+    [None, "2020-02-02T02:02:02.020202+00:00", "2020-02-02T02:02:02", "not a time"],
+)
+def test_rows_give_back_metadata_and_created_at_exactly(
+    saver: BaseSaver, created: str | None
+) -> None:
+    first = make_cp({"n": 1}, created_at=created)
+    second = make_cp({"n": 2}, parent=first, created_at=created)
+    saver.put(rec("t", first, metadata={"source": "input", "step": -1, "parents": {}}))
+    saver.put(rec("t", second, metadata=loop_metadata(second.step)))
+    got = [(r.checkpoint.created_at, r.metadata) for r in saver.list("t")]
+    assert got == [
+        (second.created_at, {"source": "loop", "step": 0, "parents": {}}),
+        (first.created_at, {"source": "input", "step": -1, "parents": {}}),
+    ]
+    assert [list(m) for _, m in got] == [["source", "step", "parents"]] * 2
+    assert [r.checkpoint.id for r in saver.list("t", filter={"source": "loop"})] == [second.id]
+
+
+def test_a_counter_step_costs_at_most_115_bytes_of_sqlite_row(tmp_path: Path) -> None:
+    """A step that only moves a counter writes one row of about 110 bytes (``dbstat``'s
+    payload): ids, step, an integer creation time, a 25-byte body, no metadata."""
+    path = tmp_path / "c.db"
+    with SqliteSaver(path) as saver:
+        config = {"configurable": {"thread_id": "t"}, "recursion_limit": 4000}
+        graph = counter_graph(2000).compile(checkpointer=saver)
+        assert graph.invoke({"n": 0}, config) == {"n": 2000}
+    conn = sqlite3.connect(path)
+    try:
+        ((count,),) = conn.execute("SELECT count(*) FROM checkpoints").fetchall()
+        stats = "SELECT sum(payload) FROM dbstat WHERE name = 'checkpoints'"
+        ((payload,),) = conn.execute(stats).fetchall()
+        typed = "SELECT DISTINCT typeof(created_at), length(metadata) FROM checkpoints"
+        kinds = set(conn.execute(typed).fetchall())
+    finally:
+        conn.close()
+    assert count == 2002 and payload / count <= 115
+    assert ("integer", 0) in kinds
+
+
+def test_a_redis_header_spells_created_at_as_an_offset_or_quoted_text() -> None:
+    """``@<microseconds>`` after the id's millisecond, else the text quoted (never an ``@``)."""
+    cid = new_checkpoint_id()
+    ms = id_millis(cid)
+    assert ms is not None
+    for created, word in [(iso_at(ms * 1000 + 1500), "@1500"), ("@12", "%4012")]:
+        row = CheckpointRow(cid, None, 3, created, b"body", b"")
+        packed = pack_checkpoint(row, [])
+        assert packed.startswith(f"{word},,3 0".encode())
+        assert unpack_checkpoint(cid, packed)[0] == row
+        assert created_at_of(cid, packed.split(b" ")[0]) == created
