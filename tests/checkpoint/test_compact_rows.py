@@ -18,10 +18,10 @@ from builders import counter_graph, make_cp, rec
 
 from threadline.checkpoint import BaseSaver, SqliteSaver
 from threadline.checkpoint.bodies import decode_metadata, encode_metadata, loop_metadata
-from threadline.checkpoint.ids import new_checkpoint_id
+from threadline.checkpoint.ids import id_millis, new_checkpoint_id
 from threadline.checkpoint.layout import CheckpointRow
 from threadline.checkpoint.redis.keys import created_at_of, pack_checkpoint, unpack_checkpoint
-from threadline.checkpoint.stamps import MAX_OFFSET, created_text, id_millis, stored_created
+from threadline.checkpoint.stamps import MAX_OFFSET, created_text, stored_created
 from threadline.clock import iso_at, now_iso
 from threadline.errors import SerializationError
 

@@ -63,21 +63,29 @@ _second: tuple[str, int] = ("", 0)  # the last whole second read: (its text, Uni
 
 
 def created_micros(created_at: str) -> int | None:
-    """``created_at`` as Unix microseconds if it has the form ``clock.iso_at`` writes, else
-    ``None``. Its date and time are parsed once a second: read at every put."""
+    """``created_at`` as Unix microseconds if it is spelled exactly as ``clock.iso_at`` spells
+    that time, else ``None``. Its date and time are parsed once a second: read at every put."""
     global _second
     if type(created_at) is str and len(created_at) == 32 and created_at.endswith(".", 0, 20):
         fraction = created_at[20:26]
-        if created_at.endswith("+00:00") and fraction.isdigit():
+        if created_at.endswith("+00:00") and fraction.isdigit() and fraction.isascii():
             cached = _second  # one read: another thread may replace it meanwhile
             if created_at[:19] != cached[0]:
-                try:
-                    whole = datetime.fromisoformat(created_at[:19] + "+00:00")
-                except ValueError:
+                whole = _whole_second(created_at[:19])
+                if whole is None:
                     return None
-                cached = _second = (created_at[:19], int(whole.timestamp()))
+                cached = _second = (created_at[:19], whole)
             return cached[1] * 1_000_000 + int(fraction)
     return None
+
+
+def _whole_second(text: str) -> int | None:
+    """Unix seconds of ``YYYY-MM-DDTHH:MM:SS`` (UTC) spelled as ``clock.iso_at`` spells it."""
+    try:
+        when = datetime.fromisoformat(text + "+00:00")
+    except ValueError:
+        return None
+    return int(when.timestamp()) if when.strftime("%Y-%m-%dT%H:%M:%S") == text else None
 
 
 def created_ts(created_at: str) -> float | None:

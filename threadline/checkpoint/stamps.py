@@ -10,38 +10,30 @@ text does not give back exactly (another form, an id that is not a UUIDv7, a tim
 
 from __future__ import annotations
 
+from threadline.checkpoint.ids import id_millis
 from threadline.checkpoint.rules import created_micros
-from threadline.clock import iso_at
+from threadline.clock import iso_at, made_micros
 from threadline.errors import SerializationError
 
 #: The largest difference, in microseconds, stored as a number (about 35 minutes).
 MAX_OFFSET = 2**31 - 1
 
-_HEX = frozenset("0123456789abcdef")
-
-
-def id_millis(checkpoint_id: str) -> int | None:
-    """The Unix millisecond of a UUIDv7 id (lowercase, as ``new_checkpoint_id`` spells it),
-    or ``None`` for any other id."""
-    if len(checkpoint_id) != 36 or checkpoint_id[8] != "-" or checkpoint_id[13] != "-":
-        return None
-    digits = checkpoint_id[:8] + checkpoint_id[9:13]
-    if checkpoint_id[14] != "7" or not _HEX.issuperset(digits):
-        return None
-    return int(digits, 16)
-
 
 def stored_created(checkpoint_id: str, created_at: str) -> int | str:
     """What a row stores for ``created_at``: its offset from the id's time when
-    ``created_text`` gives it back exactly, else the text itself."""
+    ``created_text`` gives it back exactly, else the text itself.
+
+    Run at every put: the loop's ``created_at`` is most often the last text ``iso_at`` made,
+    whose time needs no parse; any other is read only if ``iso_at`` spells it so."""
     ms = id_millis(checkpoint_id)
-    micros = created_micros(created_at) if ms is not None else None
-    if ms is None or micros is None:
+    if ms is None:
         return created_at
-    offset = micros - ms * 1000
-    if -MAX_OFFSET <= offset <= MAX_OFFSET and iso_at(micros) == created_at:
-        return offset
-    return created_at
+    micros = made_micros(created_at)
+    if micros is None:
+        micros = created_micros(created_at)
+    if micros is None or not -MAX_OFFSET <= micros - ms * 1000 <= MAX_OFFSET:
+        return created_at
+    return micros - ms * 1000
 
 
 def created_text(checkpoint_id: str, stored: int | str) -> str:
