@@ -21,8 +21,9 @@ from threadline.checkpoint.bodies import decode_metadata, encode_metadata, loop_
 from threadline.checkpoint.ids import id_millis, new_checkpoint_id
 from threadline.checkpoint.layout import CheckpointRow
 from threadline.checkpoint.redis.keys import created_at_of, pack_checkpoint, unpack_checkpoint
+from threadline.checkpoint.rules import created_micros
 from threadline.checkpoint.stamps import MAX_OFFSET, created_text, stored_created
-from threadline.clock import iso_at, now_iso
+from threadline.clock import iso_at, made_micros, now_iso
 from threadline.errors import SerializationError
 
 # -- metadata ----------------------------------------------------------------------------------
@@ -110,6 +111,19 @@ def test_a_created_at_an_offset_would_not_spell_back_is_stored_as_text(
     created = spelled(iso_at(ms * 1000 + 1))
     assert stored_created(cid, created) == created
     assert created_text(cid, created) == created
+
+
+def test_the_newest_id_and_time_are_read_as_any_other() -> None:
+    """Without a parse (the last millisecond ``new_checkpoint_id`` used, the last text
+    ``iso_at`` made), with the same result as a parse; anything else is parsed."""
+    cid = new_checkpoint_id()
+    assert id_millis(cid) == int(cid[:8] + cid[9:13], 16)
+    assert id_millis(cid[:14] + "4" + cid[15:]) is None  # same millisecond, not a UUIDv7
+    assert id_millis(cid[:36] + "0") is None
+    text = iso_at(1_700_000_000_123_456)
+    assert made_micros(text) == 1_700_000_000_123_456 == created_micros(text)
+    assert made_micros(iso_at(5)) == 5 and made_micros(text) is None
+    assert created_micros(text) == 1_700_000_000_123_456
 
 
 def test_a_time_far_from_the_ids_is_stored_as_text() -> None:
