@@ -164,9 +164,33 @@ def test_rows_give_back_metadata_and_created_at_exactly(
     assert [r.checkpoint.id for r in saver.list("t", filter={"source": "loop"})] == [second.id]
 
 
-def test_a_counter_step_costs_at_most_115_bytes_of_sqlite_row(tmp_path: Path) -> None:
-    """A step that only moves a counter writes one row of about 110 bytes (``dbstat``'s
-    payload): ids, step, an integer creation time, a 25-byte body, no metadata."""
+def test_parents_survive_prunes_forks_and_copies(saver: BaseSaver) -> None:
+    """SQLite and PostgreSQL store a parent that was the head as "the previous checkpoint": a
+    fork names its parent, a prune names a deleted parent in the row that implied it."""
+    cps = [make_cp({"i": 0})]
+    saver.put(rec("t", cps[0]))
+    for i in range(1, 4):
+        cps.append(make_cp({"i": i}, parent=cps[-1]))
+        saver.put(rec("t", cps[-1]))
+    fork = make_cp({"i": 10}, parent=cps[1])
+    saver.put(rec("t", fork), fork=True)
+    after = make_cp({"i": 11}, parent=fork)
+    saver.put(rec("t", after))
+    everything = [after, fork, *reversed(cps)]
+    assert [r.checkpoint for r in saver.list("t")] == everything
+    saver.copy_thread("t", "copy")
+    assert [r.checkpoint for r in saver.list("copy")] == everything
+    assert saver.prune("t", keep_last=3) == 3
+    assert [r.checkpoint for r in saver.list("t")] == everything[:3]
+    for cp in everything[:3]:  # cps[3]'s parent and the fork's are gone: still named
+        got = saver.get_tuple("t", "", cp.id)
+        assert got is not None and got.checkpoint == cp
+
+
+def test_a_counter_step_costs_at_most_80_bytes_of_sqlite_row(tmp_path: Path) -> None:
+    """A step that only moves a counter writes one row of about 75 bytes (``dbstat``'s
+    payload): its id, step, an integer creation time, a 25-byte body, no metadata and no
+    parent id (it is the previous checkpoint)."""
     path = tmp_path / "c.db"
     with SqliteSaver(path) as saver:
         config = {"configurable": {"thread_id": "t"}, "recursion_limit": 4000}
@@ -177,12 +201,12 @@ def test_a_counter_step_costs_at_most_115_bytes_of_sqlite_row(tmp_path: Path) ->
         ((count,),) = conn.execute("SELECT count(*) FROM checkpoints").fetchall()
         stats = "SELECT sum(payload) FROM dbstat WHERE name = 'checkpoints'"
         ((payload,),) = conn.execute(stats).fetchall()
-        typed = "SELECT DISTINCT typeof(created_at), length(metadata) FROM checkpoints"
-        kinds = set(conn.execute(typed).fetchall())
+        typed = "SELECT typeof(created_at), length(metadata), parent_id FROM checkpoints"
+        kinds = {tuple(r) for r in conn.execute(typed)}
     finally:
         conn.close()
-    assert count == 2002 and payload / count <= 115
-    assert ("integer", 0) in kinds
+    assert count == 2002 and payload / count <= 80
+    assert ("integer", 0, None) in kinds
 
 
 def test_a_redis_header_spells_created_at_as_an_offset_or_quoted_text() -> None:

@@ -37,6 +37,7 @@ from threadline.checkpoint.sqlite.schema import (
     INSERT_BLOB,
     INSERT_CHECKPOINT,
     LIST_THREADS,
+    NAME_PARENT,
     REPLACE_WITH_PREFIX,
     SELECT_LATEST,
     SELECT_ONE,
@@ -146,6 +147,7 @@ class _Tx:
         self.committed: list[Callable[[], None]] = []  # cache updates, once it commits
         self.compacted = False
         self._status: tuple[str, ThreadStatus | None] | None = None  # read with a head
+        self._head: tuple[str, str, str | None] | None = None  # (thread, namespace, head) read
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -153,6 +155,7 @@ class _Tx:
         # The put's two reads in one statement: the head (its compare-and-set) and the status.
         head, status = self.conn.execute(HEAD_AND_STATUS, (thread_id, ns, thread_id)).fetchone()
         self._status = (thread_id, status)
+        self._head = (thread_id, ns, head)
         return head  # type: ignore[no-any-return]
 
     def status(self, thread_id: str) -> ThreadStatus | None:
@@ -264,13 +267,18 @@ class _Tx:
         prefixes: Sequence[BlobRow],
     ) -> None:
         conn = self.conn
+        parent = row.parent_id
+        if parent is None:
+            parent = ""
+        elif self._head == (thread_id, ns, parent):
+            parent = None  # the previous checkpoint (``schema._ROW``)
         conn.execute(
             INSERT_CHECKPOINT,
             (
                 thread_id,
                 ns,
                 row.checkpoint_id,
-                row.parent_id,
+                parent,
                 row.step,
                 stored_created(row.checkpoint_id, row.created_at),
                 row.body,
@@ -342,6 +350,7 @@ class _Tx:
         self.conn.execute(UPSERT_THREAD, (thread_id, status, head, now_iso(), names))
 
     def delete(self, thread_id: str, ns: str, ids: Collection[str]) -> None:
+        self.conn.executemany(NAME_PARENT, [(c, thread_id, ns, thread_id, ns, c) for c in ids])
         params = [(thread_id, ns, cid) for cid in ids]
         where = "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
         self.conn.executemany(f"DELETE FROM writes {where}", params)

@@ -5,11 +5,12 @@ b-tree, not a table and an index. ``blobs`` keeps a rowid (its rows hold values 
 has no index but its primary key: a delta chain is a range of it (see ``queries.chain_rows``).
 Every b-tree a put touches costs it a page written to the WAL.
 
-A checkpoint row is compact (about 110 bytes for a step that moves a counter): its
+A checkpoint row is compact (about 75 bytes for a step that moves a counter): its
 ``created_at`` column has no type, so it holds a small integer, the microseconds from the
 millisecond of the row's id (``stamps.stored_created``), or the text when that does not give it
 back; ``CREATED_AT`` is the SQL function that spells either as text. Its ``metadata`` is empty
-when it is the loop's (``bodies.encode_metadata``).
+when it is the loop's (``bodies.encode_metadata``), and its ``parent_id`` NULL when the parent
+is the previous checkpoint (``_ROW``).
 """
 
 SCHEMA_VERSION = 2
@@ -164,21 +165,31 @@ HEAD_AND_STATUS = """
 """
 
 
-SELECT_ONE = """
-    SELECT checkpoint_id, parent_id, step, created_at, body, metadata FROM checkpoints
-     WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?
-"""
+# A row's ``parent_id`` is NULL when its parent is the previous checkpoint of the namespace (the
+# put's parent was the head: ``_Tx.insert``) and '' when it has none; a deletion first names the
+# deleted checkpoint in the row that implied it (``NAME_PARENT``). Reads spell it out.
+_ROW = """
+    SELECT c.checkpoint_id,
+           CASE WHEN c.parent_id IS NOT NULL THEN nullif(c.parent_id, '') ELSE (
+               SELECT max(p.checkpoint_id) FROM checkpoints p
+                WHERE p.thread_id = c.thread_id AND p.checkpoint_ns = c.checkpoint_ns
+                  AND p.checkpoint_id < c.checkpoint_id) END,
+           c.step, c.created_at, c.body, c.metadata
+      FROM checkpoints c
+     WHERE c.thread_id = ? AND c.checkpoint_ns = ?"""
 
-SELECT_LATEST = """
-    SELECT checkpoint_id, parent_id, step, created_at, body, metadata FROM checkpoints
-     WHERE thread_id = ? AND checkpoint_ns = ?
-     ORDER BY checkpoint_id DESC LIMIT 1
-"""
+SELECT_ONE = _ROW + " AND c.checkpoint_id = ?"
 
-SELECT_PAGE = """
-    SELECT checkpoint_id, parent_id, step, created_at, body, metadata FROM checkpoints
-     WHERE thread_id = ? AND checkpoint_ns = ? AND (? IS NULL OR checkpoint_id < ?)
-     ORDER BY checkpoint_id DESC LIMIT ?
+SELECT_LATEST = _ROW + " ORDER BY c.checkpoint_id DESC LIMIT 1"
+
+SELECT_PAGE = _ROW + " AND (? IS NULL OR c.checkpoint_id < ?) ORDER BY c.checkpoint_id DESC LIMIT ?"
+
+# Parameters: the deleted id, thread, namespace, thread, namespace, the deleted id.
+NAME_PARENT = """
+    UPDATE checkpoints SET parent_id = ?
+     WHERE thread_id = ? AND checkpoint_ns = ? AND parent_id IS NULL
+       AND checkpoint_id = (SELECT min(checkpoint_id) FROM checkpoints
+                             WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id > ?)
 """
 
 BLOB_META = "key, version, start, base, chain_bytes, full_bytes, items"
