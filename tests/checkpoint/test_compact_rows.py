@@ -8,6 +8,8 @@ offset from the id's time, each given back exactly on every backend.
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,9 +23,8 @@ from threadline.checkpoint.bodies import decode_metadata, encode_metadata, loop_
 from threadline.checkpoint.ids import id_millis, new_checkpoint_id
 from threadline.checkpoint.layout import CheckpointRow
 from threadline.checkpoint.redis.keys import created_at_of, pack_checkpoint, unpack_checkpoint
-from threadline.checkpoint.rules import created_micros
 from threadline.checkpoint.stamps import MAX_OFFSET, created_text, stored_created
-from threadline.clock import iso_at, made_micros, now_iso
+from threadline.clock import iso_at, micros_of, now_iso
 from threadline.errors import SerializationError
 
 # -- metadata ----------------------------------------------------------------------------------
@@ -121,9 +122,17 @@ def test_the_newest_id_and_time_are_read_as_any_other() -> None:
     assert id_millis(cid[:14] + "4" + cid[15:]) is None  # same millisecond, not a UUIDv7
     assert id_millis(cid[:36] + "0") is None
     text = iso_at(1_700_000_000_123_456)
-    assert made_micros(text) == 1_700_000_000_123_456 == created_micros(text)
-    assert made_micros(iso_at(5)) == 5 and made_micros(text) is None
-    assert created_micros(text) == 1_700_000_000_123_456
+    assert micros_of(text) == 1_700_000_000_123_456  # the last text made
+    assert micros_of(iso_at(5)) == 5
+    assert micros_of(text) == 1_700_000_000_123_456  # parsed
+    assert micros_of(text[:19] + ".000001+00:00") == 1_700_000_000_000_001  # its second held
+
+
+def test_before_any_time_is_made_no_text_reads_as_made() -> None:
+    """A fresh process has made no text yet: an empty ``created_at`` is not time 0."""
+    code = "from threadline.clock import micros_of; print(micros_of(''), micros_of('x' * 32))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["None", "None"]
 
 
 def test_a_time_far_from_the_ids_is_stored_as_text() -> None:

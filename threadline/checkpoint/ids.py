@@ -74,11 +74,11 @@ def id_millis(checkpoint_id: str) -> int | None:
     """The Unix millisecond of a UUIDv7 id (lowercase, as ``new_checkpoint_id`` spells it),
     or ``None`` for any other id. An id of the millisecond of the last one made here (most
     ids saved) is read without a parse."""
-    if len(checkpoint_id) != 36 or not checkpoint_id.startswith("-7", 13):
+    if len(checkpoint_id) != 36 or checkpoint_id[14] != "7" or checkpoint_id[13] != "-":
         return None
-    last_ms, _, head = _last
-    if checkpoint_id.startswith(head):
-        return last_ms
+    last = _last
+    if checkpoint_id.startswith(last[2]):
+        return last[0]
     digits = checkpoint_id[:8] + checkpoint_id[9:13]
     if checkpoint_id[8] != "-" or not _HEX.issuperset(digits):
         return None

@@ -15,7 +15,7 @@ from threadline.checkpoint.base import (
     ThreadStatus,
     status_of_writes,
 )
-from threadline.clock import increasing_iso
+from threadline.clock import increasing_iso, micros_of
 from threadline.errors import ConcurrentUpdateError
 
 
@@ -59,38 +59,9 @@ def status_of(next_names: Sequence[str], writes: Iterable[tuple[str, str]]) -> T
 now_iso = increasing_iso  # ``updated_at`` of thread rows: increasing, so it orders them
 
 
-_second: tuple[str, int] = ("", 0)  # the last whole second read: (its text, Unix seconds)
-
-
-def created_micros(created_at: str) -> int | None:
-    """``created_at`` as Unix microseconds if it is spelled exactly as ``clock.iso_at`` spells
-    that time, else ``None``. Its date and time are parsed once a second: read at every put."""
-    global _second
-    if type(created_at) is str and len(created_at) == 32 and created_at.endswith(".", 0, 20):
-        fraction = created_at[20:26]
-        if created_at.endswith("+00:00") and fraction.isdigit() and fraction.isascii():
-            cached = _second  # one read: another thread may replace it meanwhile
-            if created_at[:19] != cached[0]:
-                whole = _whole_second(created_at[:19])
-                if whole is None:
-                    return None
-                cached = _second = (created_at[:19], whole)
-            return cached[1] * 1_000_000 + int(fraction)
-    return None
-
-
-def _whole_second(text: str) -> int | None:
-    """Unix seconds of ``YYYY-MM-DDTHH:MM:SS`` (UTC) spelled as ``clock.iso_at`` spells it."""
-    try:
-        when = datetime.fromisoformat(text + "+00:00")
-    except ValueError:
-        return None
-    return int(when.timestamp()) if when.strftime("%Y-%m-%dT%H:%M:%S") == text else None
-
-
 def created_ts(created_at: str) -> float | None:
     """``created_at`` as Unix seconds (naive means UTC); ``None`` if it is not ISO 8601."""
-    micros = created_micros(created_at)
+    micros = micros_of(created_at)
     if micros is not None:
         return micros / 1_000_000  # as datetime does
     try:

@@ -11,8 +11,7 @@ text does not give back exactly (another form, an id that is not a UUIDv7, a tim
 from __future__ import annotations
 
 from threadline.checkpoint.ids import id_millis
-from threadline.checkpoint.rules import created_micros
-from threadline.clock import iso_at, made_micros
+from threadline.clock import iso_at, micros_of
 from threadline.errors import SerializationError
 
 #: The largest difference, in microseconds, stored as a number (about 35 minutes).
@@ -24,16 +23,15 @@ def stored_created(checkpoint_id: str, created_at: str) -> int | str:
     ``created_text`` gives it back exactly, else the text itself.
 
     Run at every put: the loop's ``created_at`` is most often the last text ``iso_at`` made,
-    whose time needs no parse; any other is read only if ``iso_at`` spells it so."""
+    read without a parse (``micros_of``)."""
     ms = id_millis(checkpoint_id)
     if ms is None:
         return created_at
-    micros = made_micros(created_at)
+    micros = micros_of(created_at)
     if micros is None:
-        micros = created_micros(created_at)
-    if micros is None or not -MAX_OFFSET <= micros - ms * 1000 <= MAX_OFFSET:
         return created_at
-    return micros - ms * 1000
+    offset = micros - ms * 1000
+    return offset if -MAX_OFFSET <= offset <= MAX_OFFSET else created_at
 
 
 def created_text(checkpoint_id: str, stored: int | str) -> str:
