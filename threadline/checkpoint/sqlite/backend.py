@@ -14,6 +14,7 @@ import threading
 import zlib
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
+from typing import Any
 
 from threadline.checkpoint.backend import Check, Pair, StoredCheckpoint, ThreadRow
 from threadline.checkpoint.base import ThreadStatus
@@ -170,24 +171,24 @@ class _Tx:
         self, thread_id: str, ns: str, checkpoint_id: str | None
     ) -> StoredCheckpoint | None:
         if checkpoint_id is None:
-            row = self.conn.execute(SELECT_LATEST, (thread_id, ns)).fetchone()
+            rows = self.conn.execute(SELECT_LATEST, (thread_id, ns)).fetchall()
         else:
-            row = self.conn.execute(SELECT_ONE, (thread_id, ns, checkpoint_id)).fetchone()
-        return self._with_writes(thread_id, ns, [row])[0] if row is not None else None
+            rows = self.conn.execute(SELECT_ONE, (thread_id, ns, checkpoint_id)).fetchall()
+            if rows and rows[0][0] != checkpoint_id:
+                return None
+        return self._with_writes(thread_id, ns, _rows(rows, 1))[0] if rows else None
 
     def page(
         self, thread_id: str, ns: str, before: str | None, limit: int
     ) -> list[StoredCheckpoint]:
-        rows = self.conn.execute(SELECT_PAGE, (thread_id, ns, before, before, limit)).fetchall()
-        return self._with_writes(thread_id, ns, rows)
+        params = (thread_id, ns, before, before, limit + 1)
+        rows = self.conn.execute(SELECT_PAGE, params).fetchall()
+        return self._with_writes(thread_id, ns, _rows(rows, limit))
 
     def _with_writes(
-        self,
-        thread_id: str,
-        ns: str,
-        rows: Sequence[tuple[str, str | None, int, int | str, bytes, bytes]],
+        self, thread_id: str, ns: str, rows: Sequence[CheckpointRow]
     ) -> list[StoredCheckpoint]:
-        ids = [r[0] for r in rows]
+        ids = [r.checkpoint_id for r in rows]
         writes: dict[str, list[WriteRow]] = {cid: [] for cid in ids}
         for i in range(0, len(ids), CHUNK):
             chunk = ids[i : i + CHUNK]
@@ -199,7 +200,7 @@ class _Tx:
                 [thread_id, ns, *chunk],
             ):
                 writes[cid].append(WriteRow(task_id, kind, task_name, value))
-        return [StoredCheckpoint(_row(*row), tuple(writes[row[0]])) for row in rows]
+        return [StoredCheckpoint(row, tuple(writes[row.checkpoint_id])) for row in rows]
 
     def values(
         self, thread_id: str, ns: str, wanted: Sequence[Mapping[str, str]]
@@ -271,7 +272,7 @@ class _Tx:
         if parent is None:
             parent = ""
         elif self._head == (thread_id, ns, parent):
-            parent = None  # the previous checkpoint (``schema._ROW``)
+            parent = None  # the previous checkpoint (``schema._SELECT``)
         conn.execute(
             INSERT_CHECKPOINT,
             (
@@ -403,8 +404,15 @@ class _Tx:
         )
 
 
-def _row(
-    cid: str, parent: str | None, step: int, created: int | str, body: bytes, metadata: bytes
-) -> CheckpointRow:
-    """A stored row's fields as the core reads them (``created_at`` spelled out)."""
-    return CheckpointRow(cid, parent, step, created_text(cid, created), body, metadata)
+def _rows(stored: Sequence[tuple[Any, ...]], limit: int) -> list[CheckpointRow]:
+    """The first ``limit`` of stored rows, newest first and consecutive, as the core reads
+    them: an implied parent (NULL, ``schema._SELECT``) is the next row's id, '' is none, and
+    ``created_at`` is spelled out (``stamps``)."""
+    rows = []
+    for i, (cid, parent, step, created, body, metadata) in enumerate(stored[:limit]):
+        if parent is None:
+            parent = stored[i + 1][0] if i + 1 < len(stored) else None
+        if type(created) is int:
+            created = created_text(cid, created)
+        rows.append(CheckpointRow(cid, parent or None, step, created, body, metadata))
+    return rows

@@ -10,7 +10,7 @@ A checkpoint row is compact (about 75 bytes for a step that moves a counter): it
 millisecond of the row's id (``stamps.stored_created``), or the text when that does not give it
 back; ``CREATED_AT`` is the SQL function that spells either as text. Its ``metadata`` is empty
 when it is the loop's (``bodies.encode_metadata``), and its ``parent_id`` NULL when the parent
-is the previous checkpoint (``_ROW``).
+is the previous checkpoint (``_SELECT``).
 """
 
 SCHEMA_VERSION = 2
@@ -167,22 +167,17 @@ HEAD_AND_STATUS = """
 
 # A row's ``parent_id`` is NULL when its parent is the previous checkpoint of the namespace (the
 # put's parent was the head: ``_Tx.insert``) and '' when it has none; a deletion first names the
-# deleted checkpoint in the row that implied it (``NAME_PARENT``). Reads spell it out.
-_ROW = """
-    SELECT c.checkpoint_id,
-           CASE WHEN c.parent_id IS NOT NULL THEN nullif(c.parent_id, '') ELSE (
-               SELECT max(p.checkpoint_id) FROM checkpoints p
-                WHERE p.thread_id = c.thread_id AND p.checkpoint_ns = c.checkpoint_ns
-                  AND p.checkpoint_id < c.checkpoint_id) END,
-           c.step, c.created_at, c.body, c.metadata
-      FROM checkpoints c
-     WHERE c.thread_id = ? AND c.checkpoint_ns = ?"""
+# deleted checkpoint in the row that implied it (``NAME_PARENT``). Reads take one row more, the
+# previous checkpoint of the last they want, and spell the parents out (``backend._rows``).
+_SELECT = """
+    SELECT checkpoint_id, parent_id, step, created_at, body, metadata FROM checkpoints
+     WHERE thread_id = ? AND checkpoint_ns = ?"""
 
-SELECT_ONE = _ROW + " AND c.checkpoint_id = ?"
+SELECT_ONE = _SELECT + " AND checkpoint_id <= ? ORDER BY checkpoint_id DESC LIMIT 2"
 
-SELECT_LATEST = _ROW + " ORDER BY c.checkpoint_id DESC LIMIT 1"
+SELECT_LATEST = _SELECT + " ORDER BY checkpoint_id DESC LIMIT 2"
 
-SELECT_PAGE = _ROW + " AND (? IS NULL OR c.checkpoint_id < ?) ORDER BY c.checkpoint_id DESC LIMIT ?"
+SELECT_PAGE = _SELECT + " AND (? IS NULL OR checkpoint_id < ?) ORDER BY checkpoint_id DESC LIMIT ?"
 
 # Parameters: the deleted id, thread, namespace, thread, namespace, the deleted id.
 NAME_PARENT = """
