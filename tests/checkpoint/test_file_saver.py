@@ -322,28 +322,31 @@ def test_a_newer_format_is_refused(tmp_path: Path) -> None:
 def test_an_older_format_is_migrated_when_opened(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A synthetic format 2 adds a file: a format-1 folder is migrated and marked 2 when
-    opened, and its checkpoints load; a folder older than any migration is refused."""
+    """A synthetic next format adds a file: a folder of the current format is migrated and
+    marked with the next when opened, and its checkpoints load; a folder older than any
+    migration (format 1: the loop's metadata as bytes) is refused."""
     directory = tmp_path / "store"
     with FileSaver(directory) as saver:
         (a,) = chain(saver, "t1", 1)
     migrated: list[str] = []
+    current, synthetic = saver_module.FORMAT_VERSION, saver_module.FORMAT_VERSION + 1
 
-    def to_2(folder: str) -> None:
+    def to_next(folder: str) -> None:
         migrated.append(folder)
-        (Path(folder) / "NOTES").write_text("format 2")
+        (Path(folder) / "NOTES").write_text(f"format {synthetic}")
 
-    monkeypatch.setattr(saver_module, "FORMAT_VERSION", 2)
-    monkeypatch.setattr(saver_module, "MIGRATIONS", {1: to_2})
+    monkeypatch.setattr(saver_module, "FORMAT_VERSION", synthetic)
+    monkeypatch.setattr(saver_module, "MIGRATIONS", {current: to_next})
     with FileSaver(directory) as saver:
-        assert json.loads((directory / "FORMAT.json").read_text())["version"] == 2
+        assert json.loads((directory / "FORMAT.json").read_text())["version"] == synthetic
         got = saver.get_tuple("t1")
         assert got is not None and got.checkpoint == a
     FileSaver(directory)  # migrated once
-    assert migrated == [str(directory)] and (directory / "NOTES").read_text() == "format 2"
-    marker = {"format": "threadline.files", "version": 0}
+    assert migrated == [str(directory)]
+    assert (directory / "NOTES").read_text() == f"format {synthetic}"
+    marker = {"format": "threadline.files", "version": 1}
     (directory / "FORMAT.json").write_text(json.dumps(marker))
-    with pytest.raises(SaverUnavailableError, match="format version 0, which this threadline"):
+    with pytest.raises(SaverUnavailableError, match="format version 1, which this threadline"):
         FileSaver(directory)
 
 

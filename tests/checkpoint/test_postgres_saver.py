@@ -657,25 +657,28 @@ async def test_tables_of_a_newer_threadline_are_refused(url: str) -> None:
 def test_setup_migrates_an_older_schema_and_keeps_its_data(
     url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A synthetic version 2 adds a column and needs ``threadline_put`` made again: a schema at
-    version 1 (its function dropped) is brought to version 2 by ``setup``, and its checkpoints
-    load and can be built on; a schema older than any migration is refused."""
+    """A synthetic next version adds a column and needs ``threadline_put`` made again: a schema
+    at the current version (its function dropped) is brought to the next by ``setup``, and its
+    checkpoints load and can be built on; a schema older than any migration (version 1: the
+    loop's metadata as bytes) is refused."""
     records = chain("t1", 4)
+    current, synthetic = SCHEMA_VERSION, SCHEMA_VERSION + 1
     with postgres_saver() as old:
         for record in records[:3]:
             old.put(record)
         query(old.schema, "DROP FUNCTION {s}.threadline_put")
-        monkeypatch.setattr(saver_module, "SCHEMA_VERSION", 2)
-        monkeypatch.setattr(connections_module, "SCHEMA_VERSION", 2)
+        monkeypatch.setattr(saver_module, "SCHEMA_VERSION", synthetic)
+        monkeypatch.setattr(connections_module, "SCHEMA_VERSION", synthetic)
         monkeypatch.setattr(
-            saver_module, "MIGRATIONS", {1: ("ALTER TABLE {blobs} ADD COLUMN note text",)}
+            saver_module, "MIGRATIONS", {current: ("ALTER TABLE {blobs} ADD COLUMN note text",)}
         )
         with PostgresSaver(url, schema=old.schema) as new:
             with pytest.raises(SaverUnavailableError, match=r"call saver.setup\(\)"):
                 new.put(records[3])
             new.setup()
             new.setup()  # migrated once: the column is not added again
-            assert query(old.schema, "SELECT version FROM {s}.threadline_schema_version") == [(2,)]
+            versions = query(old.schema, "SELECT version FROM {s}.threadline_schema_version")
+            assert versions == [(synthetic,)]
             assert query(old.schema, "SELECT count(note) FROM {s}.threadline_blobs") == [(0,)]
             got = new.get_tuple("t1")
             assert got is not None and got.checkpoint == records[2].checkpoint
@@ -683,10 +686,10 @@ def test_setup_migrates_an_older_schema_and_keeps_its_data(
             assert [r.checkpoint for r in new.list("t1")] == [
                 r.checkpoint for r in reversed(records)
             ]
-        query(old.schema, "UPDATE {s}.threadline_schema_version SET version = 0")
+        query(old.schema, "UPDATE {s}.threadline_schema_version SET version = 1")
         with (
             PostgresSaver(url, schema=old.schema) as new,
-            pytest.raises(SaverUnavailableError, match="format version 0, which this"),
+            pytest.raises(SaverUnavailableError, match="format version 1, which this"),
         ):
             new.setup()
 

@@ -703,26 +703,28 @@ def test_a_newer_layout_is_refused(client: redis.Redis) -> None:
 def test_an_older_layout_is_migrated_when_a_saver_starts(
     client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A synthetic layout 2 adds a key per thread: data of layout 1 is migrated when a saver
-    starts and the version key moves; a layout older than any migration is refused."""
+    """A synthetic next layout adds a key per thread: data of the current layout is migrated
+    when a saver starts and the version key moves; a layout older than any migration (layout
+    1: text creation times, the loop's metadata as bytes) is refused."""
     prefix = f"{SESSION_PREFIX}:older"
     first = step(None, {"n": 1, "items": [1]})
     with RedisSaver(REDIS_URL, prefix=prefix) as saver:
         saver.put(record("t", first))
+    current, synthetic = SCHEMA_VERSION, SCHEMA_VERSION + 1
 
-    def to_2(migrated_prefix: str) -> Any:
-        yield redis_requests.Call("set", (f"{migrated_prefix}:layout-2-note", "migrated"))
+    def to_next(migrated_prefix: str) -> Any:
+        yield redis_requests.Call("set", (f"{migrated_prefix}:layout-next-note", "migrated"))
 
     try:
-        monkeypatch.setattr(saver_module, "SCHEMA_VERSION", 2)
-        monkeypatch.setattr(saver_module, "MIGRATIONS", {1: to_2})
+        monkeypatch.setattr(saver_module, "SCHEMA_VERSION", synthetic)
+        monkeypatch.setattr(saver_module, "MIGRATIONS", {current: to_next})
         with RedisSaver(REDIS_URL, prefix=prefix) as saver:
-            assert client.get(f"{prefix}:schema_version") == b"2"
-            assert client.get(f"{prefix}:layout-2-note") == b"migrated"
+            assert client.get(f"{prefix}:schema_version") == str(synthetic).encode()
+            assert client.get(f"{prefix}:layout-next-note") == b"migrated"
             got = saver.get_tuple("t")
             assert got is not None and got.checkpoint == first
-        client.set(f"{prefix}:schema_version", 0)
-        with pytest.raises(SaverUnavailableError, match="format version 0, which this threadline"):
+        client.set(f"{prefix}:schema_version", 1)
+        with pytest.raises(SaverUnavailableError, match="format version 1, which this threadline"):
             RedisSaver(REDIS_URL, prefix=prefix)
     finally:
         unlink_prefix(prefix)

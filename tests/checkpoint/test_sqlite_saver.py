@@ -839,41 +839,43 @@ def test_reading_versions_from_a_stored_body_needs_no_classes() -> None:
 def test_an_older_schema_is_migrated_on_open_in_one_transaction(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A synthetic version 2 adds a table: a version-1 file is migrated when opened, its
-    data kept; a migration that fails leaves the file as it was; a file older than any known
-    migration is refused."""
+    """A synthetic next version adds a table: a file of the current version is migrated when
+    opened, its data kept; a migration that fails leaves the file as it was; a file older than
+    any known migration (version 1: text ``created_at`` and metadata) is refused."""
     path = tmp_path / "old.db"
     with SqliteSaver(path) as saver:
         first = step("t1", {"log": [item(0)], "n": 1}, None)
         saver.put(first)
 
-    def to_v2(conn: sqlite3.Connection) -> None:
-        conn.execute("CREATE TABLE threadline_v2_marker (x INTEGER)")
+    current, synthetic = SCHEMA_VERSION, SCHEMA_VERSION + 1
+
+    def to_next(conn: sqlite3.Connection) -> None:
+        conn.execute("CREATE TABLE threadline_next_marker (x INTEGER)")
 
     def broken(conn: sqlite3.Connection) -> None:
         conn.execute("CREATE TABLE threadline_half_done (x INTEGER)")
         raise SaverUnavailableError("cannot migrate this file")
 
-    monkeypatch.setattr(sqlite_migration, "SCHEMA_VERSION", 2)
-    monkeypatch.setattr(sqlite_migration, "MIGRATIONS", {1: broken})
+    monkeypatch.setattr(sqlite_migration, "SCHEMA_VERSION", synthetic)
+    monkeypatch.setattr(sqlite_migration, "MIGRATIONS", {current: broken})
     with pytest.raises(SaverUnavailableError, match="cannot migrate this file"):
         SqliteSaver(path)
-    assert query(path, "SELECT version FROM threadline_schema_version") == [(1,)]
+    assert query(path, "SELECT version FROM threadline_schema_version") == [(current,)]
     tables = {name for (name,) in query(path, "SELECT name FROM sqlite_master")}
     assert "threadline_half_done" not in tables
 
-    monkeypatch.setattr(sqlite_migration, "MIGRATIONS", {1: to_v2})
+    monkeypatch.setattr(sqlite_migration, "MIGRATIONS", {current: to_next})
     with SqliteSaver(path) as saver:
-        assert query(path, "SELECT version FROM threadline_schema_version") == [(2,)]
+        assert query(path, "SELECT version FROM threadline_schema_version") == [(synthetic,)]
         got = saver.get_tuple("t1")
         assert got is not None and got.checkpoint == first.checkpoint
         saver.put(step("t1", {"log": [item(0), item(1)], "n": 2}, first.checkpoint))
     with SqliteSaver(path):  # opening a migrated file again migrates nothing
         pass
-    assert query(path, "SELECT COUNT(*) FROM threadline_v2_marker") == [(0,)]
+    assert query(path, "SELECT COUNT(*) FROM threadline_next_marker") == [(0,)]
 
-    execute(path, "UPDATE threadline_schema_version SET version = 0")
-    with pytest.raises(SaverUnavailableError, match="format version 0, which this threadline"):
+    execute(path, "UPDATE threadline_schema_version SET version = 1")
+    with pytest.raises(SaverUnavailableError, match="format version 1, which this threadline"):
         SqliteSaver(path)
 
 

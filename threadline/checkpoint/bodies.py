@@ -35,9 +35,40 @@ def encode_body(
 
 
 def encode_metadata(
-    metadata: Mapping[str, Any], checkpoint_id: str, codec: Serializer = serde.DEFAULT
+    metadata: Mapping[str, Any],
+    checkpoint_id: str,
+    codec: Serializer = serde.DEFAULT,
+    step: int | None = None,
 ) -> bytes:
+    """The stored metadata. Given the ``step`` of a compact row, the metadata the loop gives
+    most checkpoints (``loop_metadata(step)``, keys in that order) is stored as no bytes."""
+    if step is not None and _is_loop_metadata(metadata, step):
+        return b""
     return dumps_named(plain(metadata), codec, "the metadata of checkpoint {}", checkpoint_id)
+
+
+def loop_metadata(step: int) -> dict[str, Any]:
+    """The metadata of a step the loop ran, in a root graph with no metadata of its own."""
+    return {"source": "loop", "step": step, "parents": {}}
+
+
+_LOOP_KEYS = ("source", "step", "parents")
+
+
+def _is_loop_metadata(metadata: Mapping[str, Any], step: int) -> bool:
+    """Exactly ``loop_metadata(step)``: same keys in the same order, values of the same types
+    (``True`` equals ``1``, but would not come back as ``True``)."""
+    if type(metadata) is not dict or tuple(metadata) != _LOOP_KEYS:
+        return False
+    source, at, parents = metadata.values()
+    return (
+        type(source) is str
+        and source == "loop"
+        and type(at) is int
+        and at == step
+        and type(parents) is dict
+        and not parents
+    )
 
 
 BODY_TAG = "cp2"
@@ -162,7 +193,13 @@ def decode_checkpoint(
     return dataclasses.replace(cp, values={**cp.values, **values})
 
 
-def decode_metadata(data: bytes, codec: Serializer = serde.DEFAULT) -> dict[str, Any]:
+def decode_metadata(
+    data: bytes, codec: Serializer = serde.DEFAULT, step: int | None = None
+) -> dict[str, Any]:
+    """Stored metadata; a compact row's (given its ``step``) may be no bytes (see
+    ``encode_metadata``)."""
+    if not data and step is not None:
+        return loop_metadata(step)
     value = loads_named(data, "checkpoint metadata", codec)
     return dict(value) if value is not None else {}
 

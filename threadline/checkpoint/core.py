@@ -183,7 +183,9 @@ class CoreSaver(BaseSaver):
                     stored
                     for stored in rows
                     if not filter
-                    or metadata_matches(decode_metadata(stored.row.metadata, self.serde), filter)
+                    or metadata_matches(
+                        decode_metadata(stored.row.metadata, self.serde, stored.row.step), filter
+                    )
                 ]
                 loaded = self._load(tx, thread_id, checkpoint_ns, matching)
             for item in loaded:
@@ -229,7 +231,7 @@ class CoreSaver(BaseSaver):
                 thread_id,
                 ns,
                 dataclasses.replace(cp, values=checkpoint_values(cp, pool, codec, check)),
-                decode_metadata(stored.row.metadata, codec),
+                decode_metadata(stored.row.metadata, codec, stored.row.step),
                 tuple([decode_write(w, codec) for w in stored.writes]) if stored.writes else (),
             )
         except SerializationError as exc:

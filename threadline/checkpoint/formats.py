@@ -4,8 +4,9 @@ Every durable backend records the version of the format its data is in (a table,
 file). Opening data of a newer version is refused by the backend ("made by a newer
 threadline"); data of an older one is brought up to date by the backend's ``MIGRATIONS``, a
 mapping from a version ``n`` to what rewrites data of version ``n`` as version ``n + 1``, run in
-order inside the backend's opening transaction. The package has one format per backend (version
-1) and so no migration yet; the mechanism is tested with a synthetic older format.
+order inside the backend's opening transaction. The package is unreleased: each backend has one
+format (version 2, with compact checkpoint rows) and no migration, so version-1 data is refused;
+the mechanism is tested with a synthetic newer format.
 """
 
 from __future__ import annotations

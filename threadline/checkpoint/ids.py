@@ -23,7 +23,7 @@ def _new_tail() -> str:
 
 _tail = _new_tail()
 _lock = threading.Lock()
-_last = (0, 0, "")  # (millisecond, counter, text of the millisecond) of the last id
+_last = (0, 0, "00000000-0000")  # (millisecond, counter, text of the millisecond) of the last id
 
 
 def _reseed() -> None:
@@ -65,3 +65,21 @@ def run_local_ids(ns: str) -> Callable[[], str]:
     prefix = f"{ns}-" if ns else f"run-{secrets.token_hex(8)}-"
     counter = itertools.count()
     return lambda: f"{prefix}{next(counter):08x}"
+
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def id_millis(checkpoint_id: str) -> int | None:
+    """The Unix millisecond of a UUIDv7 id (lowercase, as ``new_checkpoint_id`` spells it),
+    or ``None`` for any other id. An id of the millisecond of the last one made here (most
+    ids saved) is read without a parse."""
+    if len(checkpoint_id) != 36 or checkpoint_id[14] != "7" or checkpoint_id[13] != "-":
+        return None
+    last = _last
+    if checkpoint_id.startswith(last[2]):
+        return last[0]
+    digits = checkpoint_id[:8] + checkpoint_id[9:13]
+    if checkpoint_id[8] != "-" or not _HEX.issuperset(digits):
+        return None
+    return int(digits, 16)

@@ -15,7 +15,7 @@ from threadline.checkpoint.base import (
     ThreadStatus,
     status_of_writes,
 )
-from threadline.clock import increasing_iso
+from threadline.clock import increasing_iso, micros_of
 from threadline.errors import ConcurrentUpdateError
 
 
@@ -59,26 +59,11 @@ def status_of(next_names: Sequence[str], writes: Iterable[tuple[str, str]]) -> T
 now_iso = increasing_iso  # ``updated_at`` of thread rows: increasing, so it orders them
 
 
-_second: tuple[str, int] = ("", 0)  # the last whole second read: (its text, Unix seconds)
-
-
 def created_ts(created_at: str) -> float | None:
-    """``created_at`` as Unix seconds (naive means UTC); ``None`` if it is not ISO 8601.
-
-    Read at every PostgreSQL put: the form ``clock.iso_at`` writes is read without a parse of
-    its date and time, once that second has been read.
-    """
-    global _second
-    if type(created_at) is str and len(created_at) == 32 and created_at.endswith(".", 0, 20):
-        fraction = created_at[20:26]
-        if created_at.endswith("+00:00") and fraction.isdigit():
-            cached = _second  # one read: another thread may replace it meanwhile
-            if created_at[:19] != cached[0]:
-                whole = created_ts(created_at[:19] + "+00:00")
-                if whole is None:
-                    return None
-                cached = _second = (created_at[:19], int(whole))
-            return (cached[1] * 1_000_000 + int(fraction)) / 1_000_000  # as datetime does
+    """``created_at`` as Unix seconds (naive means UTC); ``None`` if it is not ISO 8601."""
+    micros = micros_of(created_at)
+    if micros is not None:
+        return micros / 1_000_000  # as datetime does
     try:
         when = datetime.fromisoformat(created_at)
     except (TypeError, ValueError):

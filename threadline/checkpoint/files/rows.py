@@ -70,7 +70,7 @@ def row_file(row: CheckpointRow, codec: Serializer, encrypted: bool) -> bytes:
 def _readable(row: CheckpointRow, codec: Serializer, encrypted: bool) -> dict[str, Any]:
     fields = (row.checkpoint_id, row.parent_id, row.step, row.created_at)
     cp = decode_checkpoint(row.body, {}, codec, fields)
-    metadata = decode_metadata(row.metadata, codec)
+    metadata = decode_metadata(row.metadata, codec, row.step)
     source = metadata.get("source")
     doc: dict[str, Any] = {
         "source": source if isinstance(source, str) else safe_render(source),
@@ -116,7 +116,7 @@ def _rebuilt(doc: dict[str, Any]) -> tuple[bytes, bytes] | None:
             tuple(doc["updated_by"]),
         )
         body = encode_body(cp, DEFAULT, inline, compact=True)
-        return body, encode_metadata(doc["metadata"], cp.id)
+        return body, encode_metadata(doc["metadata"], cp.id, DEFAULT, cp.step)
     except (KeyError, TypeError, AttributeError, ValueError, SerializationError):
         return None
 

@@ -28,8 +28,8 @@ from threadline.serde import DEFAULT, Serializer
 __all__ = ["FORMAT_VERSION", "FileSaver"]
 
 #: The folder format; ``MIGRATIONS[n]`` rewrites a folder of version ``n`` as ``n + 1`` (see
-#: ``formats``; none yet).
-FORMAT_VERSION = 1
+#: ``formats``; none yet: version 1, whose rows keep the loop's metadata as bytes, is refused).
+FORMAT_VERSION = 2
 MIGRATIONS: dict[int, Callable[[str], None]] = {}
 _FORMAT_NAME = "threadline.files"
 

@@ -1,4 +1,4 @@
-"""The PostgreSQL saver's tables (schema version 1) and server-side functions.
+"""The PostgreSQL saver's tables (schema version 2) and server-side functions.
 
 The functions raise SQLSTATE ``TL409`` when a put lost its compare-and-set and ``TL410`` when values
 a checkpoint relies on are not stored; ``connections.map_error`` turns them into exceptions.
@@ -6,10 +6,11 @@ a checkpoint relies on are not stored; ``connections.map_error`` turns them into
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 #: ``MIGRATIONS[n]``: the statements (templates over ``statements.Queries.names``) that turn
 #: tables of version ``n`` into version ``n + 1``, run by ``setup`` in its transaction before
-#: the (idempotent) DDL below; see ``formats``. None yet.
+#: the (idempotent) DDL below; see ``formats``. None yet: version 1 (the loop's metadata stored
+#: as bytes) is refused.
 MIGRATIONS: dict[int, tuple[str, ...]] = {}
 
 CAS_SQLSTATE = "TL409"  # raised by threadline_advance_head when the head moved
@@ -29,11 +30,12 @@ CREATE TABLE IF NOT EXISTS {version} (
 # ``src_task`` at checkpoint ``src_id``. Loads append them (``BLOB_DATA``); a prune that drops
 # that write copies them into the row first.
 #
-# Compact rows (a checkpoint that only bumps a counter: ~230 bytes of ``checkpoints`` with its
-# key's index): ``heads`` has no index on ``updated_at`` (``list_threads`` sorts the root heads,
-# one a thread), so a put's update of the head is HOT and leaves no index entries behind. In
-# ``checkpoints``, ``parent_id`` is NULL when the parent is the previous checkpoint of the
-# namespace (a put that is no fork: its parent was the head), '' when there is none; a prune
+# Compact rows (a checkpoint that only bumps a counter: ~195 bytes of ``checkpoints`` with its
+# key's index, its ``metadata`` empty: ``bodies.encode_metadata``): ``heads`` has no index on
+# ``updated_at`` (``list_threads`` sorts the root heads, one a thread), so a put's update of the
+# head is HOT and leaves no index entries behind. In ``checkpoints``, ``parent_id`` is NULL
+# when the parent is the previous checkpoint of the namespace (a put that is no fork: its
+# parent was the head), '' when there is none; a prune
 # that deletes a checkpoint writes its id into the row that named it so. ``blob_keys`` and
 # ``blob_versions`` are NULL when no value lives in a blob; ``created_raw`` holds
 # ``created_at`` only when the ``timestamptz`` does not spell it back (``rows.created_fields``).

@@ -126,7 +126,7 @@ class RedisBackend:
         with self.transaction(True) as tx:
             return retain(tx, put.thread_id, put.ns, put.row.checkpoint_id, put.retention)
 
-    def _put(self, put: Prepared) -> Op[tuple[int, bytes | None]]:
+    def _put(self, put: Prepared) -> Op[tuple[int, str | None]]:
         """The ``put`` script call; its reply's count and oldest creation time (retention)."""
         keys, qns = Keys(self.prefix, put.thread_id), q(put.ns)
         args, key_of = self._put_args(put, keys, qns)
@@ -138,7 +138,7 @@ class RedisBackend:
         if outcome == "missing":
             raise NotStored({key_of[text(s)] for s in reply[1]})
         self._stored(put, qns, {text(s) for s in reply[3]})
-        return int(reply[1]), reply[2]
+        return int(reply[1]), created_at_of(text(reply[4]), reply[2]) if reply[2] else None
 
     def _put_args(self, put: Prepared, keys: Keys, qns: str) -> tuple[list[Any], dict[str, str]]:
         """The ``put`` script's arguments (documented with the script), and the key of each
@@ -330,7 +330,7 @@ class RedisBackend:
         self.chains.loaded(thread_id, ns, versions, pool)
 
 
-def _due(put: Prepared, count: int, oldest: bytes | None) -> bool:
+def _due(put: Prepared, count: int, oldest: str | None) -> bool:
     """Whether ``put.retention`` would delete anything, from the put's reply: how many
     checkpoints the namespace holds and when its oldest was made."""
     policy = put.retention
@@ -339,5 +339,5 @@ def _due(put: Prepared, count: int, oldest: bytes | None) -> bool:
     if policy.max_checkpoints is not None and count > policy.max_checkpoints:
         return True
     cutoff = age_cutoff(policy)
-    oldest_at = created_ts(created_at_of(oldest)) if oldest else None
+    oldest_at = created_ts(oldest) if oldest else None
     return cutoff is not None and oldest_at is not None and oldest_at < cutoff

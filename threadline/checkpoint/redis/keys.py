@@ -1,4 +1,4 @@
-"""The key layout (version 1) and how values are packed into it.
+"""The key layout (version 2) and how values are packed into it.
 
 ``P`` is the prefix; ``T`` = ``P:{t:<thread>}``, whose hash tag puts every key of one thread in
 one slot. Thread ids, namespaces, state keys and versions are percent-encoded in key names
@@ -36,9 +36,10 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from threadline.checkpoint.layout import BlobRow, CheckpointRow, WriteRow
+from threadline.checkpoint.stamps import created_text, stored_created
 
 #: The version of the key layout; a store written by a newer layout is refused.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 HEADER_READ = 512  # bytes read to get a blob's header (all of it, if the header is longer)
 
@@ -142,16 +143,20 @@ def _blob_header(stored: bytes) -> tuple[list[str], bytes]:
 
 
 # --------------------------------------------------------------------------- checkpoints
-# A checkpoint is "<created_at>,<parent>,<step> <metadata length> <blob suffix>...\n<metadata>
-# <body>", created_at and parent quoted (parent empty for none), naming the blobs of the values
-# the body does not hold (small scalars are inline). The body is compact (``COMPACT_TAG``): the
-# id is the key's, the rest of the row is the header's. The scripts read the blob suffixes
-# (``read``) and the first word (retention).
+# A checkpoint is "<created>,<parent>,<step> <metadata length> <blob suffix>...\n<metadata>
+# <body>", parent quoted (empty for none), naming the blobs of the values the body does not
+# hold (small scalars are inline). ``created`` is "@" and the microseconds from the id's
+# millisecond (``stamps.stored_created``), or ``created_at`` quoted (never an "@"). The body is
+# compact (``COMPACT_TAG``): the id is the key's, the rest of the row is the header's; the
+# metadata is empty when it is the loop's (``bodies.encode_metadata``). The scripts read the
+# blob suffixes (``read``) and the first word (retention).
 
 
 def pack_checkpoint(row: CheckpointRow, blob_suffixes: Sequence[str]) -> bytes:
     """The stored form of a checkpoint row naming the blobs its values live in."""
-    first = f"{q(row.created_at)},{q(row.parent_id or '')},{row.step}"
+    created = stored_created(row.checkpoint_id, row.created_at)
+    spelled = f"@{created}" if type(created) is int else q(row.created_at)
+    first = f"{spelled},{q(row.parent_id or '')},{row.step}"
     header = " ".join([first, str(len(row.metadata)), *blob_suffixes])
     return header.encode() + b"\n" + row.metadata + row.body
 
@@ -165,15 +170,20 @@ def unpack_checkpoint(checkpoint_id: str, stored: bytes) -> tuple[CheckpointRow,
     if not sep or int(size) > len(rest):
         raise ValueError("the checkpoint's header is damaged")
     metadata, body = rest[: int(size)], rest[int(size) :]
-    row = CheckpointRow(
-        checkpoint_id, unquote(parent) or None, int(step), unquote(created_at), body, metadata
-    )
+    created = _created(checkpoint_id, created_at)
+    row = CheckpointRow(checkpoint_id, unquote(parent) or None, int(step), created, body, metadata)
     return row, suffixes
 
 
-def created_at_of(token: bytes) -> str:
+def created_at_of(checkpoint_id: str, token: bytes) -> str:
     """The creation time from the first word of a checkpoint's header, as scripts return it."""
-    return unquote(token.decode().partition(",")[0])
+    return _created(checkpoint_id, token.decode().partition(",")[0])
+
+
+def _created(checkpoint_id: str, spelled: str) -> str:
+    if spelled.startswith("@"):
+        return created_text(checkpoint_id, int(spelled[1:]))
+    return unquote(spelled)
 
 
 # --------------------------------------------------------------------------------- writes

@@ -20,7 +20,8 @@ from threadline.errors import SaverUnavailableError
 from threadline.serde import DEFAULT, Serializer
 
 #: ``MIGRATIONS[n]`` rewrites the data under a prefix from layout ``n`` to ``n + 1`` (see
-#: ``formats``; none yet), before the version key is moved.
+#: ``formats``; none yet: layout 1, with text creation times and the loop's metadata as bytes,
+#: is refused), before the version key is moved.
 MIGRATIONS: dict[int, Callable[[str], Op[Any]]] = {}
 
 

@@ -101,7 +101,8 @@ end
 # 16 n_deltas, 17 n_writes, 18 resent, 19 n_prefixes; then 2 per blob (suffix, packed blob), 2
 # per delta (its base's suffix, "<start>|<chain_bytes>|<full_bytes>" the base must have), 2 per
 # write (field, value), 2 per prefix row (suffix, packed row) that replaces a stored blob.
-# Replies {'ok', count, oldest created_at, blobs that existed}, {'conflict', head, moved} or
+# Replies {'ok', count, the oldest's header's first word, blobs that existed, the oldest's id},
+# {'conflict', head, moved} or
 # {'missing', {suffixes}} (relied on but not stored as expected); only 'ok' has written anything.
 PUT = (
     _COMMON
@@ -114,7 +115,7 @@ local idx, cp = tag .. idx_s, tag .. cp_s
 local function summary(existed)
   local oldest = redis.call('ZRANGE', idx, 0, 0)[1]
   local row = redis.call('GET', tag .. ':c:' .. qns .. ':' .. oldest) or ''
-  return {'ok', redis.call('ZCARD', idx), string.match(row, '^[^ \n]*'), existed}
+  return {'ok', redis.call('ZCARD', idx), string.match(row, '^[^ \n]*'), existed, oldest}
 end
 
 local head = redis.call('ZREVRANGE', idx, 0, 0)[1]

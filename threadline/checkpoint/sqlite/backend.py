@@ -14,6 +14,7 @@ import threading
 import zlib
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
+from typing import Any
 
 from threadline.checkpoint.backend import Check, Pair, StoredCheckpoint, ThreadRow
 from threadline.checkpoint.base import ThreadStatus
@@ -37,6 +38,7 @@ from threadline.checkpoint.sqlite.schema import (
     INSERT_BLOB,
     INSERT_CHECKPOINT,
     LIST_THREADS,
+    NAME_PARENT,
     REPLACE_WITH_PREFIX,
     SELECT_LATEST,
     SELECT_ONE,
@@ -44,6 +46,7 @@ from threadline.checkpoint.sqlite.schema import (
     UPSERT_THREAD,
     repoint_prefixes,
 )
+from threadline.checkpoint.stamps import created_text, stored_created
 from threadline.checkpoint.transactional import Transactional
 from threadline.errors import SaverUnavailableError
 from threadline.serde import Serializer
@@ -145,6 +148,7 @@ class _Tx:
         self.committed: list[Callable[[], None]] = []  # cache updates, once it commits
         self.compacted = False
         self._status: tuple[str, ThreadStatus | None] | None = None  # read with a head
+        self._head: tuple[str, str, str | None] | None = None  # (thread, namespace, head) read
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -152,6 +156,7 @@ class _Tx:
         # The put's two reads in one statement: the head (its compare-and-set) and the status.
         head, status = self.conn.execute(HEAD_AND_STATUS, (thread_id, ns, thread_id)).fetchone()
         self._status = (thread_id, status)
+        self._head = (thread_id, ns, head)
         return head  # type: ignore[no-any-return]
 
     def status(self, thread_id: str) -> ThreadStatus | None:
@@ -166,24 +171,24 @@ class _Tx:
         self, thread_id: str, ns: str, checkpoint_id: str | None
     ) -> StoredCheckpoint | None:
         if checkpoint_id is None:
-            row = self.conn.execute(SELECT_LATEST, (thread_id, ns)).fetchone()
+            rows = self.conn.execute(SELECT_LATEST, (thread_id, ns)).fetchall()
         else:
-            row = self.conn.execute(SELECT_ONE, (thread_id, ns, checkpoint_id)).fetchone()
-        return self._with_writes(thread_id, ns, [row])[0] if row is not None else None
+            rows = self.conn.execute(SELECT_ONE, (thread_id, ns, checkpoint_id)).fetchall()
+            if rows and rows[0][0] != checkpoint_id:
+                return None
+        return self._with_writes(thread_id, ns, _rows(rows, 1))[0] if rows else None
 
     def page(
         self, thread_id: str, ns: str, before: str | None, limit: int
     ) -> list[StoredCheckpoint]:
-        rows = self.conn.execute(SELECT_PAGE, (thread_id, ns, before, before, limit)).fetchall()
-        return self._with_writes(thread_id, ns, rows)
+        params = (thread_id, ns, before, before, limit + 1)
+        rows = self.conn.execute(SELECT_PAGE, params).fetchall()
+        return self._with_writes(thread_id, ns, _rows(rows, limit))
 
     def _with_writes(
-        self,
-        thread_id: str,
-        ns: str,
-        rows: Sequence[tuple[str, str | None, int, str, bytes, bytes]],
+        self, thread_id: str, ns: str, rows: Sequence[CheckpointRow]
     ) -> list[StoredCheckpoint]:
-        ids = [r[0] for r in rows]
+        ids = [r.checkpoint_id for r in rows]
         writes: dict[str, list[WriteRow]] = {cid: [] for cid in ids}
         for i in range(0, len(ids), CHUNK):
             chunk = ids[i : i + CHUNK]
@@ -195,7 +200,7 @@ class _Tx:
                 [thread_id, ns, *chunk],
             ):
                 writes[cid].append(WriteRow(task_id, kind, task_name, value))
-        return [StoredCheckpoint(CheckpointRow(*row), tuple(writes[row[0]])) for row in rows]
+        return [StoredCheckpoint(row, tuple(writes[row.checkpoint_id])) for row in rows]
 
     def values(
         self, thread_id: str, ns: str, wanted: Sequence[Mapping[str, str]]
@@ -226,11 +231,12 @@ class _Tx:
         }
 
     def ids(self, thread_id: str, ns: str) -> list[tuple[str, str]]:
-        return self.conn.execute(
+        rows = self.conn.execute(
             "SELECT checkpoint_id, created_at FROM checkpoints WHERE thread_id = ? "
             "AND checkpoint_ns = ? ORDER BY checkpoint_id DESC",
             (thread_id, ns),
-        ).fetchall()
+        )
+        return [(cid, created_text(cid, created)) for cid, created in rows]
 
     def bodies(self, thread_id: str, ns: str) -> list[tuple[str, bytes]]:
         return self.conn.execute(
@@ -262,15 +268,20 @@ class _Tx:
         prefixes: Sequence[BlobRow],
     ) -> None:
         conn = self.conn
+        parent = row.parent_id
+        if parent is None:
+            parent = ""
+        elif self._head == (thread_id, ns, parent):
+            parent = None  # the previous checkpoint (``schema._SELECT``)
         conn.execute(
             INSERT_CHECKPOINT,
             (
                 thread_id,
                 ns,
                 row.checkpoint_id,
-                row.parent_id,
+                parent,
                 row.step,
-                row.created_at,
+                stored_created(row.checkpoint_id, row.created_at),
                 row.body,
                 row.metadata,
             ),
@@ -340,6 +351,7 @@ class _Tx:
         self.conn.execute(UPSERT_THREAD, (thread_id, status, head, now_iso(), names))
 
     def delete(self, thread_id: str, ns: str, ids: Collection[str]) -> None:
+        self.conn.executemany(NAME_PARENT, [(c, thread_id, ns, thread_id, ns, c) for c in ids])
         params = [(thread_id, ns, cid) for cid in ids]
         where = "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
         self.conn.executemany(f"DELETE FROM writes {where}", params)
@@ -390,3 +402,17 @@ class _Tx:
             "WHERE thread_id = ?",
             (target, now_iso(), source),
         )
+
+
+def _rows(stored: Sequence[tuple[Any, ...]], limit: int) -> list[CheckpointRow]:
+    """The first ``limit`` of stored rows, newest first and consecutive, as the core reads
+    them: an implied parent (NULL, ``schema._SELECT``) is the next row's id, '' is none, and
+    ``created_at`` is spelled out (``stamps``)."""
+    rows = []
+    for i, (cid, parent, step, created, body, metadata) in enumerate(stored[:limit]):
+        if parent is None:
+            parent = stored[i + 1][0] if i + 1 < len(stored) else None
+        if type(created) is int:
+            created = created_text(cid, created)
+        rows.append(CheckpointRow(cid, parent or None, step, created, body, metadata))
+    return rows

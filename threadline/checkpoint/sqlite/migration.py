@@ -12,7 +12,8 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from threadline.checkpoint.formats import migrations_from
-from threadline.checkpoint.sqlite.schema import SCHEMA, SCHEMA_VERSION
+from threadline.checkpoint.sqlite.schema import CREATED_AT, SCHEMA, SCHEMA_VERSION
+from threadline.checkpoint.stamps import created_text
 from threadline.errors import SaverUnavailableError
 
 _T = TypeVar("_T")
@@ -26,6 +27,7 @@ def prepare(
     ``synchronous`` is one of ``SYNCHRONOUS`` (checked by the caller). One transaction: a
     migration that fails leaves the file as it was.
     """
+    conn.create_function(CREATED_AT, 2, created_text, deterministic=True)
     # Compaction frees the pages of rewritten blobs; with incremental auto-vacuum (settable only
     # before the first table exists: a no-op on older files) ``put`` gives them back to the OS.
     conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
@@ -70,7 +72,8 @@ def _check_version(conn: sqlite3.Connection, path: str, found: int | None) -> No
 
 
 #: ``MIGRATIONS[n]`` rewrites a file of schema version ``n`` as version ``n + 1``, inside the
-#: transaction that opens it (see ``formats``). Version 1 is the only schema so far.
+#: transaction that opens it (see ``formats``). None yet: version 1 (text ``created_at`` and
+#: metadata) is refused.
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {}
 
 

@@ -1,12 +1,23 @@
-"""The SQLite tables (schema version 1) and the statements that write their rows.
+"""The SQLite tables (schema version 2) and the statements that write their rows.
 
 ``checkpoints`` is a ``WITHOUT ROWID`` table: its primary key is the table, so a put writes one
 b-tree, not a table and an index. ``blobs`` keeps a rowid (its rows hold values of any size) and
 has no index but its primary key: a delta chain is a range of it (see ``queries.chain_rows``).
 Every b-tree a put touches costs it a page written to the WAL.
+
+A checkpoint row is compact (about 75 bytes for a step that moves a counter): its
+``created_at`` column has no type, so it holds a small integer, the microseconds from the
+millisecond of the row's id (``stamps.stored_created``), or the text when that does not give it
+back; ``CREATED_AT`` is the SQL function that spells either as text. Its ``metadata`` is empty
+when it is the loop's (``bodies.encode_metadata``), and its ``parent_id`` NULL when the parent
+is the previous checkpoint (``_SELECT``).
 """
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+CREATED_AT = "threadline_created_at"
+"""SQL function ``(checkpoint_id, created_at column) -> text`` (``stamps.created_text``),
+registered on every connection the saver uses."""
 
 SCHEMA = (
     """
@@ -16,7 +27,7 @@ SCHEMA = (
         checkpoint_id TEXT    NOT NULL,
         parent_id     TEXT,
         step          INTEGER NOT NULL,
-        created_at    TEXT    NOT NULL,
+        created_at            NOT NULL,
         body          BLOB    NOT NULL,
         metadata      BLOB    NOT NULL,
         PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
@@ -130,7 +141,7 @@ UPSERT_THREAD = """
 # row's last write (a write on the head, a change of status).
 LIST_THREADS = """
     SELECT t.thread_id, t.status, h.checkpoint_id,
-           CASE WHEN t.updated_at > h.created_at THEN t.updated_at ELSE h.created_at END AS at,
+           max(t.updated_at, threadline_created_at(h.checkpoint_id, h.created_at)) AS at,
            h.body
       FROM threads t
       JOIN checkpoints h
@@ -154,21 +165,26 @@ HEAD_AND_STATUS = """
 """
 
 
-SELECT_ONE = """
+# A row's ``parent_id`` is NULL when its parent is the previous checkpoint of the namespace (the
+# put's parent was the head: ``_Tx.insert``) and '' when it has none; a deletion first names the
+# deleted checkpoint in the row that implied it (``NAME_PARENT``). Reads take one row more, the
+# previous checkpoint of the last they want, and spell the parents out (``backend._rows``).
+_SELECT = """
     SELECT checkpoint_id, parent_id, step, created_at, body, metadata FROM checkpoints
-     WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?
-"""
+     WHERE thread_id = ? AND checkpoint_ns = ?"""
 
-SELECT_LATEST = """
-    SELECT checkpoint_id, parent_id, step, created_at, body, metadata FROM checkpoints
-     WHERE thread_id = ? AND checkpoint_ns = ?
-     ORDER BY checkpoint_id DESC LIMIT 1
-"""
+SELECT_ONE = _SELECT + " AND checkpoint_id <= ? ORDER BY checkpoint_id DESC LIMIT 2"
 
-SELECT_PAGE = """
-    SELECT checkpoint_id, parent_id, step, created_at, body, metadata FROM checkpoints
-     WHERE thread_id = ? AND checkpoint_ns = ? AND (? IS NULL OR checkpoint_id < ?)
-     ORDER BY checkpoint_id DESC LIMIT ?
+SELECT_LATEST = _SELECT + " ORDER BY checkpoint_id DESC LIMIT 2"
+
+SELECT_PAGE = _SELECT + " AND (? IS NULL OR checkpoint_id < ?) ORDER BY checkpoint_id DESC LIMIT ?"
+
+# Parameters: the deleted id, thread, namespace, thread, namespace, the deleted id.
+NAME_PARENT = """
+    UPDATE checkpoints SET parent_id = ?
+     WHERE thread_id = ? AND checkpoint_ns = ? AND parent_id IS NULL
+       AND checkpoint_id = (SELECT min(checkpoint_id) FROM checkpoints
+                             WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id > ?)
 """
 
 BLOB_META = "key, version, start, base, chain_bytes, full_bytes, items"
