@@ -1,5 +1,6 @@
 """How a trace batch is stored: step marks that count on from the previous mark's id, kinds as
-small ints, task ids as the bytes their hex spells; and every entry reads back exactly."""
+small ints, a node's task id as its index in the step (or the bytes its hex spells); and every
+entry reads back exactly."""
 
 from __future__ import annotations
 
@@ -135,16 +136,24 @@ def test_a_run_of_quick_steps_stores_few_bytes_a_step(saver):
     app.invoke({"n": 0}, config)
 
     batches = [w.value for r in saver.list("t") for w in r.pending_writes if w.kind == "trace"]
-    assert sum(len(batch) for batch in batches) / steps < 45  # (95 with ids in full)
-    history = {
-        s.metadata["step"]: s.config["configurable"]["checkpoint_id"]
-        for s in app.get_state_history(config)
-    }
+    assert sum(len(batch) for batch in batches) / steps < 25  # (95 with ids in full)
+    history = {s.metadata["step"]: s for s in app.get_state_history(config)}
     entries = app.get_trace(config)
     assert [(e.step, e.checkpoint_id) for e in entries] == [
-        (step, history[step - 1]) for step in range(1, steps + 1)
+        (step, history[step - 1].config["configurable"]["checkpoint_id"])
+        for step in range(1, steps + 1)
     ]
-    assert all(e.kind == "node" and len(e.task_id) == 32 for e in entries)
+    # each node's id, stored as its index in the step, is the id of the task the step ran
+    assert [(e.kind, e.task_id) for e in entries] == [
+        ("node", history[step - 1].tasks[0].id) for step in range(1, steps + 1)
+    ]
+    node_items = [
+        item
+        for batch in batches
+        for item in ormsgpack.unpackb(batch)[2:]
+        if type(item) is list and len(item) > 2
+    ]
+    assert {item[3] for item in node_items} == {0}
 
 
 def test_a_batch_of_another_format_is_refused_clearly():

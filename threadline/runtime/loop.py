@@ -41,12 +41,13 @@ from threadline.runtime.answers import match_answers, pending_interrupts, resume
 from threadline.runtime.chunks import Chunks, Put
 from threadline.runtime.effects import Effect, Load
 from threadline.runtime.migrate import check_planned
-from threadline.runtime.planning import hits, local_task_id, plan_next, task_id, tasks_of
+from threadline.runtime.planning import hits, plan_next, tasks_of
 from threadline.runtime.progress import Progress, error_value
 from threadline.runtime.replay import carried_inputs, fork_of, may_continue_at
 from threadline.runtime.settings import RunSettings
 from threadline.runtime.step_setup import SPARE_ANSWER_TASK, StepSetup
 from threadline.runtime.task import Outcome, Task, TaskResult, start_result
+from threadline.runtime.task_ids import local_task_id, task_id
 from threadline.runtime.trace import without_trace
 from threadline.runtime.writes import applied, apply_writes, finished_updates, updates_of
 from threadline.store.base import BaseStore

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterable, Mapping
 
 from threadline.checkpoint.base import Checkpoint, PlannedTask
@@ -10,6 +9,7 @@ from threadline.constants import START
 from threadline.errors import InvalidUpdateError
 from threadline.graph.spec import GraphSpec
 from threadline.runtime.task import Task
+from threadline.runtime.task_ids import task_id
 from threadline.types import Send
 
 # Barrier key of a deferred node that was triggered and waits; ``:`` is not allowed in node names
@@ -17,20 +17,9 @@ from threadline.types import Send
 DEFERRED = "defer:"
 
 
-def task_id(checkpoint_id: str, index: int, name: str) -> str:
-    """Deterministic, so writes saved before a crash can be matched to the task after it."""
-    digest = hashlib.blake2b(f"{checkpoint_id}|{index}|{name}".encode(), digest_size=16)
-    return digest.hexdigest()
-
-
 def task_ns(parent_ns: str, name: str, tid: str) -> str:
     entry = f"{name}:{tid}"
     return f"{parent_ns}|{entry}" if parent_ns else entry
-
-
-def local_task_id(checkpoint_id: str, index: int, name: str) -> str:
-    """For runs without a saver: unique within the run (its checkpoint ids are), not hashed."""
-    return f"{checkpoint_id}.{index}"
 
 
 def tasks_of(
@@ -38,11 +27,15 @@ def tasks_of(
 ) -> list[Task]:
     """The tasks ``checkpoint`` plans, each with the input it will receive."""
     tasks = []
+    hashed = ids is task_id
     for index, planned in enumerate(checkpoint.next):
-        tid = ids(checkpoint.id, index, planned.name)
-        node = spec.nodes.get(planned.name)
-        ns_ = task_ns(ns, planned.name, tid)
-        tasks.append(Task(tid, planned.name, ns_, planned.arg, node, send=planned.send))
+        name = planned.name
+        tid = ids(checkpoint.id, index, name)
+        task = Task(tid, name, task_ns(ns, name, tid), planned.arg, spec.nodes.get(name))
+        task.send = planned.send
+        if hashed:
+            task.index, task.planned_at = index, checkpoint.id
+        tasks.append(task)
     return tasks
 
 

@@ -12,7 +12,7 @@ import dataclasses
 
 from threadline.checkpoint.base import Checkpoint, CheckpointRecord, TaskWrite
 from threadline.constants import START
-from threadline.runtime.planning import task_id
+from threadline.runtime.task_ids import task_id
 
 BRANCH_SOURCES = ("update", "fork")
 

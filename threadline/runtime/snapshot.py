@@ -15,8 +15,9 @@ from threadline.graph.spec import GraphSpec
 from threadline.runtime import command_input
 from threadline.runtime.answers import pending_interrupts
 from threadline.runtime.loop import STEP_TASK
-from threadline.runtime.planning import plan_next, task_id, tasks_of
+from threadline.runtime.planning import plan_next, tasks_of
 from threadline.runtime.routing import routes_after
+from threadline.runtime.task_ids import task_id
 from threadline.runtime.writes import applied, apply_writes, finished_updates, normalize_output
 from threadline.types import Command, SnapshotTask, StateSnapshot
 

@@ -56,6 +56,10 @@ class Task:
     node: NodeSpec | None
     send: bool = False
     answers: dict[str, Any] = field(default_factory=dict)
+    # What ``task_ids.task_id`` made ``id`` from (the trace stores ``index`` instead of the
+    # id): the step's checkpoint and the task's place in it; -1 and "" for an id made otherwise.
+    index: int = -1
+    planned_at: str = ""
 
     def node_input(self, env: StepEnv) -> Any:
         """A ``Send`` task gets its argument; others the state as the step began, as the

@@ -39,6 +39,7 @@ from threadline.checkpoint.ids import new_checkpoint_id
 from threadline.clock import iso_at
 from threadline.errors import GraphInterrupt, SerializationError
 from threadline.runtime.context import current_task
+from threadline.runtime.task_ids import task_id as planned_task_id
 
 if TYPE_CHECKING:
     from threadline.runtime.context import TaskContext
@@ -95,8 +96,10 @@ class TraceEntry:
 #   attempt  (start, kind, name, task_id, attempt, duration[, status[, error_type,
 #            error_message]]) for kinds ``node`` and ``task``; no status: ``ok``
 #   note     (start, kind, name, task_id, interrupt_id, recorded_by, data) for the other kinds
-# ``kind`` is its place in ``_KINDS``, ``task_id`` the bytes its hex digits spell (when they
-# spell it exactly, as for every id threadline makes), ``start`` is in ns after ``t0``,
+# ``kind`` is its place in ``_KINDS``; ``task_id`` of a node's attempt is its index in the
+# step when ``task_ids.task_id`` made it from the step's checkpoint (read back by making it
+# again), else the bytes its hex digits spell (when they spell it exactly, as for every id
+# threadline makes); ``start`` is in ns after ``t0``,
 # ``duration`` in ns, ``data`` the index of the entry's value in the write's value list
 # (encoded by the saver's serializer). Every byte here is stored with every run, so nothing
 # repeats: a step's checkpoint and number are said once, not per entry, and mostly as one byte.
@@ -186,6 +189,8 @@ def _entry(
     kind = _KINDS[code]
     if type(task_id) is bytes:
         task_id = task_id.hex()
+    elif type(task_id) is int:  # its index in the step: the id planning made from the mark's
+        task_id = planned_task_id(checkpoint_id, task_id, name)
     at = iso_at((t0 + start) // 1000)
     if code <= _TASK:
         attempt, duration = row[4:6]
@@ -305,10 +310,14 @@ class RunTrace:
         if outcome.result is not None or outcome.parent_command is not None:
             task = ctx.task  # the usual case, made without a call (``attempt`` does the same)
             started = ctx.traced
-            try:  # a task's id is a hexdigest (planning.task_id): ``_compact_id`` needs no check
-                task_id: bytes | str = _unhexlify(task.id)
-            except ValueError:
-                task_id = task.id
+            task_id: int | bytes | str
+            if task.planned_at == self._id and task.index >= 0:  # from this step's mark
+                task_id = task.index
+            else:
+                try:  # a hexdigest (planning.task_id): ``_compact_id`` needs no check
+                    task_id = _unhexlify(task.id)
+                except ValueError:
+                    task_id = task.id
             self._entries.append(
                 (started - self._base, _NODE, task.name, task_id, ctx.attempt, _clock() - started)
             )
