@@ -29,6 +29,7 @@ from threadline.errors import SerializationError
 
 __all__ = ["saver"]  # fixtures used here
 
+
 # -- compaction ----------------------------------------------------------------------------------
 
 

@@ -24,6 +24,7 @@ from threadline.errors import SerializationError
 
 __all__ = ["saver"]  # fixtures used here
 
+
 # -- bad data ------------------------------------------------------------------------------------
 
 

@@ -33,6 +33,7 @@ from threadline.errors import SaverUnavailableError, SerializationError
 
 __all__ = ["saver"]  # fixtures used here
 
+
 # -- readable files ------------------------------------------------------------------------------
 
 

@@ -33,6 +33,7 @@ from threadline.errors import ConcurrentUpdateError
 
 __all__ = ["saver"]  # fixtures used here
 
+
 # -- threads, prune, copy, retention -------------------------------------------------------------
 
 

@@ -39,6 +39,7 @@ from threadline.errors import SaverUnavailableError, SerializationError
 
 __all__ = ["_session_keys_are_removed", "client", "saver"]  # fixtures used here
 
+
 # -- isolation of odd ids -------------------------------------------------------------------------
 
 

@@ -31,6 +31,7 @@ from threadline.checkpoint.redis import RedisSaver
 
 __all__ = ["_session_keys_are_removed", "client", "saver"]  # fixtures used here
 
+
 # -- TTL ------------------------------------------------------------------------------------------
 
 
