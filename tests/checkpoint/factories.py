@@ -47,7 +47,7 @@ SAVER_FACTORIES: dict[str, SaverFactory] = {
     "memory": memory_saver,
     "sqlite": sqlite_saver,
     "toy": toy_saver,
-    "redis": __import__("test_redis_saver").redis_saver,  # skips when Redis is unreachable
-    "files": __import__("test_file_saver").file_saver,
+    "redis": __import__("redis_fixtures").redis_saver,  # skips when Redis is unreachable
+    "files": __import__("file_fixtures").file_saver,
     "postgres": __import__("test_postgres_saver").postgres_saver,  # skips when unreachable
 }

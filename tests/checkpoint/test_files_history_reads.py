@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_file_saver import make, ns_dir, rec
+from file_fixtures import make, ns_dir, rec
 
 from threadline.checkpoint.backend import Check, Pair
 from threadline.checkpoint.base import CheckpointRecord, Retention

@@ -368,7 +368,7 @@ async def test_async_postgres_saver_on_an_async_connection() -> None:
 
 async def test_async_redis_saver_on_an_async_client() -> None:
     import redis.asyncio as aredis
-    from test_redis_saver import SESSION_PREFIX, unlink_prefix
+    from redis_fixtures import SESSION_PREFIX, unlink_prefix
 
     from threadline.checkpoint.redis.aio import AsyncRedisSaver
 

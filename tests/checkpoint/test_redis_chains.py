@@ -3,7 +3,7 @@
 conversation gets only what was added since the last one. A tip changed in Redis is read and
 checked as before.
 
-Bytes are counted per reply (``Replies``, from ``test_redis_saver``).
+Bytes are counted per reply (``Replies``, from ``redis_fixtures``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import redis
-from test_redis_saver import (
+from redis_fixtures import (
     REDIS_URL,
     Replies,
     Wire,
@@ -33,7 +33,7 @@ from threadline.checkpoint.redis import RedisSaver
 from threadline.checkpoint.redis import requests as redis_requests
 from threadline.errors import SerializationError
 
-__all__ = ["client", "replies", "saver", "wire"]  # fixtures of test_redis_saver, used here
+__all__ = ["client", "replies", "saver", "wire"]  # fixtures of redis_fixtures, used here
 
 ENTRY = 2004  # bytes of one ``long_log`` entry
 TURNS = 70  # a 140 KB list whose newest blob is a delta with several deltas below it

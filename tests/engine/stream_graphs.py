@@ -1,0 +1,84 @@
+"""Graphs and helpers the stream-mode tests share.
+
+The expected chunks in those tests are what LangGraph 1.2.22 yields for the same graphs (ids and
+timestamps aside). langchain_core is needed: the tests that import this module are skipped
+without it.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, TypedDict
+
+import pytest
+
+from threadline import (
+    END,
+    START,
+    StateGraph,
+    interrupt,
+)
+
+fake_chat = pytest.importorskip("langchain_core.language_models.fake_chat_models")
+messages = pytest.importorskip("langchain_core.messages")
+AIMessage, AIMessageChunk, HumanMessage = (
+    messages.AIMessage,
+    messages.AIMessageChunk,
+    messages.HumanMessage,
+)
+
+
+class State(TypedDict, total=False):
+    items: Annotated[list[str], operator.add]
+    answer: str
+
+
+class Chat(TypedDict):
+    messages: Annotated[list, operator.add]
+
+
+def cfg(thread: str = "t") -> dict:
+    return {"configurable": {"thread_id": thread}}
+
+
+def append(name: str):
+    def node(state: State) -> dict:
+        return {"items": [name]}
+
+    return node
+
+
+def diamond(**compile_kw):
+    """START -> a -> (b, c in parallel) -> END; c writes nothing."""
+    g = StateGraph(State)
+    g.add_node("a", append("a"))
+    g.add_node("b", append("b"))
+    g.add_node("c", lambda s: None)
+    g.add_edge(START, "a")
+    g.add_edge("a", "b")
+    g.add_edge("a", "c")
+    g.add_edge("b", END)
+    g.add_edge("c", END)
+    return g.compile(**compile_kw)
+
+
+def asking(saver):
+    def ask(state: State) -> dict:
+        return {"answer": interrupt("approve?")}
+
+    g = StateGraph(State)
+    g.add_node("prepare", append("prepare"))
+    g.add_node("ask", ask)
+    g.add_edge(START, "prepare")
+    g.add_edge("prepare", "ask")
+    g.add_edge("ask", END)
+    return g.compile(checkpointer=saver)
+
+
+def model(text: str):
+    return fake_chat.GenericFakeChatModel(messages=iter([AIMessage(content=text)]))
+
+
+def by_step(events: list[dict]) -> list[tuple]:
+    """Debug events without their ids and timestamps."""
+    return [(e["type"], e["step"], e["payload"].get("name")) for e in events]
