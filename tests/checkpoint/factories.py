@@ -49,5 +49,5 @@ SAVER_FACTORIES: dict[str, SaverFactory] = {
     "toy": toy_saver,
     "redis": __import__("redis_fixtures").redis_saver,  # skips when Redis is unreachable
     "files": __import__("file_fixtures").file_saver,
-    "postgres": __import__("test_postgres_saver").postgres_saver,  # skips when unreachable
+    "postgres": __import__("postgres_fixtures").postgres_saver,  # skips when unreachable
 }

@@ -44,7 +44,7 @@ def twin(saver: BaseSaver) -> AbstractContextManager[BaseSaver]:
         from threadline.checkpoint.redis import RedisSaver
 
         return RedisSaver(saver.url, prefix=saver.prefix)  # type: ignore[attr-defined]
-    from test_postgres_saver import postgres_saver
+    from postgres_fixtures import postgres_saver
 
     return postgres_saver(schema=saver.schema)  # type: ignore[attr-defined]
 

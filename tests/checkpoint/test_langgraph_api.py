@@ -350,7 +350,7 @@ async def test_async_sqlite_saver(tmp_path: Path) -> None:
 
 async def test_async_postgres_saver_on_an_async_connection() -> None:
     import psycopg
-    from test_postgres_saver import drop_schemas, new_schema
+    from postgres_fixtures import drop_schemas, new_schema
 
     from threadline.checkpoint.postgres.aio import AsyncPostgresSaver
 

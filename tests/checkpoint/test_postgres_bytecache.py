@@ -2,18 +2,17 @@
 the server leaves their data out, so loading a long conversation costs no more each turn. A
 row changed meanwhile (by another process, say) has another checksum and is sent again.
 
-Bytes are counted on the wire (``WireCounter.received``, from ``test_postgres_saver``); same
-server and schema conventions as there.
+Bytes are counted on the wire (``WireCounter.received``, from ``wire_counter.py``); same
+server and schema conventions as ``postgres_fixtures.py``.
 """
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
 
-import pytest
 from builders import step
-from test_postgres_saver import WireCounter, chain, postgres_saver, query, url, wire
+from postgres_fixtures import chain, postgres_saver, query, saver, url
+from wire_counter import WireCounter, counted, wire
 
 from threadline.checkpoint import bytecache
 from threadline.checkpoint.postgres import PostgresSaver
@@ -26,19 +25,8 @@ def text(n: int = BIG) -> str:
     return secrets.token_hex(n // 2)  # incompressible, so TOAST does not hide the size
 
 
-__all__ = ["url", "wire"]  # fixtures of test_postgres_saver, imported for the tests here
-
-
-@pytest.fixture
-def saver() -> Iterator[PostgresSaver]:
-    with postgres_saver() as s:
-        yield s
-
-
-@pytest.fixture
-def counted(wire: WireCounter, url: str) -> Iterator[tuple[PostgresSaver, WireCounter]]:
-    with postgres_saver(url=wire.url(url)) as s:
-        yield s, wire
+# Fixtures of postgres_fixtures and wire_counter, imported for the tests here.
+__all__ = ["counted", "saver", "url", "wire"]
 
 
 def received(wire: WireCounter, action: object) -> int:

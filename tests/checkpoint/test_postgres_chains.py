@@ -1,30 +1,25 @@
 """The PostgreSQL saver holds the rows of a long list's delta chain, so a load walks and reads
 only the rows added since: loading turn 200 of a conversation costs what turn 10 does.
 
-Bytes are counted on the wire (``WireCounter.received``, from ``test_postgres_saver``).
+Bytes are counted on the wire (``WireCounter.received``, from ``wire_counter.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import pytest
-from test_postgres_saver import WireCounter, chain, postgres_saver, query, url, wire
+from postgres_fixtures import chain, postgres_saver, query, saver, url
+from wire_counter import WireCounter, wire
 
 from threadline.checkpoint.postgres import PostgresSaver
 from threadline.errors import SerializationError
 
-__all__ = ["url", "wire"]  # fixtures of test_postgres_saver, imported for the tests here
+# Fixtures of postgres_fixtures and wire_counter, imported for the tests here.
+__all__ = ["saver", "url", "wire"]
 
 ITEM = 1000  # characters per message
 TURNS = 60  # a chain of well over MIN_BYTES
-
-
-@pytest.fixture
-def saver() -> Iterator[PostgresSaver]:
-    with postgres_saver() as s:
-        yield s
 
 
 def received(wire: WireCounter, action: object) -> int:

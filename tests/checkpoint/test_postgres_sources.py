@@ -1,19 +1,18 @@
 """The PostgreSQL saver stores a run's input once: the checkpoint after the input refers to the
 bytes of the ``__start__`` write instead of storing them again (``postgres/sources.py``).
 
-Same server and schema conventions as ``test_postgres_saver``.
+Same server and schema conventions as ``postgres_fixtures.py``.
 """
 
 from __future__ import annotations
 
 import operator
 import secrets
-from collections.abc import Iterator
 from typing import Annotated, Any, TypedDict
 
 import pytest
 from builders import step
-from test_postgres_saver import postgres_saver, query, url
+from postgres_fixtures import postgres_saver, query, saver, url
 
 from threadline import END, START, StateGraph
 from threadline.checkpoint import Retention
@@ -23,7 +22,7 @@ from threadline.checkpoint.postgres.sources import MIN_BYTES, RecentWrites
 from threadline.errors import SerializationError
 from threadline.serde import Serializer
 
-__all__ = ["url"]  # a fixture of test_postgres_saver, imported for the tests here
+__all__ = ["saver", "url"]  # fixtures of postgres_fixtures, imported for the tests here
 
 
 class Chat(TypedDict, total=False):
@@ -49,12 +48,6 @@ def say(n: int = 2000) -> dict[str, Any]:
 
 def config(thread_id: str = "t1") -> dict[str, Any]:
     return {"configurable": {"thread_id": thread_id}}
-
-
-@pytest.fixture
-def saver() -> Iterator[PostgresSaver]:
-    with postgres_saver() as s:
-        yield s
 
 
 def sourced(saver: PostgresSaver, thread_id: str = "t1") -> list[tuple[Any, ...]]:

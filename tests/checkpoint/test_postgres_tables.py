@@ -3,29 +3,23 @@ itself (``pg_stat_get_xact_*``: this transaction's counts): a put's check reads 
 entries however long the thread, and a head is updated in place; and how many bytes a
 checkpoint's row costs.
 
-Same server and schema conventions as ``test_postgres_saver``.
+Same server and schema conventions as ``postgres_fixtures.py``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
-import pytest
 from builders import counter_graph, step
+from postgres_fixtures import chain, saver
 from psycopg import sql
 from services import postgres_url
-from test_postgres_saver import chain, postgres_saver
 
 from threadline.checkpoint.ids import new_checkpoint_id
 from threadline.checkpoint.postgres import PostgresSaver
 
-
-@pytest.fixture
-def saver() -> Iterator[PostgresSaver]:
-    with postgres_saver() as s:
-        yield s
+__all__ = ["saver"]  # a fixture of postgres_fixtures, imported for the tests here
 
 
 def in_one_transaction(schema: str, *statements: str, params: Any = None) -> list[Any]:

@@ -35,7 +35,7 @@ def sqlite(tmp_path: Path) -> Iterator[BaseSaver]:
 
 @contextlib.contextmanager
 def postgres(tmp_path: Path) -> Iterator[BaseSaver]:
-    with __import__("test_postgres_saver").postgres_saver(tmp_path) as saver:
+    with __import__("postgres_fixtures").postgres_saver(tmp_path) as saver:
         yield saver
 
 
