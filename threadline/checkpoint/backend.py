@@ -26,7 +26,7 @@ Writing a backend (see ``tests/checkpoint/toy_backend.py`` for a complete one ov
    id and planned task names as of the last ``set_thread``, with the time it was written.
 3. Inherit ``transactional.Transactional`` (``commit``, ``commit_writes``, ``load`` over
    ``transaction``), or implement them (and their async twins) as the docstrings below say.
-4. Run ``tests/checkpoint/test_conformance.py`` on it (one line in ``factories.py``).
+4. Run ``tests/checkpoint/test_conformance_*.py`` on it (one line in ``factories.py``).
 """
 
 from __future__ import annotations
