@@ -89,7 +89,12 @@ def subgraph_callables(
 def changes(
     parent: StateSchema, before: Mapping[str, Any], after: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """The update that takes the parent from ``before`` to the subgraph's final ``after``."""
+    """The update that takes the parent from ``before`` to the subgraph's final ``after``.
+
+    Judged against the parent's values, not from what the subgraph's own run did: the child may
+    have started from other values (a sibling's writes in the same step, its own saved state
+    when it resumes or keeps a checkpointer), so only the comparison says what the parent lacks.
+    """
     update: dict[str, Any] = {}
     for key, new in after.items():
         channel = parent.channels.get(key)
