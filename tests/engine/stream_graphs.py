@@ -11,6 +11,7 @@ import operator
 from typing import Annotated, TypedDict
 
 import pytest
+from diamond_graph import State, append
 
 from threadline import (
     END,
@@ -28,38 +29,8 @@ AIMessage, AIMessageChunk, HumanMessage = (
 )
 
 
-class State(TypedDict, total=False):
-    items: Annotated[list[str], operator.add]
-    answer: str
-
-
 class Chat(TypedDict):
     messages: Annotated[list, operator.add]
-
-
-def cfg(thread: str = "t") -> dict:
-    return {"configurable": {"thread_id": thread}}
-
-
-def append(name: str):
-    def node(state: State) -> dict:
-        return {"items": [name]}
-
-    return node
-
-
-def diamond(**compile_kw):
-    """START -> a -> (b, c in parallel) -> END; c writes nothing."""
-    g = StateGraph(State)
-    g.add_node("a", append("a"))
-    g.add_node("b", append("b"))
-    g.add_node("c", lambda s: None)
-    g.add_edge(START, "a")
-    g.add_edge("a", "b")
-    g.add_edge("a", "c")
-    g.add_edge("b", END)
-    g.add_edge("c", END)
-    return g.compile(**compile_kw)
 
 
 def asking(saver):

@@ -4,11 +4,9 @@ when subgraphs=True.
 
 from __future__ import annotations
 
+from diamond_graph import State, append, cfg
 from stream_graphs import (
     Chat,
-    State,
-    append,
-    cfg,
     model,
 )
 

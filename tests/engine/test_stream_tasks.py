@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from diamond_graph import State, append, cfg, diamond
 from stream_graphs import (
-    State,
-    append,
     asking,
     by_step,
-    cfg,
-    diamond,
 )
 
 from threadline import (
