@@ -11,14 +11,6 @@ import operator
 from typing import Annotated, TypedDict
 
 import pytest
-from diamond_graph import State, append
-
-from threadline import (
-    END,
-    START,
-    StateGraph,
-    interrupt,
-)
 
 fake_chat = pytest.importorskip("langchain_core.language_models.fake_chat_models")
 messages = pytest.importorskip("langchain_core.messages")
@@ -31,19 +23,6 @@ AIMessage, AIMessageChunk, HumanMessage = (
 
 class Chat(TypedDict):
     messages: Annotated[list, operator.add]
-
-
-def asking(saver):
-    def ask(state: State) -> dict:
-        return {"answer": interrupt("approve?")}
-
-    g = StateGraph(State)
-    g.add_node("prepare", append("prepare"))
-    g.add_node("ask", ask)
-    g.add_edge(START, "prepare")
-    g.add_edge("prepare", "ask")
-    g.add_edge("ask", END)
-    return g.compile(checkpointer=saver)
 
 
 def model(text: str):

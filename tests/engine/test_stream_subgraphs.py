@@ -4,7 +4,7 @@ when subgraphs=True.
 
 from __future__ import annotations
 
-from diamond_graph import State, append, cfg
+from small_graphs import State, append, cfg
 from stream_graphs import (
     Chat,
     model,

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from diamond_graph import State, append, cfg, diamond
+from small_graphs import State, append, asking, cfg, diamond
 from stream_graphs import (
-    asking,
     by_step,
 )
 

@@ -7,9 +7,9 @@ import threading
 from typing import Annotated, TypedDict
 
 import pytest
-from diamond_graph import State, append, cfg, diamond
+from small_graphs import State, append, asking, cfg, diamond
 
-from threadline import END, START, Interrupt, Send, StateGraph, get_stream_writer, interrupt
+from threadline import END, START, Interrupt, Send, StateGraph, get_stream_writer
 from threadline.errors import ConfigError, ThreadlineError
 
 
@@ -27,19 +27,6 @@ def reporter_graph():
     g.add_edge(START, "work")
     g.add_edge("work", END)
     return g.compile()
-
-
-def asking_graph(saver):
-    def ask(state: State) -> dict:
-        return {"answer": interrupt("approve?")}
-
-    g = StateGraph(State)
-    g.add_node("prepare", append("prepare"))
-    g.add_node("ask", ask)
-    g.add_edge(START, "prepare")
-    g.add_edge("prepare", "ask")
-    g.add_edge("ask", END)
-    return g.compile(checkpointer=saver)
 
 
 def without_first(chunks: list, first: object) -> list:
@@ -92,7 +79,7 @@ def test_updates_of_a_task_arrive_while_a_sibling_is_still_running():
 
 
 def test_a_dynamic_interrupt_appears_in_updates(saver):
-    graph = asking_graph(saver)
+    graph = asking(saver)
     chunks = list(graph.stream({"items": []}, cfg()))
     assert chunks[0] == {"prepare": {"items": ["prepare"]}}
     assert len(chunks) == 2 and list(chunks[1]) == ["__interrupt__"]
@@ -243,7 +230,7 @@ async def test_astream_custom_from_async_nodes_and_subgraphs():
 
 
 async def test_astream_shows_a_dynamic_interrupt(saver):
-    graph = asking_graph(saver)
+    graph = asking(saver)
     chunks = [c async for c in graph.astream({"items": []}, cfg())]
     assert chunks[0] == {"prepare": {"items": ["prepare"]}}
     [pending] = chunks[1]["__interrupt__"]

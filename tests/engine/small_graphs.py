@@ -1,12 +1,12 @@
-"""The state, config and diamond graph the streaming tests share (``test_streaming`` and the
-stream-mode modules)."""
+"""The state, config and small graphs (a diamond; one that asks with ``interrupt()``) the
+streaming tests share (``test_streaming`` and the stream-mode modules)."""
 
 from __future__ import annotations
 
 import operator
 from typing import Annotated, TypedDict
 
-from threadline import END, START, StateGraph
+from threadline import END, START, StateGraph, interrupt
 
 
 class State(TypedDict, total=False):
@@ -37,3 +37,16 @@ def diamond(**compile_kw):
     g.add_edge("b", END)
     g.add_edge("c", END)
     return g.compile(**compile_kw)
+
+
+def asking(saver):
+    def ask(state: State) -> dict:
+        return {"answer": interrupt("approve?")}
+
+    g = StateGraph(State)
+    g.add_node("prepare", append("prepare"))
+    g.add_node("ask", ask)
+    g.add_edge(START, "prepare")
+    g.add_edge("prepare", "ask")
+    g.add_edge("ask", END)
+    return g.compile(checkpointer=saver)
