@@ -92,6 +92,9 @@ def _body(cp: Checkpoint, inline: Mapping[str, Any] | None = None) -> list[Any]:
     (no class or field names), and faster to encode and decode. Only task arguments (``Send``
     payloads) may hold typed values. Inline values, if any, come last.
     """
+    planned = []
+    for t in cp.next:  # a loop: a comprehension's frame costs more here
+        planned.append([t.name, t.arg, t.send])
     body = [
         BODY_TAG,
         cp.id,
@@ -99,7 +102,7 @@ def _body(cp: Checkpoint, inline: Mapping[str, Any] | None = None) -> list[Any]:
         cp.step,
         cp.created_at,
         cp.versions,
-        [[t.name, t.arg, t.send] for t in cp.next],
+        planned,
         {key: list(names) for key, names in cp.barriers.items()} if cp.barriers else {},
         list(cp.updated_by),
     ]

@@ -10,7 +10,7 @@ saver; savers read changes only through it.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import KeysView, Mapping
 from dataclasses import dataclass, field
 
 from threadline.checkpoint.base import CheckpointRecord
@@ -63,7 +63,7 @@ class StorageHints:
     """A record's changes as a saver stores them: the ``changed`` keys (each stored anew), and
     of those the lists that ``extends`` a stored version: ``(base_version, base_length)``."""
 
-    changed: Collection[str]
+    changed: KeysView[str]
     extends: Mapping[str, tuple[str, int]]
 
 

@@ -28,7 +28,7 @@ all encoding, decoding and compaction decisions, so every backend stores the sam
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Set
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -182,10 +182,8 @@ def encode_record(
     """
     cp = record.checkpoint
     hints = hints_of(record)
-    keys: Collection[str] = hints.changed if hints is not None else cp.values.keys()
     small = inlined(cp.values) if inline else {}
-    if small:
-        keys = [k for k in keys if k not in small]
+    keys: Set[str] = (hints.changed if hints is not None else cp.values.keys()) - small.keys()
     extends = hints.extends if hints is not None else {}
     if not cp.values.keys() <= cp.versions.keys():
         unversioned = sorted(k for k in cp.values if k not in cp.versions)
@@ -193,13 +191,13 @@ def encode_record(
             f"checkpoint {cp.id} has a value but no version for key {unversioned[0]!r}: "
             "values are stored under their versions, so every key needs one"
         )
-    if not all(type(version) is str for version in cp.versions.values()):
-        key, version = next((k, v) for k, v in cp.versions.items() if type(v) is not str)
-        raise SerializationError(
-            f"checkpoint {cp.id} gives key {key!r} the version {version!r} "
-            f"({type(version).__name__}); versions are strings (the engine uses checkpoint ids). "
-            "Nothing was written"
-        )
+    for key, version in cp.versions.items():  # a loop: a generator's frame costs more here
+        if type(version) is not str:
+            raise SerializationError(
+                f"checkpoint {cp.id} gives key {key!r} the version {version!r} "
+                f"({type(version).__name__}); versions are strings (the engine uses checkpoint "
+                "ids). Nothing was written"
+            )
     blobs: list[BlobRow] = []
     prefixes: list[BlobRow] = []
     for key in sorted(keys) if len(keys) > 1 else keys:
@@ -243,11 +241,12 @@ INLINE_LEN = 64
 
 def inlined(values: Mapping[str, Any]) -> dict[str, Any]:
     """The values ``encode_record(inline=True)`` keeps in the body."""
-    return {
-        key: value
-        for key, value in values.items()
-        if type(value) in INLINE_TYPES or (type(value) in (str, bytes) and len(value) <= INLINE_LEN)
-    }
+    small = {}
+    for key, value in values.items():  # a loop: a comprehension's frame costs more here
+        kind = type(value)
+        if kind in INLINE_TYPES or (kind in (str, bytes) and len(value) <= INLINE_LEN):
+            small[key] = value
+    return small
 
 
 def _blob(

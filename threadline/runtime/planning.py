@@ -59,14 +59,14 @@ def plan_next(
                 _check_target(spec, node, route.node)
                 sends.append(PlannedTask(route.node, route.arg, send=True))
             else:
-                _check_target(spec, node, route)
+                if route not in spec.nodes:  # (the usual case checked without a call)
+                    _check_target(spec, node, route)
                 pulls.add(route)
     waiting = _arrivals(spec, barriers, finished, pulls) if spec.joins or barriers else {}
     pulls.discard("__end__")
     if spec.deferred:
         _hold_deferred(spec.deferred, pulls, waiting)
-    planned = tuple(PlannedTask(name) for name in sorted(pulls)) + tuple(sends)
-    return planned, waiting
+    return (*map(PlannedTask, sorted(pulls)), *sends), waiting
 
 
 def _arrivals(
