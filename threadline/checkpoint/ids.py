@@ -68,18 +68,24 @@ def run_local_ids(ns: str) -> Callable[[], str]:
 
 
 _HEX = frozenset("0123456789abcdef")
+_read = ("-", 0)  # the text of the millisecond of the last id ``id_millis`` parsed, and its value
 
 
 def id_millis(checkpoint_id: str) -> int | None:
     """The Unix millisecond of a UUIDv7 id (lowercase, as ``new_checkpoint_id`` spells it),
     or ``None`` for any other id. An id of the millisecond of the last one made here (most
-    ids saved) is read without a parse."""
+    ids saved) or of the last one parsed (neighbours in a listing) is read without a parse."""
+    global _read
     if len(checkpoint_id) != 36 or checkpoint_id[14] != "7" or checkpoint_id[13] != "-":
         return None
-    last = _last
+    last, read = _last, _read  # one read each: another thread may replace them meanwhile
     if checkpoint_id.startswith(last[2]):
         return last[0]
+    if checkpoint_id.startswith(read[0]):
+        return read[1]
     digits = checkpoint_id[:8] + checkpoint_id[9:13]
     if checkpoint_id[8] != "-" or not _HEX.issuperset(digits):
         return None
-    return int(digits, 16)
+    ms = int(digits, 16)
+    _read = (checkpoint_id[:13], ms)
+    return ms

@@ -10,8 +10,6 @@ text does not give back exactly (another form, an id that is not a UUIDv7, a tim
 
 from __future__ import annotations
 
-from contextlib import suppress
-
 from threadline.checkpoint.ids import id_millis
 from threadline.clock import iso_at, micros_of
 from threadline.errors import SerializationError
@@ -36,24 +34,14 @@ def stored_created(checkpoint_id: str, created_at: str) -> int | str:
     return offset if -MAX_OFFSET <= offset <= MAX_OFFSET else created_at
 
 
-_read = ("00000000-0000", 0)  # the time part of the last id ``created_text`` read, its ms
-
-
 def created_text(checkpoint_id: str, stored: int | str) -> str:
     """The ``created_at`` of a row that stores ``stored`` (see ``stored_created``).
 
-    Run for every row read: an offset was stored only for a UUIDv7 id, so its time is read
-    unchecked (a damaged id that is no longer hex is reported), and ids of one millisecond
-    (neighbours in a listing) are read once."""
-    global _read
+    Run for every row read: an offset was stored only for a UUIDv7 id, so an id that now has
+    no time is reported as damaged."""
     if isinstance(stored, str):
         return stored
-    read = _read  # one read: another thread may replace it meanwhile
-    ms: int | None = read[1] if checkpoint_id.startswith(read[0]) else None
-    if ms is None and len(checkpoint_id) == 36:
-        with suppress(ValueError):
-            ms = int(checkpoint_id[:8] + checkpoint_id[9:13], 16)
-            _read = (checkpoint_id[:13], ms)
+    ms = id_millis(checkpoint_id)
     if ms is None or not -MAX_OFFSET <= stored <= MAX_OFFSET:
         raise SerializationError(
             f"checkpoint {checkpoint_id} stores its creation time as an offset from its id's, "
