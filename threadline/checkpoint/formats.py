@@ -34,6 +34,7 @@ def migrations_from(
     if any(version not in migrations for version in steps):
         raise SaverUnavailableError(
             f"{where} has format version {found}, which this threadline cannot migrate "
-            f"(it reads version {current})"
+            f"(it reads version {current}): read it with the threadline that wrote it, or "
+            "point the saver at new storage"
         )
     return [migrations[version] for version in steps]
