@@ -77,8 +77,7 @@ def test_a_head_outside_the_root_namespace_is_updated_in_place(saver: PostgresSa
 def test_a_counter_step_costs_at_most_200_bytes_of_checkpoint_rows(saver: PostgresSaver) -> None:
     """A step that only moves a counter writes one compact row (no metadata bytes: the loop's
     is rebuilt from the step): with its key's index, at most 200 bytes of the checkpoints table
-    a checkpoint (table, indexes and TOAST); the head is updated in place (a page or two; while
-    another session holds an older snapshot, PostgreSQL cannot prune, and heads grow)."""
+    a checkpoint (table, indexes and TOAST); the head is updated in place."""
     builder = counter_graph(2000)
     config = {"configurable": {"thread_id": "t"}, "recursion_limit": 4000}
     assert builder.compile(checkpointer=saver).invoke({"n": 0}, config) == {"n": 2000}
@@ -94,4 +93,7 @@ def test_a_counter_step_costs_at_most_200_bytes_of_checkpoint_rows(saver: Postgr
     ((count,),) = in_one_transaction(saver.schema, counted)
     ((rows, _),) = in_one_transaction(saver.schema, size, params={"t": table.format("checkpoints")})
     ((_, heads),) = in_one_transaction(saver.schema, size, params={"t": table.format("heads")})
-    assert count == 2002 and rows / count <= 200 and heads <= 16384
+    # Updated in place, the head's 2,001 old versions are pruned from its page: a few pages, not
+    # the ~220 KB of keeping them all (pruning waits while any session, autovacuum's ANALYZE
+    # too, holds an older snapshot, so the exact count of pages varies from run to run).
+    assert count == 2002 and rows / count <= 200 and heads <= 65536
