@@ -22,13 +22,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import re
 import threading
 import time
 import weakref
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis
 import redis.asyncio as aredis
@@ -358,19 +358,5 @@ def describe(client: Any) -> str:
 
 def mask_url(url: str) -> str:
     """``url`` with its password (in the user part or the query) replaced by ``***``."""
-    try:
-        parts = urlsplit(url)
-        netloc = parts.netloc
-        if "@" in netloc:
-            userinfo, _, hostport = netloc.rpartition("@")
-            if ":" in userinfo:
-                netloc = f"{userinfo.split(':', 1)[0]}:***@{hostport}"
-        query = parts.query
-        if query:
-            pairs = parse_qsl(query, keep_blank_values=True)
-            query = urlencode(
-                [(k, "***" if k.lower() == "password" else v) for k, v in pairs], safe="*"
-            )
-        return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-    except ValueError:
-        return "<unparsable Redis URL>"
+    masked = re.sub(r"(://[^:/?#@]*:)[^/?#]*@", r"\1***@", url)
+    return re.sub(r"([?&]password=)[^&#]*", r"\1***", masked, flags=re.IGNORECASE)
