@@ -259,7 +259,7 @@ class RedisBackend:
         sent: dict[str, tuple[BlobRow, int | None]] = {}  # by suffix, with its CRC-32
         current = keys.checkpoint(q(ns), checkpoint_id)
         try:
-            row, _ = unpack_checkpoint(checkpoint_id, stored)
+            row = unpack_checkpoint(checkpoint_id, stored)
             for i in range(0, len(blobs_flat) - 1, 2):
                 suffix = text(blobs_flat[i])
                 current = keys.tag + suffix

@@ -7,10 +7,10 @@ a redis-py client.
 
 Clients come from a URL (one sync pool, and an async client per event loop, made on first use)
 or are the program's own (``redis_client=``). On clients made from a URL redis-py's automatic
-retries are off: a request whose connection broke is sent again here (``again``), a ``put``
-flagged as resent. A client the program gives keeps its own settings and stays open when the
-saver closes (langgraph-redis does the same); with redis-py's retries on, a ``put`` that ran
-before its connection broke can then be sent again unflagged and fail with
+retries are off: a request whose connection broke is sent again here (up to three times), a
+``put`` flagged as resent (``Eval``). A client the program gives keeps its own settings and
+stays open when the saver closes (langgraph-redis does the same); with redis-py's retries on, a
+``put`` that ran before its connection broke can then be sent again unflagged and fail with
 ``ConcurrentUpdateError``. A given sync ``redis.Redis`` serves the ``a*`` methods through a
 worker thread; a given ``redis.asyncio.Redis`` (``AsyncRedisSaver`` only) belongs to the event
 loop the saver was made in (its ``home``), where sync calls are sent from other threads
@@ -86,15 +86,6 @@ _LOST = (RedisConnectionError, RedisTimeoutError, OSError)
 def one(request: Request) -> Op[Any]:
     """An operation of a single request."""
     return (yield request)
-
-
-def again(request: Request) -> Request | None:
-    """What to send after ``request`` was lost with its connection; ``None``: give up."""
-    if isinstance(request, Eval) and request.once:
-        return None
-    if isinstance(request, Eval) and request.resend is not None:
-        return dataclasses.replace(request, args=request.resend)
-    return request
 
 
 def send(client: redis.Redis, request: Request) -> Any:
@@ -238,8 +229,8 @@ class Connection:
     def _steps(self, op: Op[T]) -> Generator[Request | float, Any, T]:
         """What running ``op`` sends: its requests, the scripts again if the server lost them
         (a restart, ``SCRIPT FLUSH``), and after a broken connection a pause (a float: seconds)
-        and the request again (``again``), up to three sends. The runner throws in what a send
-        raised."""
+        and the request again as ``Eval`` says, up to three sends. The runner throws in what
+        a send raised."""
         reply: Any = None
         while True:
             try:
@@ -255,10 +246,11 @@ class Connection:
                         reply = yield request
                     break
                 except _LOST as exc:
-                    retry = again(request)
-                    if retry is None or attempt + 1 == _ATTEMPTS:
+                    once = isinstance(request, Eval) and request.once
+                    if once or attempt + 1 == _ATTEMPTS:
                         raise self.unavailable(exc) from exc
-                    request = retry
+                    if isinstance(request, Eval) and request.resend is not None:
+                        request = dataclasses.replace(request, args=request.resend)
                     yield _BACKOFF * 2**attempt
 
     def setup_now(self) -> None:

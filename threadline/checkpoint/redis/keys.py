@@ -53,10 +53,9 @@ def q(text: str) -> str:
 class Keys:
     """Key names of one thread; see the module docstring."""
 
-    __slots__ = ("prefix", "registry", "tag", "threads")
+    __slots__ = ("registry", "tag", "threads")
 
     def __init__(self, prefix: str, thread_id: str) -> None:
-        self.prefix = prefix
         self.tag = f"{prefix}:{{t:{q(thread_id)}}}"
         self.registry = self.tag + ":keys"
         self.threads = f"{prefix}:threads"
@@ -148,18 +147,16 @@ def pack_checkpoint(row: CheckpointRow, blob_suffixes: Sequence[str]) -> bytes:
     return header.encode() + b"\n" + row.metadata + row.body
 
 
-def unpack_checkpoint(checkpoint_id: str, stored: bytes) -> tuple[CheckpointRow, list[str]]:
-    """The row stored for ``checkpoint_id`` and the blob suffixes its header names;
-    ValueError if damaged."""
+def unpack_checkpoint(checkpoint_id: str, stored: bytes) -> CheckpointRow:
+    """The row stored for ``checkpoint_id``; ValueError if damaged."""
     header, sep, rest = stored.partition(b"\n")
-    first, size, *suffixes = header.decode().split(" ")
+    first, size, *_ = header.decode().split(" ")
     created_at, parent, step = first.split(",")
     if not sep or int(size) > len(rest):
         raise ValueError("the checkpoint's header is damaged")
     metadata, body = rest[: int(size)], rest[int(size) :]
     created = _created(checkpoint_id, created_at)
-    row = CheckpointRow(checkpoint_id, unquote(parent) or None, int(step), created, body, metadata)
-    return row, suffixes
+    return CheckpointRow(checkpoint_id, unquote(parent) or None, int(step), created, body, metadata)
 
 
 def created_at_of(checkpoint_id: str, token: bytes) -> str:

@@ -212,7 +212,7 @@ def checkpoint_row(
     key: str, thread_id: str, ns: str, checkpoint_id: str, stored: bytes
 ) -> CheckpointRow:
     try:
-        return unpack_checkpoint(checkpoint_id, stored)[0]
+        return unpack_checkpoint(checkpoint_id, stored)
     except ValueError as exc:
         raise malformed(key, thread_id, ns, checkpoint_id, exc) from exc
 
