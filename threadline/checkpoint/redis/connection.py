@@ -173,8 +173,6 @@ class Connection:
 
     def can_block(self) -> bool:
         """Whether ``run`` may wait here (not on the home loop of a given async client)."""
-        if self.home is None:
-            return True
         try:
             return asyncio.get_running_loop() is not self.home
         except RuntimeError:
