@@ -2,16 +2,11 @@
 
 The package, by layer:
 
-- ``keys.py`` — the key layout (one string per checkpoint and per value blob) and the
-  version marker;
-- ``scripts.py`` — the Lua scripts: every write is one atomic round trip, and ``put`` is a
-  compare-and-set on the (thread, namespace) head;
-- ``backend.py`` — ``RedisBackend``, the core's backend protocol: a put, a put of writes and a
-  load are one script call each, written once as operations for sync and async;
+- ``keys.py`` — the key layout and the version marker;
+- ``scripts.py`` — the Lua scripts: every write is one atomic round trip;
+- ``backend.py`` — ``RedisBackend``: a put, a put of writes and a load are one script call each;
 - ``transaction.py`` — its ``Transaction``: history pages, pruning, copies, thread listings;
-- ``connection.py`` — its clients (from a URL, or the program's own: ``redis_client=``), the
-  requests operations yield, and their sending over a sync or an async client, sent again
-  after a lost connection;
+- ``connection.py`` — the clients, and the sending of the requests operations yield;
 - ``saver.py`` — ``RedisSaver``: ``core.CoreSaver`` over the backend, its setup;
 - ``aio.py`` — ``AsyncRedisSaver``, langgraph-redis's async name, on an async client too.
 

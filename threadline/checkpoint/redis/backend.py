@@ -227,7 +227,8 @@ class RedisBackend:
     def read(self, thread_id: str, ns: str, checkpoint_id: str | None) -> Op[Loaded | None]:
         """One ``read`` script call (the newest checkpoint if ``checkpoint_id`` is None)."""
         reading = self.reading(thread_id, ns)
-        return (yield from self.decoded(reading, (yield reading.read(checkpoint_id))))
+        reply = yield reading.read(checkpoint_id)
+        return (yield from self.decoded(reading, reply))
 
     def reading(self, thread_id: str, ns: str) -> Reading:
         """A load of ``(thread_id, ns)`` naming what this process holds of it now."""
