@@ -26,7 +26,7 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -184,22 +184,20 @@ class Connection:
             return run_on(self.home, self.arun(op), self.name)
         if self.closed:
             raise SaverUnavailableError(f"{self.describe()} is closed")
-        steps = self._steps(op)
+        client = self.client
+
+        async def sent(request: Request) -> Any:
+            return send(client, request)
+
+        async def pause(seconds: float) -> None:
+            time.sleep(seconds)
+
+        coro = self._run(op, sent, pause)
         try:
-            step = next(steps)
-            while True:
-                reply = None
-                try:
-                    if isinstance(step, float):
-                        time.sleep(step)
-                    else:
-                        reply = send(self.client, step)
-                except (RedisError, OSError) as exc:
-                    step = steps.throw(exc)
-                else:
-                    step = steps.send(reply)
+            coro.send(None)  # the awaits above are sync calls: it ends without suspending
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
+        raise AssertionError("a sync operation suspended")
 
     async def arun(self, op: Op[T]) -> T:
         if not self.ready:
@@ -207,28 +205,21 @@ class Connection:
         client = self._aclient()
         if client is None:  # only a sync client of the program's
             return await asyncio.to_thread(self.run, op)
-        steps = self._steps(op)
-        try:
-            step = next(steps)
-            while True:
-                reply = None
-                try:
-                    if isinstance(step, float):
-                        await asyncio.sleep(step)
-                    else:
-                        reply = await asend(client, step)
-                except (RedisError, OSError) as exc:
-                    step = steps.throw(exc)
-                else:
-                    step = steps.send(reply)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
 
-    def _steps(self, op: Op[T]) -> Generator[Request | float, Any, T]:
-        """What running ``op`` sends: its requests, the scripts again if the server lost them
-        (a restart, ``SCRIPT FLUSH``), and after a broken connection a pause (a float: seconds)
-        and the request again as ``Eval`` says, up to three sends. The runner throws in what
-        a send raised."""
+        async def sent(request: Request) -> Any:
+            return await asend(client, request)
+
+        return await self._run(op, sent, asyncio.sleep)
+
+    async def _run(
+        self,
+        op: Op[T],
+        sent: Callable[[Request], Awaitable[Any]],
+        pause: Callable[[float], Awaitable[None]],
+    ) -> T:
+        """Send what ``op`` yields, written once for ``run`` and ``arun``: the scripts again if
+        the server lost them (a restart, ``SCRIPT FLUSH``), and after a broken connection a
+        pause and the request again as ``Eval`` says, up to three sends."""
         reply: Any = None
         while True:
             try:
@@ -238,10 +229,10 @@ class Connection:
             for attempt in range(_ATTEMPTS):
                 try:
                     try:
-                        reply = yield request
+                        reply = await sent(request)
                     except NoScriptError:
-                        yield LOAD
-                        reply = yield request
+                        await sent(LOAD)
+                        reply = await sent(request)
                     break
                 except _LOST as exc:
                     once = isinstance(request, Eval) and request.once
@@ -249,7 +240,7 @@ class Connection:
                         raise self.unavailable(exc) from exc
                     if isinstance(request, Eval) and request.resend is not None:
                         request = dataclasses.replace(request, args=request.resend)
-                    yield _BACKOFF * 2**attempt
+                    await pause(_BACKOFF * 2**attempt)
 
     def setup_now(self) -> None:
         try:
