@@ -131,7 +131,7 @@ class Connection:
         self.setup = setup
         self.given = redis_client
         self.url = _url(name, redis_url, redis_client, connection_args)
-        self.where = mask_url(self.url) if self.url else describe(redis_client)
+        self.where = mask_url(self.url) if self.url else _where(redis_client)
         self.options = {"socket_connect_timeout": 10.0, "socket_timeout": 60.0}
         self.options.update(connection_args or {})
         self.lock = threading.Lock()
@@ -161,8 +161,8 @@ class Connection:
     def _options(self, retry: type[SyncRetry] | type[AsyncRetry]) -> dict[str, Any]:
         return {"retry": retry(NoBackoff(), 0), **self.options}
 
-    def describe(self) -> str:
-        return f"{self.name}({self.where!r}, {'closed' if self.closed else 'open'})"
+    def _closed(self) -> SaverUnavailableError:
+        return SaverUnavailableError(f"{self.name}({self.where!r}, closed) is closed")
 
     def unavailable(self, exc: BaseException) -> SaverUnavailableError:
         if isinstance(exc, _LOST):
@@ -183,7 +183,7 @@ class Connection:
             assert self.home is not None
             return run_on(self.home, self.arun(op), self.name)
         if self.closed:
-            raise SaverUnavailableError(f"{self.describe()} is closed")
+            raise self._closed()
         client = self.client
 
         async def sent(request: Request) -> Any:
@@ -264,7 +264,7 @@ class Connection:
         loop = asyncio.get_running_loop()
         with self.lock:
             if self.closed:
-                raise SaverUnavailableError(f"{self.describe()} is closed")
+                raise self._closed()
             if self.url is None:
                 return self.given if self.client is None else None
             client = self.aclients.get(loop)
@@ -328,7 +328,7 @@ def _url(
     return None
 
 
-def describe(client: Any) -> str:
+def _where(client: Any) -> str:
     """Where a client points (host, port, db), without its password."""
     kwargs = client.connection_pool.connection_kwargs
     if "path" in kwargs:
