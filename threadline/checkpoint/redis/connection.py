@@ -89,6 +89,7 @@ def one(request: Request) -> Op[Any]:
 
 
 def send(client: redis.Redis, request: Request) -> Any:
+    """Every request goes to a client through ``send`` or ``asend``, and nothing else does."""
     return _send(client, request)
 
 
