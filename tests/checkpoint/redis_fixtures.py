@@ -38,7 +38,7 @@ from threadline.checkpoint.base import (
 from threadline.checkpoint.changes import ChangedRecord
 from threadline.checkpoint.ids import new_checkpoint_id
 from threadline.checkpoint.redis import RedisSaver
-from threadline.checkpoint.redis import requests as redis_requests
+from threadline.checkpoint.redis import connection as redis_requests
 
 REDIS_URL = redis_url()
 SESSION_PREFIX = f"threadline-test:{os.getpid()}-{uuid.uuid4().hex[:8]}"

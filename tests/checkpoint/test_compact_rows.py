@@ -227,5 +227,5 @@ def test_a_redis_header_spells_created_at_as_an_offset_or_quoted_text() -> None:
         row = CheckpointRow(cid, None, 3, created, b"body", b"")
         packed = pack_checkpoint(row, [])
         assert packed.startswith(f"{word},,3 0".encode())
-        assert unpack_checkpoint(cid, packed)[0] == row
+        assert unpack_checkpoint(cid, packed) == row
         assert created_at_of(cid, packed.split(b" ")[0]) == created

@@ -30,7 +30,7 @@ from redis_fixtures import (
 
 from threadline.checkpoint.base import Checkpoint
 from threadline.checkpoint.redis import RedisSaver
-from threadline.checkpoint.redis import requests as redis_requests
+from threadline.checkpoint.redis import connection as redis_requests
 from threadline.errors import SerializationError
 
 __all__ = ["client", "replies", "saver", "wire"]  # fixtures of redis_fixtures, used here

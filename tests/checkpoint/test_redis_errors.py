@@ -33,7 +33,7 @@ from threadline.checkpoint.base import (
     TaskWrite,
 )
 from threadline.checkpoint.redis import SCHEMA_VERSION, RedisSaver, mask_url
-from threadline.checkpoint.redis import requests as redis_requests
+from threadline.checkpoint.redis import connection as redis_requests
 from threadline.checkpoint.redis import saver as saver_module
 from threadline.errors import SaverUnavailableError, SerializationError
 

@@ -30,7 +30,7 @@ from threadline.checkpoint.base import (
     TaskWrite,
 )
 from threadline.checkpoint.redis import RedisSaver
-from threadline.checkpoint.redis import requests as redis_requests
+from threadline.checkpoint.redis import connection as redis_requests
 from threadline.checkpoint.redis.scripts import SCRIPTS
 from threadline.errors import ConcurrentUpdateError
 

@@ -2,17 +2,12 @@
 
 The package, by layer:
 
-- ``keys.py`` — the key layout (one string per checkpoint and per value blob) and the
-  version marker;
-- ``scripts.py`` — the Lua scripts: every write is one atomic round trip, and ``put`` is a
-  compare-and-set on the (thread, namespace) head;
-- ``backend.py`` — ``RedisBackend``, the core's backend protocol: a put, a put of writes and a
-  load are one script call each, written once as operations for sync and async;
+- ``keys.py`` — the key layout and the version marker;
+- ``scripts.py`` — the Lua scripts: every write is one atomic round trip;
+- ``backend.py`` — ``RedisBackend``: a put, a put of writes and a load are one script call each;
 - ``transaction.py`` — its ``Transaction``: history pages, pruning, copies, thread listings;
-- ``requests.py`` — the requests operations yield, sent over a sync or an async client;
-- ``connection.py`` — running operations, retrying after a lost connection;
+- ``connection.py`` — the clients, and the sending of the requests operations yield;
 - ``saver.py`` — ``RedisSaver``: ``core.CoreSaver`` over the backend, its setup;
-- ``clients.py`` — its clients: made from a URL, or the program's own (``redis_client=``);
 - ``aio.py`` — ``AsyncRedisSaver``, langgraph-redis's async name, on an async client too.
 
 ``ttl`` (seconds) applies to every key of a thread and is refreshed on every write to it; the
@@ -20,16 +15,11 @@ refresh touches each of the thread's keys, so its cost grows with the thread's h
 it with ``retention``). Expired threads leave their id in ``P:threads``; ``list_threads`` skips
 and removes them.
 
-On clients made from a URL, redis-py's automatic retries are turned off: after a broken
-connection the saver sends a request again itself (up to three times), and a ``put`` goes again
-flagged as resent, so that finding its own checkpoint already saved (same id, same bytes) counts
-as success, not as a conflict.
-
 Redis Cluster is not supported: ``put`` also updates the global ``P:threads``, and
 ``copy_thread`` spans two threads' slots.
 """
 
-from threadline.checkpoint.redis.clients import mask_url
+from threadline.checkpoint.redis.connection import mask_url
 from threadline.checkpoint.redis.keys import SCHEMA_VERSION
 from threadline.checkpoint.redis.saver import RedisSaver
 

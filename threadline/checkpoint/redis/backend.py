@@ -2,7 +2,7 @@
 
 A put is one script call (``scripts.PUT``: the compare-and-set, the checks of what the put
 relies on, the rows), a put of writes one (``PUT_WRITES``), a load one (``READ``), each written
-once as an operation (``requests.Op``) that ``connection.Connection`` runs sync or async. A load
+once as an operation (``connection.Op``) that ``connection.Connection`` runs sync or async. A load
 names what this process holds: the bytes of large blobs (``HeldBlobs``; the script sends only
 their header line if their CRC-32 still matches) and the newest delta chains (``HeldChains``;
 the script stops at a held tip), so a load of a long conversation gets only what was added
@@ -32,7 +32,7 @@ from threadline.checkpoint.backend import (
 from threadline.checkpoint.bytecache import HeldBlobs
 from threadline.checkpoint.chains import HeldChains
 from threadline.checkpoint.layout import REPLACE, BlobRow, WriteRow, named
-from threadline.checkpoint.redis.connection import Connection
+from threadline.checkpoint.redis.connection import Connection, Eval, Op, text
 from threadline.checkpoint.redis.keys import (
     Keys,
     blob_suffix,
@@ -40,13 +40,11 @@ from threadline.checkpoint.redis.keys import (
     pack_blob,
     pack_checkpoint,
     q,
-    stored_crc,
     unpack_blob,
     unpack_checkpoint,
     write_args,
     write_rows,
 )
-from threadline.checkpoint.redis.requests import Eval, Op, text
 from threadline.checkpoint.redis.transaction import RedisTx, blob_heads, malformed, now
 from threadline.checkpoint.rules import age_cutoff, created_ts
 from threadline.checkpoint.transactional import retain
@@ -230,7 +228,7 @@ class RedisBackend:
         """One ``read`` script call (the newest checkpoint if ``checkpoint_id`` is None)."""
         reading = self.reading(thread_id, ns)
         reply = yield reading.read(checkpoint_id)
-        return (yield from self.decoded(reading, reply)) if reply else None
+        return (yield from self.decoded(reading, reply))
 
     def reading(self, thread_id: str, ns: str) -> Reading:
         """A load of ``(thread_id, ns)`` naming what this process holds of it now."""
@@ -240,9 +238,12 @@ class RedisBackend:
         held = self.held.held(thread_id, ns)
         return Reading(Keys(self.prefix, thread_id), thread_id, ns, tips, held)
 
-    def decoded(self, reading: Reading, reply: Sequence[Any]) -> Op[Loaded | None]:
-        """The rows of a ``read`` reply; read again naming no tips if the script stopped at
-        one whose chain this process let go meanwhile (another load or put moved it)."""
+    def decoded(self, reading: Reading, reply: Sequence[Any] | None) -> Op[Loaded | None]:
+        """The rows of a ``read`` reply (None: no such checkpoint); read again naming no tips
+        if the script stopped at one whose chain this process let go meanwhile (another load or
+        put moved it)."""
+        if not reply:
+            return None
         try:
             return self._rows(reading, reply)
         except _ChainLetGo:
@@ -259,7 +260,7 @@ class RedisBackend:
         sent: dict[str, tuple[BlobRow, int | None]] = {}  # by suffix, with its CRC-32
         current = keys.checkpoint(q(ns), checkpoint_id)
         try:
-            row, _ = unpack_checkpoint(checkpoint_id, stored)
+            row = unpack_checkpoint(checkpoint_id, stored)
             for i in range(0, len(blobs_flat) - 1, 2):
                 suffix = text(blobs_flat[i])
                 current = keys.tag + suffix
@@ -297,7 +298,7 @@ class RedisBackend:
         """A blob of a ``read`` reply and the CRC-32 its header records (none for a prefix
         row): given the bytes ``reading`` named with that CRC-32 if the script sent only its
         header, else checked against it and, if large, held from now on."""
-        row, crc = unpack_blob(suffix, stored), stored_crc(stored)
+        row, crc = unpack_blob(suffix, stored)
         if crc is None:
             return row, crc
         if not row.data:

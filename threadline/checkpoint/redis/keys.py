@@ -53,10 +53,9 @@ def q(text: str) -> str:
 class Keys:
     """Key names of one thread; see the module docstring."""
 
-    __slots__ = ("prefix", "registry", "tag", "threads")
+    __slots__ = ("registry", "tag", "threads")
 
     def __init__(self, prefix: str, thread_id: str) -> None:
-        self.prefix = prefix
         self.tag = f"{prefix}:{{t:{q(thread_id)}}}"
         self.registry = self.tag + ":keys"
         self.threads = f"{prefix}:threads"
@@ -83,11 +82,6 @@ def blob_suffix(qns: str, key: str, version: Any) -> str:
     return f":b:{qns}:{q(key)}:{q(str(version))}"
 
 
-def blob_prefix(qns: str) -> str:
-    """What the suffix of every blob of namespace ``qns`` starts with."""
-    return f":b:{qns}:"
-
-
 # -------------------------------------------------------------------------------- blobs
 # A blob is "<kind>|<start>|<chain_bytes>|<full_bytes>|<base>|<items>|<crc>\n<data>": kind ``f``
 # (full), ``d`` (delta) or ``p`` (prefix row, no data: the first <items> items of version <base>),
@@ -111,35 +105,27 @@ def pack_blob(blob: BlobRow) -> bytes:
     return header.encode() + blob.data
 
 
-def unpack_blob(suffix: str, stored: bytes, *, with_data: bool = True) -> BlobRow:
-    """The blob stored under ``suffix`` (``:b:<ns>:<key>:<version>``); ValueError if damaged."""
-    fields, data = _blob_header(stored)
-    kind, start, chain_bytes, full_bytes, base, items, _ = fields
+def unpack_blob(suffix: str, stored: bytes) -> tuple[BlobRow, int | None]:
+    """The blob stored under ``suffix`` (``:b:<ns>:<key>:<version>``), its data whatever follows
+    the header (none if only the header was read), and the CRC-32 its header records for its
+    data (None for a prefix row); ValueError if damaged."""
+    header, sep, data = stored.partition(b"\n")
+    fields = header.decode().split("|")
+    if not sep or fields[0] not in _KINDS or len(fields) != 7:
+        raise ValueError("the blob's header is damaged")
+    kind, start, chain_bytes, full_bytes, base, items, crc = fields
     _, _, _, key, version = suffix.split(":")
-    return BlobRow(
+    row = BlobRow(
         key=unquote(key),
         version=unquote(version),
         start=unquote(start),
         base=unquote(base) if kind != "f" else None,
         chain_bytes=int(chain_bytes),
         full_bytes=int(full_bytes),
-        data=data if with_data else b"",
+        data=data,
         items=int(items) if items else None,
     )
-
-
-def stored_crc(stored: bytes) -> int | None:
-    """The CRC-32 a stored blob's header records for its data (None for a prefix row)."""
-    fields, _ = _blob_header(stored)
-    return int(fields[6]) if fields[6] else None
-
-
-def _blob_header(stored: bytes) -> tuple[list[str], bytes]:
-    header, sep, data = stored.partition(b"\n")
-    fields = header.decode().split("|")
-    if not sep or fields[0] not in _KINDS or len(fields) != 7:
-        raise ValueError("the blob's header is damaged")
-    return fields, data
+    return row, int(crc) if crc else None
 
 
 # --------------------------------------------------------------------------- checkpoints
@@ -161,18 +147,16 @@ def pack_checkpoint(row: CheckpointRow, blob_suffixes: Sequence[str]) -> bytes:
     return header.encode() + b"\n" + row.metadata + row.body
 
 
-def unpack_checkpoint(checkpoint_id: str, stored: bytes) -> tuple[CheckpointRow, list[str]]:
-    """The row stored for ``checkpoint_id`` and the blob suffixes its header names;
-    ValueError if damaged."""
+def unpack_checkpoint(checkpoint_id: str, stored: bytes) -> CheckpointRow:
+    """The row stored for ``checkpoint_id``; ValueError if damaged."""
     header, sep, rest = stored.partition(b"\n")
-    first, size, *suffixes = header.decode().split(" ")
+    first, size, *_ = header.decode().split(" ")
     created_at, parent, step = first.split(",")
     if not sep or int(size) > len(rest):
         raise ValueError("the checkpoint's header is damaged")
     metadata, body = rest[: int(size)], rest[int(size) :]
     created = _created(checkpoint_id, created_at)
-    row = CheckpointRow(checkpoint_id, unquote(parent) or None, int(step), created, body, metadata)
-    return row, suffixes
+    return CheckpointRow(checkpoint_id, unquote(parent) or None, int(step), created, body, metadata)
 
 
 def created_at_of(checkpoint_id: str, token: bytes) -> str:

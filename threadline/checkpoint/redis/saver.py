@@ -12,11 +12,9 @@ from threadline.checkpoint.base import Retention
 from threadline.checkpoint.core import CoreSaver
 from threadline.checkpoint.formats import migrations_from
 from threadline.checkpoint.redis.backend import RedisBackend
-from threadline.checkpoint.redis.clients import Clients, ttl_seconds
-from threadline.checkpoint.redis.connection import Connection
+from threadline.checkpoint.redis.connection import LOAD, Call, Connection, Op, text
 from threadline.checkpoint.redis.keys import SCHEMA_VERSION
-from threadline.checkpoint.redis.requests import Call, Load, Op, text
-from threadline.errors import SaverUnavailableError
+from threadline.errors import ConfigError, SaverUnavailableError
 from threadline.serde import DEFAULT, Serializer
 
 #: ``MIGRATIONS[n]`` rewrites the data under a prefix from layout ``n`` to ``n + 1`` (see
@@ -30,12 +28,12 @@ class RedisSaver(CoreSaver):
 
     Give it a URL (or set ``REDIS_URL``), or, as langgraph-redis accepts, ``redis_client=`` a
     ``redis.Redis`` of yours (kept open when the saver closes; its own retry settings then
-    apply, see ``clients.py``). ``connection_args`` go to the clients made from the URL.
+    apply, see ``connection.py``). ``connection_args`` go to the clients made from the URL.
     ``prefix`` starts every key name (use one per application or test run); ``ttl`` (seconds,
     or langgraph-redis's ``{"default_ttl": minutes}``) makes a thread expire that long after
     its last write; ``retention`` prunes old checkpoints on save. Sync methods use one
     ``redis.Redis`` connection pool; the ``a*`` methods use a ``redis.asyncio.Redis`` client
-    per event loop, created on first use.
+    per event loop, created on first use. Once closed, calls raise ``SaverUnavailableError``.
 
         with RedisSaver.from_conn_string("redis://localhost:6379/0", ttl=7 * 86400) as saver:
             graph = builder.compile(checkpointer=saver)
@@ -56,21 +54,18 @@ class RedisSaver(CoreSaver):
     ) -> None:
         if not prefix or any(c in prefix for c in "{}"):
             raise ValueError(f"RedisSaver prefix must be non-empty, without braces: {prefix!r}")
-        seconds = ttl_seconds(ttl)
         self.prefix = prefix
-        self.ttl = seconds
+        self.ttl = ttl_seconds(ttl)
         name = type(self).__name__
-        clients = Clients.of(name, redis_url, redis_client, connection_args)
-        self.url = clients.url
-        conn = Connection(name, clients, self._setup_op)
-        ttl_ms = round(seconds * 1000) if seconds is not None else 0
+        conn = Connection(name, redis_url, redis_client, connection_args, self._setup_op)
+        self.url = conn.url
+        ttl_ms = round(self.ttl * 1000) if self.ttl is not None else 0
         codec = serde or DEFAULT
-        super().__init__(
-            RedisBackend(conn, prefix, ttl_ms, codec), retention=retention, serde=codec
-        )
-        if conn.client is not None:
+        backend = RedisBackend(conn, prefix, ttl_ms, codec)
+        super().__init__(backend, retention=retention, serde=codec)
+        if conn.ready:
             try:
-                self._setup()
+                conn.setup_now()
             except BaseException:
                 conn.close()
                 raise
@@ -94,14 +89,7 @@ class RedisSaver(CoreSaver):
         """Check (or record) the layout version, migrate older data, and load the scripts.
 
         Run when the saver is made; again it only checks (idempotent)."""
-        self._setup()
-
-    def _setup(self) -> None:
-        conn = self.backend.conn
-        try:
-            conn.run(self._setup_op())
-        except redis.RedisError as exc:
-            raise conn.unavailable(exc) from exc
+        self.backend.conn.setup_now()
 
     async def asetup(self) -> None:
         await self.backend.conn.asetup()
@@ -125,11 +113,7 @@ class RedisSaver(CoreSaver):
             yield from migrate(self.prefix)
         if steps:
             yield Call("set", (key, SCHEMA_VERSION))
-        yield Load()
-
-    def close(self) -> None:
-        """Close the connection pools; further calls raise ``SaverUnavailableError``."""
-        super().close()
+        yield LOAD
 
     async def aclose(self) -> None:
         """Close the saver, awaiting the async client of the running loop."""
@@ -148,3 +132,21 @@ def _version(found: bytes | None) -> int:
         return int(found) if found is not None else SCHEMA_VERSION
     except ValueError:
         return -1
+
+
+def ttl_seconds(ttl: Any) -> float | None:
+    """``ttl`` in seconds: a number of seconds, or langgraph-redis's ``{"default_ttl":
+    minutes}``. Refreshing on reads (``refresh_on_read``) is not offered: a thread's TTL
+    restarts at each write."""
+    if isinstance(ttl, Mapping):
+        unknown = sorted(set(ttl) - {"default_ttl", "refresh_on_read"})
+        if unknown or ttl.get("refresh_on_read"):
+            raise ConfigError(
+                f"RedisSaver ttl={dict(ttl)!r}: only 'default_ttl' (minutes) is supported; a "
+                "thread's TTL restarts at each write to it, not at reads"
+            )
+        minutes = ttl.get("default_ttl")
+        ttl = None if minutes is None else minutes * 60
+    if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int | float) or ttl <= 0):
+        raise ValueError(f"RedisSaver ttl must be positive seconds, got {ttl!r}")
+    return ttl

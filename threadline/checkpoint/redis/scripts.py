@@ -94,6 +94,16 @@ local function store_writes(tag, reg, wsuffix, first, n)
 end
 """
 
+# The header line of the blob at ``key``, "\n" included ("" if none): its first bytes
+# (``keys.HEADER_READ``), or all of it if the header is longer.
+_HEADER = r"""
+local function header(key)
+  local head = redis.call('GETRANGE', key, 0, 511)
+  if not string.find(head, '\n', 1, true) then head = redis.call('GET', key) or '' end
+  return string.match(head, '^[^\n]*\n') or ''
+end
+"""
+
 # KEYS: registry, global threads zset.
 # ARGV: 1 tag, 2 ns, 3 qns, 4 id, 5 parent, 6 has_parent, 7 fork, 8 thread_id, 9 ttl_ms,
 # 10 score, 11 updated_at, 12 has_next, 13 packed checkpoint, 14 suffixes of the blobs it relies
@@ -106,6 +116,7 @@ end
 # {'missing', {suffixes}} (relied on but not stored as expected); only 'ok' has written anything.
 PUT = (
     _COMMON
+    + _HEADER
     + r"""
 local tag, ns, qns, cid = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local reg, threads = KEYS[1], KEYS[2]
@@ -140,13 +151,9 @@ for s in string.gmatch(ARGV[14], '[^ ]+') do
   if redis.call('EXISTS', tag .. s) == 0 then missing[#missing + 1] = s end
 end
 -- a delta extends its base as it was encoded, or not at all (a base rewritten meanwhile)
-for i = 0, nd - 1 do
-  local s = ARGV[first_delta + i * 2]
-  local stored = redis.call('GETRANGE', tag .. s, 0, 511)
-  if not string.find(stored, '\n', 1, true) then stored = redis.call('GET', tag .. s) or '' end
-  if string.match(stored, '^[fdp]|([^|\n]*|[^|\n]*|[^|\n]*)|') ~= ARGV[first_delta + i * 2 + 1] then
-    missing[#missing + 1] = s
-  end
+for i = first_delta, first_delta + nd * 2 - 1, 2 do
+  local below = string.match(header(tag .. ARGV[i]), '^[fdp]|([^|\n]*|[^|\n]*|[^|\n]*)|')
+  if below ~= ARGV[i + 1] then missing[#missing + 1] = ARGV[i] end
 end
 if #missing > 0 then return {'missing', missing} end
 
@@ -215,7 +222,9 @@ return 'ok'
 # that CRC (the first 512 bytes, keys.HEADER_READ, are looked at); the walk stops at such a
 # tip, so only the rows above it are sent (``chains.HeldChains`` has the rest).
 # Replies {id, packed checkpoint, its writes string, {suffix, stored blob, ...}} or false.
-READ = r"""
+READ = (
+    _HEADER
+    + r"""
 local tag, qns = ARGV[1], ARGV[2]
 local cid = ARGV[3]
 local tips, held = {}, {}
@@ -237,8 +246,8 @@ for s in string.gmatch(string.match(row, '^[^\n]*'), '[^ ]+') do
     seen[s] = true
     local blob, at_tip
     if tips[s] or held[s] then
-      local head = string.match(redis.call('GETRANGE', tag .. s, 0, 511), '^[^\n]*\n')
-      local crc = head and string.match(head, CRC)
+      local head = header(tag .. s)
+      local crc = string.match(head, CRC)
       if crc and (crc == tips[s] or crc == held[s]) then blob, at_tip = head, crc == tips[s] end
     end
     blob = blob or redis.call('GET', tag .. s)
@@ -253,6 +262,7 @@ for s in string.gmatch(string.match(row, '^[^\n]*'), '[^ ]+') do
 end
 return {cid, row, writes, out}
 """
+)
 
 # KEYS: registry, global threads zset. ARGV: 1 tag, 2 thread_id.
 DELETE = (
@@ -346,13 +356,7 @@ end
 return n
 """
 
-SCRIPTS: dict[str, str] = {
-    "put": PUT,
-    "put_writes": PUT_WRITES,
-    "read": READ,
-    "delete": DELETE,
-    "prune": PRUNE,
-    "copy": COPY,
-    "forget": FORGET,
-}
+SCRIPTS = dict(
+    put=PUT, put_writes=PUT_WRITES, read=READ, delete=DELETE, prune=PRUNE, copy=COPY, forget=FORGET
+)
 SHAS = {name: hashlib.sha1(src.encode()).hexdigest() for name, src in SCRIPTS.items()}
