@@ -117,7 +117,7 @@ class PostgresBackend:
     # -- a put ---------------------------------------------------------------------------------
 
     def commit(self, put: Prepared) -> list[Pair]:
-        if self.db.bridged:
+        if self.db.home is not None:
             return self.db.bridge(self.acommit(put))
         params, crcs = self._params(put)
         if _retains(put):
