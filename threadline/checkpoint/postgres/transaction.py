@@ -30,12 +30,7 @@ from threadline.checkpoint.postgres.driver import (
     Result,
     Stmt,
 )
-from threadline.checkpoint.postgres.rows import (
-    blob_row,
-    complete,
-    created_text,
-    split_load,
-)
+from threadline.checkpoint.postgres.rows import blob_row, complete, created_text
 from threadline.checkpoint.rules import status_of
 
 if TYPE_CHECKING:
@@ -93,25 +88,19 @@ class PostgresTx:
     def page(
         self, thread_id: str, ns: str, before: str | None, limit: int
     ) -> list[StoredCheckpoint]:
+        """Checkpoints with their writes and blobs in one statement (``backend.load_op``); the
+        blobs are stashed for ``values``."""
         target = "page" if before is None else "page_before"
-        return self._load(thread_id, ns, target, {"before": before, "n": limit})
-
-    def _load(
-        self, thread_id: str, ns: str, target: str, params: dict[str, Any]
-    ) -> list[StoredCheckpoint]:
-        """Checkpoints with their writes and blobs in one statement; the blobs are stashed for
-        ``values``. Read again naming no chain tips if one was let go (``backend.unpack``)."""
-        backend = self.backend
-        for tips in (True, False):
-            stmt, named = backend.load_stmt(thread_id, ns, target, params, tips)
-            (result,) = self._run(stmt)
-            loaded = split_load(result.rows, named)
-            unpacked = backend.unpack(thread_id, ns, loaded, self._versions_of)
-            if unpacked is not None:
-                stored, rows, check = unpacked
-                self._stash = (rows, check)
-                return stored
-        raise AssertionError("a load naming no tips is complete")
+        params = {"before": before, "n": limit}
+        op = self.backend.load_op(thread_id, ns, target, params, self._versions_of)
+        try:
+            batch = next(op)
+            while True:
+                batch = op.send(self._run(*batch.stmts))
+        except StopIteration as stop:
+            stored, rows, check = stop.value
+        self._stash = (rows, check)
+        return stored  # type: ignore[no-any-return]
 
     def _versions_of(self, row: CheckpointRow) -> dict[str, str] | None:
         return body_versions(row.body, row.checkpoint_id, self.backend.codec)
