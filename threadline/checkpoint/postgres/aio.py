@@ -1,7 +1,7 @@
 """``AsyncPostgresSaver``: the PostgreSQL saver under LangGraph's async name and import path.
 
 It takes what LangGraph's takes — an ``AsyncConnection`` or ``AsyncConnectionPool`` made with
-``autocommit=True`` (kept open when the saver closes; ``given.py``) — or a URL, and its
+``autocommit=True`` (kept open when the saver closes; ``pools.py``) — or a URL, and its
 ``setup()`` is awaited::
 
     async with AsyncPostgresSaver.from_conn_string(DB_URI) as saver:

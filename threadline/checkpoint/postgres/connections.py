@@ -2,24 +2,20 @@
 
 ``Connections`` runs an operation (``driver.Op``) on a connection it borrows from a pool and
 gives back, sync or async, and turns driver errors into threadline's. Where the pool comes from
-is a subclass's: ``Pools`` opens its own from a URL (a sync one, and one per event loop);
-``given.Given`` lends the connection or pool the program made. Neither serialises calls: they
+is a subclass's (``pools.py``): ``Pools`` opens its own from a URL, ``GivenConnections`` lends
+the connection or pool the program made. Neither serialises calls: they
 run concurrently up to ``pool_size`` connections.
 """
 
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
 import re
-import threading
-import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any, NamedTuple, TypeVar
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from threadline.checkpoint.loopbound import run_on
@@ -34,7 +30,7 @@ from threadline.checkpoint.postgres.schema import (
 from threadline.errors import SaverUnavailableError
 
 _T = TypeVar("_T")
-Held = tuple[Any, Any]  # a pool (or ``given.Lone``) and a connection checked out of it
+Held = tuple[Any, Any]  # a pool (or ``pools.Lone``) and a connection checked out of it
 
 
 def mask_url(url: str) -> str:
@@ -274,173 +270,3 @@ def unexpected(exc: psycopg.Error) -> bool:
 def _replaceable(pool: Any) -> bool:
     """Whether a connection of ``pool`` may be closed (a lone connection is the program's)."""
     return isinstance(pool, ConnectionPool | AsyncConnectionPool)
-
-
-# Pools a program left open, closed at exit while their worker threads can still stop: at
-# interpreter teardown Python 3.13 cannot join them, and each pool would wait 5 s per thread.
-_OPEN_POOLS: weakref.WeakSet[ConnectionPool] = weakref.WeakSet()
-
-
-@atexit.register
-def _close_open_pools() -> None:
-    for pool in list(_OPEN_POOLS):
-        with contextlib.suppress(Exception):
-            pool.close(timeout=1.0)
-
-
-class Pools(Connections):
-    """The pools of one saver, opened from its URL on first use: a sync one, and one per event
-    loop. The first connection of each is made directly, which gives a clear error (the pool
-    would only time out) and checks that the tables are not from a newer threadline."""
-
-    def __init__(
-        self,
-        url: str,
-        *,
-        schema: str,
-        version_table: str,
-        pool_size: int,
-        connect_timeout: float,
-        pool_timeout: float,
-    ) -> None:
-        super().__init__(mask_url(url), schema, version_table, pool_size, pool_timeout)
-        self.url = url
-        try:
-            self.secret = conninfo_to_dict(url).get("password")  # type: ignore[assignment]
-        except Exception:
-            self.secret = None
-        self._connect_timeout = connect_timeout
-        self._lock = threading.Lock()
-        self._pool: ConnectionPool | None = None
-        self._apools: dict[asyncio.AbstractEventLoop, asyncio.Task[AsyncConnectionPool]] = {}
-        self._closing: set[asyncio.Task[Any]] = set()
-
-    def _pool_kwargs(self) -> dict[str, Any]:
-        return {
-            "conninfo": self.url,
-            "min_size": 1,
-            "max_size": self.pool_size,
-            # BEGIN / COMMIT travel in the pipeline with the statements they wrap.
-            "kwargs": {"autocommit": True},
-            "timeout": self.pool_timeout,
-            "name": f"threadline-{self.schema}",
-            "open": False,
-        }
-
-    def _connect_kwargs(self) -> dict[str, Any]:
-        return {"autocommit": True, "connect_timeout": max(1, round(self._connect_timeout))}
-
-    def _sync_pool(self) -> ConnectionPool:
-        pool = self._pool
-        if pool is not None:
-            return pool
-        with self._lock:
-            if self.closed:
-                raise self.closed_error()
-            if self._pool is None:
-                try:
-                    with psycopg.connect(self.url, **self._connect_kwargs()) as conn:
-                        drive(conn, self.version_op(), None)
-                except psycopg.Error as exc:
-                    raise self.unreachable(exc) from exc
-                pool = ConnectionPool(**self._pool_kwargs())
-                try:
-                    pool.open(wait=True, timeout=self._connect_timeout)
-                except PoolTimeout as exc:
-                    pool.close()
-                    raise self.unreachable(exc) from exc
-                self._pool = pool
-                _OPEN_POOLS.add(pool)
-            return self._pool
-
-    async def _async_pool(self) -> AsyncConnectionPool:
-        """This event loop's pool, opened by the first call made on the loop."""
-        loop = asyncio.get_running_loop()
-        task = self._apools.get(loop)
-        if task is None:
-            with self._lock:
-                if self.closed:
-                    raise self.closed_error()
-                task = self._apools.get(loop)
-                if task is None:
-                    for other in [lp for lp in self._apools if lp.is_closed()]:
-                        del self._apools[other]  # left behind by a finished asyncio.run()
-                    task = loop.create_task(self._open_async_pool())
-                    self._apools[loop] = task
-        try:
-            return await asyncio.shield(task)
-        except BaseException:
-            if task.done():
-                with self._lock:
-                    if self._apools.get(loop) is task:
-                        del self._apools[loop]  # let the next call try again
-            raise
-
-    async def _open_async_pool(self) -> AsyncConnectionPool:
-        try:
-            conn = await psycopg.AsyncConnection.connect(self.url, **self._connect_kwargs())
-            async with conn:
-                await adrive(conn, self.version_op(), None)
-        except psycopg.Error as exc:
-            raise self.unreachable(exc) from exc
-        pool = AsyncConnectionPool(**self._pool_kwargs())
-        try:
-            await pool.open(wait=True, timeout=self._connect_timeout)
-        except PoolTimeout as exc:
-            await pool.close()
-            raise self.unreachable(exc) from exc
-        return pool
-
-    def _take_pools(self) -> tuple[ConnectionPool | None, dict[Any, Any]]:
-        with self._lock:
-            self.closed = True
-            pool, self._pool = self._pool, None
-            apools, self._apools = self._apools, {}
-        return pool, apools
-
-    def close(self) -> None:
-        """Close the pools; further calls raise ``SaverUnavailableError``. Idempotent."""
-        pool, apools = self._take_pools()
-        if pool is not None:
-            pool.close()
-        for loop, task in apools.items():
-            self._close_apool_from_sync(loop, task)
-
-    async def aclose(self) -> None:
-        """Close the pools from async code: this loop's pool is awaited, others as in close."""
-        pool, apools = self._take_pools()
-        mine = apools.pop(asyncio.get_running_loop(), None)
-        if mine is not None:
-            apool: AsyncConnectionPool | None = None
-            with contextlib.suppress(Exception):
-                apool = await mine
-            if apool is not None:
-                await apool.close()
-        if pool is not None:
-            await asyncio.to_thread(pool.close)
-        for other, task in apools.items():
-            self._close_apool_from_sync(other, task)
-
-    def _close_apool_from_sync(
-        self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[AsyncConnectionPool]
-    ) -> None:
-        if loop.is_closed():
-            return  # its connections close when they are collected
-        if not task.done():
-            loop.call_soon_threadsafe(task.cancel)
-            return
-        if task.cancelled() or task.exception() is not None:
-            return
-        pool = task.result()
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is loop:  # close() called from async code on that loop: finish in the loop
-            closing = loop.create_task(pool.close())
-            self._closing.add(closing)
-            closing.add_done_callback(self._closing.discard)
-        elif loop.is_running():
-            asyncio.run_coroutine_threadsafe(pool.close(), loop).result(self.pool_timeout)
-        else:
-            loop.run_until_complete(pool.close())

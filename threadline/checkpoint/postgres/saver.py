@@ -10,7 +10,7 @@ from threadline.checkpoint.core import CoreSaver
 from threadline.checkpoint.formats import migrations_from
 from threadline.checkpoint.postgres.backend import PostgresBackend
 from threadline.checkpoint.postgres.driver import BEGIN_WRITE, Batch, Op, Stmt
-from threadline.checkpoint.postgres.given import Given, connections_for
+from threadline.checkpoint.postgres.pools import Given, connections_for
 from threadline.checkpoint.postgres.schema import MIGRATIONS, SCHEMA_VERSION
 from threadline.checkpoint.postgres.statements import Queries
 from threadline.serde import DEFAULT, Serializer
@@ -20,7 +20,7 @@ class PostgresSaver(CoreSaver):
     """Checkpoints in PostgreSQL, shared safely by any number of processes and machines.
 
     Give it a URL, or (as LangGraph's docs do) a ``psycopg.Connection`` or ``ConnectionPool``
-    made with ``autocommit=True``, which stays yours (``given.py``). Call :meth:`setup` once
+    made with ``autocommit=True``, which stays yours (``pools.py``). Call :meth:`setup` once
     (idempotent, safe to run concurrently) to create the tables, and :meth:`close` (or use the
     saver as a context manager) when done::
 
