@@ -33,14 +33,20 @@ from threadline.checkpoint.backend import (
 )
 from threadline.checkpoint.bytecache import HeldBlobs
 from threadline.checkpoint.chains import HeldChains
-from threadline.checkpoint.layout import BlobRow, CheckpointRow, Compaction, WriteRow, corrupted
+from threadline.checkpoint.layout import (
+    BlobRow,
+    CheckpointRow,
+    Compaction,
+    WriteRow,
+    corrupted,
+    missing_rows,
+)
 from threadline.checkpoint.postgres.batcher import PutBatchers
 from threadline.checkpoint.postgres.connections import Connections
 from threadline.checkpoint.postgres.driver import BEGIN_WRITE, Batch, Op, Stmt
 from threadline.checkpoint.postgres.rows import (
     Pieces,
     PutParams,
-    complete,
     created_fields,
     created_text,
     dedupe_writes,
@@ -325,7 +331,7 @@ class PostgresBackend:
             CheckpointRow(r[2], r[3], r[8], created_text(r[9], r[4]), r[6], r[7])
             for r in checkpoints
         ]
-        if tips and not all(complete(versions_of(row) or {}, blobs) for row in stored_rows):
+        if tips and any(missing_rows(versions_of(row) or {}, blobs) for row in stored_rows):
             return None
         for pair, crc in sent.items():
             self.bytes.add(thread_id, ns, pair, *pair, crc, blobs[pair].data)

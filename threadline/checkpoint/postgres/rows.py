@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from types import NoneType
 from typing import Any
 
-from threadline.checkpoint.backend import HeadMoved, NotStored, Pair
+from threadline.checkpoint.backend import HeadMoved, NotStored
 from threadline.checkpoint.layout import BlobRow, WriteRow
 from threadline.checkpoint.postgres.driver import Hot
 from threadline.checkpoint.postgres.schema import CAS_SQLSTATE, REFS_SQLSTATE
@@ -144,14 +144,3 @@ def blob_row(row: Sequence[Any], data: bytes = b"") -> BlobRow:
     """A row from ``key, version, start, base, chain_bytes, full_bytes, items``."""
     key, version, start, base, chain_bytes, full_bytes, items = row
     return BlobRow(key, version, start, base, chain_bytes, full_bytes, data, items)
-
-
-def complete(versions: Mapping[str, str], rows: Mapping[Pair, BlobRow]) -> bool:
-    """Whether ``rows`` hold every row the values of ``versions`` are rebuilt from."""
-    for pair in versions.items():
-        row, steps = rows.get(pair), len(rows)
-        while row is not None and row.base is not None and steps:
-            row, steps = rows.get((row.key, row.base)), steps - 1
-        if row is None:
-            return False
-    return True

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from threadline.checkpoint.backend import Check, Pair, StoredCheckpoint, ThreadRow
 from threadline.checkpoint.base import ThreadStatus
 from threadline.checkpoint.bodies import body_versions
-from threadline.checkpoint.layout import BlobRow, CheckpointRow, corrupted
+from threadline.checkpoint.layout import BlobRow, CheckpointRow, corrupted, missing_rows
 from threadline.checkpoint.postgres.connections import Session
 from threadline.checkpoint.postgres.driver import (
     BEGIN_READ,
@@ -30,7 +30,7 @@ from threadline.checkpoint.postgres.driver import (
     Result,
     Stmt,
 )
-from threadline.checkpoint.postgres.rows import blob_row, complete, created_text
+from threadline.checkpoint.postgres.rows import blob_row, created_text
 from threadline.checkpoint.rules import status_of
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ class PostgresTx:
         self, thread_id: str, ns: str, wanted: Sequence[Mapping[str, str]]
     ) -> tuple[dict[Pair, BlobRow], Check | None]:
         stash = self._stash
-        if stash is not None and all(complete(versions, stash[0]) for versions in wanted):
+        if stash is not None and not any(missing_rows(versions, stash[0]) for versions in wanted):
             return stash
         pairs = sorted({pair for versions in wanted for pair in versions.items()})
         rows = self._rows(
