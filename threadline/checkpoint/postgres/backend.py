@@ -14,7 +14,6 @@ Everything else goes through ``transaction`` (``transaction.py``), one statement
 
 from __future__ import annotations
 
-import dataclasses
 import operator
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
@@ -45,12 +44,10 @@ from threadline.checkpoint.postgres.batcher import PutBatchers
 from threadline.checkpoint.postgres.connections import Connections
 from threadline.checkpoint.postgres.driver import BEGIN_WRITE, Batch, Op, Stmt
 from threadline.checkpoint.postgres.rows import (
-    Pieces,
     PutParams,
-    created_fields,
     created_text,
     dedupe_writes,
-    normalized,
+    put_params,
     writes_params,
 )
 from threadline.checkpoint.postgres.sources import RecentWrites
@@ -65,7 +62,6 @@ from threadline.serde import Serializer
 # stay flat without them: the backend holds the chains it reads (``chains.py``).
 COMPACTION = Compaction(ratio=16.0, min_chain_bytes=1 << 20, rewrite_full=False)
 
-_NO_SOURCE = (None, None, None, None)  # src_id, src_task, src_at, src_len (``sources.py``)
 Unpacked = tuple[list[StoredCheckpoint], dict[Pair, BlobRow], Check]
 _ord = operator.itemgetter(1)  # a load row's place: newest checkpoint first, writes by seq
 
@@ -120,7 +116,7 @@ class PostgresBackend:
     def commit(self, put: Prepared) -> list[Pair]:
         if self.db.home is not None:
             return self.db.bridge(self.acommit(put))
-        params, crcs = self._params(put)
+        params, crcs = put_params(put, self.recent)
         if _retains(put):
             evicted = self.db.run(self._put_op(put, params), BEGIN_WRITE)
         else:
@@ -129,7 +125,7 @@ class PostgresBackend:
         return self._stored(put, crcs, evicted)
 
     async def acommit(self, put: Prepared) -> list[Pair]:
-        params, crcs = self._params(put)
+        params, crcs = put_params(put, self.recent)
         if _retains(put):
             evicted = await self.db.arun(self._put_op(put, params), BEGIN_WRITE)
         else:
@@ -154,45 +150,6 @@ class PostgresBackend:
         results = yield Batch(stmts)
         _, _, keys, versions = results[-1].rows[0]
         return list(zip(keys, versions, strict=True))
-
-    def _params(self, put: Prepared) -> tuple[PutParams, list[int]]:
-        """``put`` as ``threadline_put`` takes it, and each new blob's CRC-32."""
-        row, thread_id, ns = put.row, put.thread_id, put.ns
-        blobs = [normalized(b) for b in put.blobs]
-        writes = dedupe_writes(put.writes) if put.writes else ()
-        sources = self.recent.sources(thread_id, ns, row.parent_id, blobs) if blobs else ()
-        crcs = [zlib.crc32(b.data) for b in blobs]
-        ts, raw = created_fields(row.created_at)
-        data = Pieces()
-        fields = {
-            "thread": thread_id,
-            "ns": ns,
-            "cid": row.checkpoint_id,
-            "parent": row.parent_id,
-            "fork": put.fork,
-            "step": row.step,
-            "ts": ts,
-            "raw": raw,
-            "body": data.add(row.body),
-            "meta": data.add(row.metadata),
-            "next": put.next_names if ns == "" else [],
-            "refs": sorted(put.refs.items()),
-            "check": _unchecked(put),
-            "blobs": [
-                [
-                    *(b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes, crc, b.items),
-                    *(_NO_SOURCE if src is None else dataclasses.astuple(src)),
-                    *data.add(b.data if src is None else b.data[:2]),
-                ]
-                for b, crc, src in zip(blobs, crcs, sources or [None] * len(blobs), strict=True)
-            ],
-            "writes": [[r.task_id, r.kind, r.task_name, *data.add(r.data)] for r in writes],
-            "prefixes": [
-                [p.key, p.version, p.base, p.full_bytes, p.items]
-                for p in map(normalized, put.prefixes)
-            ],
-        }
-        return PutParams(fields, data), crcs
 
     def _stored(self, put: Prepared, crcs: Sequence[int], evicted: list[Pair]) -> list[Pair]:
         """Hold what a committed put stored; returns the pairs retention deleted."""
@@ -398,9 +355,3 @@ def _first(unpacked: Unpacked) -> Loaded | None:
 def _retains(put: Prepared) -> bool:
     r = put.retention
     return r is not None and (r.max_checkpoints is not None or r.max_age is not None)
-
-
-def _unchecked(put: Prepared) -> list[Pair]:
-    """The pairs the server must find stored: all of ``put.check``. (Not fewer for a head this
-    process saved, ``Prepared.trusted``: another process may have deleted rows under it.)"""
-    return sorted(set(put.check))

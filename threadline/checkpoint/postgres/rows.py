@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import zlib
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from types import NoneType
 from typing import Any
 
-from threadline.checkpoint.backend import HeadMoved, NotStored
+from threadline.checkpoint.backend import HeadMoved, NotStored, Prepared
 from threadline.checkpoint.layout import BlobRow, WriteRow
 from threadline.checkpoint.postgres.driver import Hot
 from threadline.checkpoint.postgres.schema import CAS_SQLSTATE, REFS_SQLSTATE
+from threadline.checkpoint.postgres.sources import RecentWrites
 from threadline.clock import iso_at, micros_of
 
 
@@ -36,6 +38,50 @@ def created_text(micros: int | None, raw: str | None) -> str:
     if raw is not None:
         return raw
     return "" if micros is None else iso_at(micros)
+
+
+def put_params(put: Prepared, recent: RecentWrites) -> tuple[PutParams, list[int]]:
+    """``put`` as ``threadline_put`` takes it, and each new blob's CRC-32."""
+    row, thread_id, ns = put.row, put.thread_id, put.ns
+    blobs = [normalized(b) for b in put.blobs]
+    writes = dedupe_writes(put.writes) if put.writes else ()
+    sources = recent.sources(thread_id, ns, row.parent_id, blobs) if blobs else ()
+    crcs = [zlib.crc32(b.data) for b in blobs]
+    ts, raw = created_fields(row.created_at)
+    data = Pieces()
+    fields = {
+        "thread": thread_id,
+        "ns": ns,
+        "cid": row.checkpoint_id,
+        "parent": row.parent_id,
+        "fork": put.fork,
+        "step": row.step,
+        "ts": ts,
+        "raw": raw,
+        "body": data.add(row.body),
+        "meta": data.add(row.metadata),
+        "next": put.next_names if ns == "" else [],
+        "refs": sorted(put.refs.items()),
+        # All of ``put.check``, not fewer for a head this process saved (``Prepared.trusted``):
+        # another process may have deleted rows under it.
+        "check": sorted(set(put.check)),
+        "blobs": [
+            [
+                *(b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes, crc, b.items),
+                *(_NO_SOURCE if src is None else dataclasses.astuple(src)),
+                *data.add(b.data if src is None else b.data[:2]),
+            ]
+            for b, crc, src in zip(blobs, crcs, sources or [None] * len(blobs), strict=True)
+        ],
+        "writes": [[r.task_id, r.kind, r.task_name, *data.add(r.data)] for r in writes],
+        "prefixes": [
+            [p.key, p.version, p.base, p.full_bytes, p.items] for p in map(normalized, put.prefixes)
+        ],
+    }
+    return PutParams(fields, data), crcs
+
+
+_NO_SOURCE = (None, None, None, None)  # src_id, src_task, src_at, src_len (``sources.py``)
 
 
 def put_failure(state: str | None, detail: str | None) -> HeadMoved | NotStored | None:

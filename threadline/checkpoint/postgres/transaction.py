@@ -68,14 +68,9 @@ class PostgresTx:
         (result,) = self._run(Stmt(self.sql[name], params))
         return result.rows
 
-    def _queue(self, *stmts: Stmt) -> None:
-        self._queued += stmts
-
     def commit(self) -> None:
-        if self._queued:
+        if self._queued or self.begun:
             self._run(COMMIT)
-        elif self.begun:
-            self.session.run(_batch([COMMIT]))
 
     def rollback(self) -> None:
         self._queued = []
@@ -175,24 +170,24 @@ class PostgresTx:
     def delete(self, thread_id: str, ns: str, ids: Collection[str]) -> None:
         params = {"thread": thread_id, "ns": ns, "ids": list(ids)}
         names = ("keep_sources", "keep_parents", "delete_writes", "delete_cps", "drop_empty_head")
-        self._queue(*(Stmt(self.sql[name], params) for name in names))
+        self._queued.extend(Stmt(self.sql[name], params) for name in names)
 
     def delete_blobs(self, thread_id: str, ns: str, pairs: Collection[Pair]) -> None:
         keys, versions = [k for k, _ in pairs], [v for _, v in pairs]
         params = {"thread": thread_id, "ns": ns, "keys": keys, "versions": versions}
-        self._queue(Stmt(self.sql["delete_blobs"], params))
+        self._queued.append(Stmt(self.sql["delete_blobs"], params))
         held = self.backend.bytes
         self.committed.append(lambda: held.drop(thread_id, ns, list(pairs)))
 
     def delete_thread(self, thread_id: str) -> None:
         q, params = self.backend.q, {"thread": thread_id}
-        self._queue(*(Stmt(s, params) for s in (q.lock_heads_update, *q.delete_thread)))
+        self._queued.extend(Stmt(s, params) for s in (q.lock_heads_update, *q.delete_thread))
         self.committed.append(lambda: self.backend.forget(thread_id))
 
     def copy_thread(self, source: str, target: str) -> None:
         q, params = self.backend.q, {"source": source, "target": target, "thread": source}
         # The source's heads are share-locked: no put or prune changes it while it is copied.
-        self._queue(*(Stmt(s, params) for s in (q.lock_heads_share, *q.copy_thread)))
+        self._queued.extend(Stmt(s, params) for s in (q.lock_heads_share, *q.copy_thread))
         self.committed.append(lambda: self.backend.forget(target))
 
 
