@@ -123,9 +123,8 @@ class GivenConnections(Connections):
                 where = "<closed connection>"
         size = given.max_size if is_pool else 1
         super().__init__(where, schema, version_table, size, getattr(given, "timeout", 0))
-        self.is_async = isinstance(given, ASYNC_KINDS)
-        self.threaded = not self.is_async
-        if self.is_async:
+        self.threaded = not isinstance(given, ASYNC_KINDS)
+        if not self.threaded:
             try:
                 self.home = asyncio.get_running_loop()
             except RuntimeError:

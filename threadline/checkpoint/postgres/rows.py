@@ -154,10 +154,7 @@ def to_json(value: Any) -> str:
 
 def dedupe_writes(rows: Iterable[WriteRow]) -> list[WriteRow]:
     """One row per (task_id, kind): the last value, at the first one's position."""
-    by_key: dict[tuple[str, str], WriteRow] = {}
-    for row in rows:
-        by_key[(row.task_id, row.kind)] = row
-    return list(by_key.values())
+    return list({(row.task_id, row.kind): row for row in rows}.values())
 
 
 def writes_params(
