@@ -140,22 +140,21 @@ _PAGE_IDS = (
 _TARGET_PAGE = "{col} >= (SELECT min(pg.checkpoint_id) FROM (" + _PAGE_IDS + ") pg){upper}"
 
 
-# A load is one statement (so one snapshot, with no transaction around it): the checkpoints
-# (part 0, numbered newest first), their writes (part 1, with their ``seq``) and their blobs
-# (part 2), as rows of one shape that ``backend._unpack`` takes apart and puts in order (an
-# ORDER BY here would sort the blobs' bytes too, on disk for a large value). One statement
-# instead of three in a read-only transaction costs the client half the work: psycopg spends
-# more on each statement of a pipeline than the rows of a load cost to read.
-# PostgreSQL plans it again at every call (~0.45 ms of server time; knowing the arrays are empty
-# makes a custom plan look cheaper than a generic one). See docs/performance.md.
-# ``need``: every blob the checkpoints' values live in, following ``base`` to a full blob (down
-# a delta chain, or from a prefix row to the later version it is part of), each looked up by its
-# primary key (``LATERAL ... LIMIT 1``, which the planner cannot flatten into a join: a join let
-# it hash every blob of the thread, so loading one checkpoint cost more as the thread grew).
+# A load is one statement (one snapshot, no transaction around it): the checkpoints (part 0,
+# numbered newest first), their writes (part 1, with their ``seq``) and their blobs (part 2), as
+# rows of one shape that ``backend._unpack`` puts in order (an ORDER BY here would sort the
+# blobs' bytes too, on disk for a large value). One statement instead of three in a read-only
+# transaction halves the client's work: psycopg spends more on each statement of a pipeline
+# than the rows of a load cost to read. PostgreSQL plans it again at every call (~0.45 ms of
+# server time: with the arrays empty, a custom plan looks cheaper than a generic one).
+# ``need``: every blob the values live in, following ``base`` to a full blob (down a delta
+# chain, or from a prefix row to the later version it is part of), each by its primary key
+# (``LATERAL ... LIMIT 1``, which the planner cannot flatten into a join: a join let it hash
+# every blob of the thread).
 # ``held_*`` name the blobs whose bytes the saver has (``bytecache.HeldBlobs``): their data
-# comes back NULL, never read from TOAST nor sent, unless the row's CRC-32 or length differs
-# (rewritten meanwhile). ``tip_*`` name the tips of chains the saver holds every row of
-# (``chains.HeldChains``): the walk stops at a tip whose row still has that CRC-32.
+# comes back NULL unless the row's CRC-32 or length differs (rewritten meanwhile). ``tip_*``
+# name the tips of chains the saver holds (``chains.HeldChains``): the walk stops at a tip whose
+# row still has that CRC-32.
 _LOAD = """
 WITH RECURSIVE need(key, version) AS (
     SELECT r.key, r.version
