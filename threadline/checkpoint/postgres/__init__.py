@@ -18,33 +18,29 @@ Tables (in ``schema``, all named ``threadline_*``; DDL in ``schema.py``):
 - ``schema_version`` (1).
 
 Round trips: ``put`` is one statement, a call of the server-side function ``threadline_put``
-(head, row, blobs, check, writes) with two parameters (its fields as JSON, its bytes), so in
-autocommit it is one round trip and one transaction. A sync put alone goes straight to libpq
-(``driver.Hot``: prepared once per connection); concurrent ``aput``s on one event loop go
-together as one ``threadline_put_many`` call (``batcher``); with retention, the prune follows
-the put in the same pipeline, inside ``BEGIN`` / ``COMMIT``. A load (``get_tuple``, a page
-of ``list``) is one statement returning the checkpoints, their writes and their blobs, so one
-snapshot with no transaction around it; it is read a second time, naming no held chains, if a
-chain it relied on was let go meanwhile. The other operations send their statements in psycopg
-pipeline mode together with their ``BEGIN`` and ``COMMIT``, so ``put_writes``,
-``delete_thread`` and ``prune`` each take one round trip and one transaction. ``put`` takes one
-more when the core's metadata cache misses a base a list delta needs, and a put that fails for
-values it relies on not being stored is retried once with them stored in full. Sync methods run
-on a ``psycopg_pool.ConnectionPool``; ``aput``, ``aget_tuple`` and ``aput_writes`` are native
-async on an ``AsyncConnectionPool`` per event loop, opened on first use (the other ``a*``
-methods run the sync ones on a worker thread); neither serialises calls: they run concurrently
-up to the pool size, and puts on one thread wait only for each other, on its head row.
+with two parameters (its fields as JSON, its bytes): in autocommit, one round trip and one
+transaction. A sync put alone goes straight to libpq (``driver.Hot``); concurrent ``aput``s on
+one event loop go together as one ``threadline_put_many`` call (``batcher``); with retention,
+the prune follows the put in the same pipeline, inside ``BEGIN`` / ``COMMIT``. A load
+(``get_tuple``, a page of ``list``) is one statement returning the checkpoints, their writes
+and their blobs, so one snapshot. Other operations send their statements in pipeline mode with
+their ``BEGIN`` and ``COMMIT``: one round trip and one transaction each. ``put`` takes one more
+when the core's metadata cache misses a base a list delta needs, and is retried once, storing
+values in full, if values it relies on are not stored. Sync methods run on a
+``psycopg_pool.ConnectionPool``; ``aput``, ``aget_tuple`` and ``aput_writes`` are native async
+on an ``AsyncConnectionPool`` per event loop (the other ``a*`` methods run the sync ones on a
+worker thread); calls run concurrently up to the pool size, and puts on one thread wait only for
+each other, on its head row.
 
 Every value goes into SQL as a bound parameter; metadata filters are applied in Python after
 decoding, so a filter key never reaches SQL.
 
-Modules: ``saver`` (``PostgresSaver``, a ``core.CoreSaver``), ``backend`` (puts, loads, whole
-threads), ``transaction`` (the core's ``Transaction``, a statement a call), ``schema`` (tables,
-functions, version), ``statements`` and ``tx_statements`` (SQL), ``driver`` (batches of
-statements, one round trip each), ``connections`` and ``given`` (pools, errors, the program's
-connections), ``rows`` (what is stored and loaded), ``sources`` (values stored inside the
-input's write), ``batcher`` (many ``aput``s in one call); held chains are in
-``checkpoint/chains.py``, shared with the SQLite, files and Redis savers.
+Modules: ``saver`` (``PostgresSaver``), ``aio`` (``AsyncPostgresSaver``), ``backend`` (puts,
+loads, whole threads), ``transaction`` (the core's ``Transaction``), ``schema`` (tables,
+functions, version), ``statements`` (SQL), ``driver`` (batches of statements, one round trip
+each), ``connections`` (running them, errors), ``pools`` (a URL's pools, the program's
+connections), ``rows`` (what is stored), ``sources`` (values stored inside the input's write),
+``batcher`` (many ``aput``s in one call).
 """
 
 from threadline.checkpoint.postgres.connections import mask_url

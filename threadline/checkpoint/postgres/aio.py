@@ -1,7 +1,7 @@
 """``AsyncPostgresSaver``: the PostgreSQL saver under LangGraph's async name and import path.
 
 It takes what LangGraph's takes — an ``AsyncConnection`` or ``AsyncConnectionPool`` made with
-``autocommit=True`` (kept open when the saver closes; ``given.py``) — or a URL, and its
+``autocommit=True`` (kept open when the saver closes; ``pools.py``) — or a URL, and its
 ``setup()`` is awaited::
 
     async with AsyncPostgresSaver.from_conn_string(DB_URI) as saver:
@@ -10,34 +10,20 @@ It takes what LangGraph's takes — an ``AsyncConnection`` or ``AsyncConnectionP
 
 On a URL it is ``PostgresSaver`` with that ``setup``: native async pools per event loop, and
 sync methods on their own pool. On an async connection or pool, sync methods send their
-statements to the connection's event loop from other threads (``given.GivenConnections.bridge``).
+statements to the connection's event loop from other threads (``Connections.home``).
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Self
 
-from threadline.checkpoint.postgres.given import Given, GivenConnections
 from threadline.checkpoint.postgres.saver import PostgresSaver
-from threadline.errors import ConfigError
 
 
 class AsyncPostgresSaver(PostgresSaver):
     """``PostgresSaver`` on async connections, with an awaitable ``setup()``."""
-
-    def __init__(self, conn: str | Given, **options: Any) -> None:
-        super().__init__(conn, **options)
-        if isinstance(self._db, GivenConnections) and self._db.is_async:
-            try:
-                self._db.home = asyncio.get_running_loop()
-            except RuntimeError:
-                raise ConfigError(
-                    "AsyncPostgresSaver over an async connection or pool must be made inside "
-                    "the event loop that connection belongs to (in an async function)"
-                ) from None
 
     @classmethod
     @asynccontextmanager

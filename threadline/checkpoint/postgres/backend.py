@@ -14,7 +14,7 @@ Everything else goes through ``transaction`` (``transaction.py``), one statement
 
 from __future__ import annotations
 
-import dataclasses
+import operator
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -32,25 +32,22 @@ from threadline.checkpoint.backend import (
 )
 from threadline.checkpoint.bytecache import HeldBlobs
 from threadline.checkpoint.chains import HeldChains
-from threadline.checkpoint.layout import BlobRow, Compaction, WriteRow, corrupted
+from threadline.checkpoint.layout import (
+    BlobRow,
+    CheckpointRow,
+    Compaction,
+    WriteRow,
+    corrupted,
+    missing_rows,
+)
 from threadline.checkpoint.postgres.batcher import PutBatchers
 from threadline.checkpoint.postgres.connections import Connections
 from threadline.checkpoint.postgres.driver import BEGIN_WRITE, Batch, Op, Stmt
 from threadline.checkpoint.postgres.rows import (
-    Loaded as Rows,
-)
-from threadline.checkpoint.postgres.rows import (
-    Named,
-    Pieces,
     PutParams,
-    complete,
-    created_fields,
+    created_text,
     dedupe_writes,
-    held_params,
-    loaded_blobs,
-    normalized,
-    split_load,
-    tip_params,
+    put_params,
     writes_params,
 )
 from threadline.checkpoint.postgres.sources import RecentWrites
@@ -65,8 +62,8 @@ from threadline.serde import Serializer
 # stay flat without them: the backend holds the chains it reads (``chains.py``).
 COMPACTION = Compaction(ratio=16.0, min_chain_bytes=1 << 20, rewrite_full=False)
 
-_NO_SOURCE = (None, None, None, None)  # src_id, src_task, src_at, src_len (``sources.py``)
 Unpacked = tuple[list[StoredCheckpoint], dict[Pair, BlobRow], Check]
+_ord = operator.itemgetter(1)  # a load row's place: newest checkpoint first, writes by seq
 
 
 class PostgresBackend:
@@ -117,9 +114,9 @@ class PostgresBackend:
     # -- a put ---------------------------------------------------------------------------------
 
     def commit(self, put: Prepared) -> list[Pair]:
-        if self.db.bridged:
+        if self.db.home is not None:
             return self.db.bridge(self.acommit(put))
-        params, crcs = self._params(put)
+        params, crcs = put_params(put, self.recent)
         if _retains(put):
             evicted = self.db.run(self._put_op(put, params), BEGIN_WRITE)
         else:
@@ -128,7 +125,7 @@ class PostgresBackend:
         return self._stored(put, crcs, evicted)
 
     async def acommit(self, put: Prepared) -> list[Pair]:
-        params, crcs = self._params(put)
+        params, crcs = put_params(put, self.recent)
         if _retains(put):
             evicted = await self.db.arun(self._put_op(put, params), BEGIN_WRITE)
         else:
@@ -153,45 +150,6 @@ class PostgresBackend:
         results = yield Batch(stmts)
         _, _, keys, versions = results[-1].rows[0]
         return list(zip(keys, versions, strict=True))
-
-    def _params(self, put: Prepared) -> tuple[PutParams, list[int]]:
-        """``put`` as ``threadline_put`` takes it, and each new blob's CRC-32."""
-        row, thread_id, ns = put.row, put.thread_id, put.ns
-        blobs = [normalized(b) for b in put.blobs]
-        writes = dedupe_writes(put.writes) if put.writes else ()
-        sources = self.recent.sources(thread_id, ns, row.parent_id, blobs) if blobs else ()
-        crcs = [zlib.crc32(b.data) for b in blobs]
-        ts, raw = created_fields(row.created_at)
-        data = Pieces()
-        fields = {
-            "thread": thread_id,
-            "ns": ns,
-            "cid": row.checkpoint_id,
-            "parent": row.parent_id,
-            "fork": put.fork,
-            "step": row.step,
-            "ts": ts,
-            "raw": raw,
-            "body": data.add(row.body),
-            "meta": data.add(row.metadata),
-            "next": put.next_names if ns == "" else [],
-            "refs": sorted(put.refs.items()),
-            "check": _unchecked(put),
-            "blobs": [
-                [
-                    *(b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes, crc, b.items),
-                    *(_NO_SOURCE if src is None else dataclasses.astuple(src)),
-                    *data.add(b.data if src is None else b.data[:2]),
-                ]
-                for b, crc, src in zip(blobs, crcs, sources or [None] * len(blobs), strict=True)
-            ],
-            "writes": [[r.task_id, r.kind, r.task_name, *data.add(r.data)] for r in writes],
-            "prefixes": [
-                [p.key, p.version, p.base, p.full_bytes, p.items]
-                for p in map(normalized, put.prefixes)
-            ],
-        }
-        return PutParams(fields, data), crcs
 
     def _stored(self, put: Prepared, crcs: Sequence[int], evicted: list[Pair]) -> list[Pair]:
         """Hold what a committed put stored; returns the pairs retention deleted."""
@@ -243,73 +201,110 @@ class PostgresBackend:
     def load(
         self, thread_id: str, ns: str, checkpoint_id: str | None, versions_of: VersionsOf
     ) -> Loaded | None:
-        target = "latest" if checkpoint_id is None else "one"
-        params = {"cid": checkpoint_id}
-        for tips in (True, False):
-            rows = self.db.run(self.load_op(thread_id, ns, target, params, tips), None)
-            unpacked = self.unpack(thread_id, ns, rows, versions_of)
-            if unpacked is not None:
-                return _first(unpacked)
-        raise AssertionError("a load naming no tips is complete")
+        return _first(self.db.run(self._load_one(thread_id, ns, checkpoint_id, versions_of), None))
 
     async def aload(
         self, thread_id: str, ns: str, checkpoint_id: str | None, versions_of: VersionsOf
     ) -> Loaded | None:
+        op = self._load_one(thread_id, ns, checkpoint_id, versions_of)
+        return _first(await self.db.arun(op, None))
+
+    def _load_one(
+        self, thread_id: str, ns: str, checkpoint_id: str | None, versions_of: VersionsOf
+    ) -> Op[Unpacked]:
         target = "latest" if checkpoint_id is None else "one"
-        params = {"cid": checkpoint_id}
-        for tips in (True, False):
-            op = self.load_op(thread_id, ns, target, params, tips)
-            unpacked = self.unpack(thread_id, ns, await self.db.arun(op, None), versions_of)
-            if unpacked is not None:
-                return _first(unpacked)
-        raise AssertionError("a load naming no tips is complete")
+        return self.load_op(thread_id, ns, target, {"cid": checkpoint_id}, versions_of)
 
     def load_op(
-        self, thread_id: str, ns: str, target: str, params: dict[str, Any], tips: bool
-    ) -> Op[Rows]:
-        stmt, named = self.load_stmt(thread_id, ns, target, params, tips)
-        (result,) = yield Batch([stmt])
-        return split_load(result.rows, named)
+        self, thread_id: str, ns: str, target: str, params: dict[str, Any], versions_of: VersionsOf
+    ) -> Op[Unpacked]:
+        """The checkpoints chosen by ``target`` (``Queries.load``) with their writes, the blob
+        rows their values need (held bytes filled in) and the check of those rows.
 
-    def load_stmt(
-        self, thread_id: str, ns: str, target: str, params: dict[str, Any], tips: bool
-    ) -> tuple[Stmt, Named]:
-        """One statement: checkpoints chosen by ``target`` (``Queries.load``), their writes and
-        blobs, naming held bytes and (with ``tips``) held chain tips."""
-        named = self.chains.tips(thread_id, ns) if tips else {}
-        held = {**self.bytes.held(thread_id, ns), **named}
-        params = {"thread": thread_id, "ns": ns, **params, **held_params(held)}
-        params.update(tip_params(named))
-        return Stmt(self.q.load[target], params, hot=True), Named(held, bool(named))
+        One statement naming the bytes held and the held chains' tips; read again naming no
+        tips if a chain it named was let go meanwhile (the rows below its tip did not come)."""
+        for tips in (True, False):
+            named = self.chains.tips(thread_id, ns) if tips else {}
+            held = {**self.bytes.held(thread_id, ns), **named}
+            stmt = Stmt(
+                self.q.load[target],
+                {
+                    "thread": thread_id,
+                    "ns": ns,
+                    **params,
+                    "held_keys": [key for key, _ in held],
+                    "held_versions": [version for _, version in held],
+                    "held_crcs": [crc for crc, _ in held.values()],
+                    "held_sizes": [len(data) for _, data in held.values()],
+                    "tip_keys": [key for key, _ in named],
+                    "tip_versions": [version for _, version in named],
+                    "tip_crcs": [crc for crc, _ in named.values()],
+                },
+                hot=True,
+            )
+            (result,) = yield Batch([stmt])
+            unpacked = self._unpack(thread_id, ns, result.rows, held, bool(named), versions_of)
+            if unpacked is not None:
+                return unpacked
+        raise AssertionError("a load naming no tips is complete")
 
-    def unpack(
-        self, thread_id: str, ns: str, loaded: Rows, versions_of: VersionsOf
+    def _unpack(
+        self,
+        thread_id: str,
+        ns: str,
+        rows: list[tuple[Any, ...]],
+        held: Mapping[Pair, tuple[int, bytes]],
+        tips: bool,
+        versions_of: VersionsOf,
     ) -> Unpacked | None:
-        """The checkpoints of a load with their writes, the blob rows (held ones filled in) and
-        their check; ``None`` if a chain tip it named was let go (read it again naming none)."""
-        rows, sent, damaged = loaded_blobs(loaded)
-        crcs = {(b[0], b[1]): b[7] for b in loaded.blobs}
-        rows.update(self.chains.rows_below(thread_id, ns, crcs))
-        if loaded.tips and not all(
-            complete(versions_of(row) or {}, rows) for row in loaded.checkpoints
-        ):
+        """The rows of a load (``statements._LOAD``) taken apart by ``part``: the checkpoints
+        newest first with their writes in the order they were saved, and the blob rows (those
+        whose bytes are ``held`` came back NULL) checked against their CRC-32. ``None`` if the
+        load named chain ``tips`` and misses rows below one."""
+        checkpoints, writes = [], []
+        blobs: dict[Pair, BlobRow] = {}
+        crcs: dict[Pair, int] = {}
+        sent: dict[Pair, int] = {}
+        damaged: set[Pair] = set()
+        for r in rows:
+            if r[0] == 0:
+                checkpoints.append(r)
+            elif r[0] == 1:
+                writes.append(r)
+            else:
+                _, _, key, version, start, base, data, _, chain, full, crc, items = r
+                pair = (key, version)
+                crcs[pair] = crc
+                if data is None:
+                    data = held[pair][1]  # matched the CRC-32 and length the load named
+                elif zlib.crc32(data) == crc:
+                    sent[pair] = crc
+                else:
+                    damaged.add(pair)
+                blobs[pair] = BlobRow(key, version, start, base, chain, full, data, items)
+        blobs.update(self.chains.rows_below(thread_id, ns, crcs))
+        checkpoints.sort(key=_ord)
+        stored_rows = [
+            CheckpointRow(r[2], r[3], r[8], created_text(r[9], r[4]), r[6], r[7])
+            for r in checkpoints
+        ]
+        if tips and any(missing_rows(versions_of(row) or {}, blobs) for row in stored_rows):
             return None
-        for (key, version), crc in sent.items():
-            data = rows[key, version].data
-            self.bytes.add(thread_id, ns, (key, version), key, version, crc, data)
-        writes: dict[str, list[WriteRow]] = {}
-        for cid, task_id, kind, task_name, data in loaded.writes:
-            writes.setdefault(cid, []).append(WriteRow(task_id, kind, task_name, data))
+        for pair, crc in sent.items():
+            self.bytes.add(thread_id, ns, pair, *pair, crc, blobs[pair].data)
+        by_checkpoint: dict[str, list[WriteRow]] = {}
+        for w in sorted(writes, key=_ord):
+            by_checkpoint.setdefault(w[2], []).append(WriteRow(w[3], w[4], w[5], w[6]))
         stored = [
-            StoredCheckpoint(row, tuple(writes.get(row.checkpoint_id, ())))
-            for row in loaded.checkpoints
+            StoredCheckpoint(row, tuple(by_checkpoint.get(row.checkpoint_id, ())))
+            for row in stored_rows
         ]
 
         def check(row: BlobRow) -> None:
             if (row.key, row.version) in damaged:
                 raise corrupted(row)
 
-        return stored, rows, check
+        return stored, blobs, check
 
     # -- whole threads (``checkpoint.backend.WholeThreads``) ------------------------------------
 
@@ -360,9 +355,3 @@ def _first(unpacked: Unpacked) -> Loaded | None:
 def _retains(put: Prepared) -> bool:
     r = put.retention
     return r is not None and (r.max_checkpoints is not None or r.max_age is not None)
-
-
-def _unchecked(put: Prepared) -> list[Pair]:
-    """The pairs the server must find stored: all of ``put.check``. (Not fewer for a head this
-    process saved, ``Prepared.trusted``: another process may have deleted rows under it.)"""
-    return sorted(set(put.check))

@@ -12,7 +12,7 @@ own round trip.
 from __future__ import annotations
 
 import asyncio
-import threading
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -84,18 +84,16 @@ class PutBatchers:
     def __init__(self, db: Connections, query: str) -> None:
         self._db = db
         self._query = query
-        self._lock = threading.Lock()
-        self._by_loop: dict[asyncio.AbstractEventLoop, PutBatcher] = {}
+        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, PutBatcher] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def here(self) -> PutBatcher:
         loop = asyncio.get_running_loop()
-        with self._lock:
-            batcher = self._by_loop.get(loop)
-            if batcher is None:
-                for gone in [lp for lp in self._by_loop if lp.is_closed()]:
-                    del self._by_loop[gone]
-                batcher = self._by_loop[loop] = PutBatcher(self._db, self._query)
-            return batcher
+        batcher = self._by_loop.get(loop)
+        if batcher is None:  # only this loop's thread adds this loop's batcher
+            batcher = self._by_loop[loop] = PutBatcher(self._db, self._query)
+        return batcher
 
 
 def _put_many(query: str, puts: Sequence[PutParams]) -> Op[list[tuple[Any, ...]]]:

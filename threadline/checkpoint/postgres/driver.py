@@ -60,10 +60,8 @@ def drive(conn: psycopg.Connection[Any], op: Op[_T], begin: Stmt | None) -> _T:
     try:
         batch = next(op)
         while True:
-            stmts, skip, in_txn = _frame(batch, begin, in_txn)
-            cursors = _send(conn, stmts)
-            results = [_result(cur) for cur in cursors[skip : skip + len(batch.stmts)]]
-            batch = op.send(results)
+            stmts, keep, in_txn = _frame(batch, begin, in_txn)
+            batch = op.send(_exchange(conn, stmts, keep))
     except StopIteration as stop:
         if in_txn:
             conn.execute("COMMIT")
@@ -80,10 +78,8 @@ async def adrive(conn: psycopg.AsyncConnection[Any], op: Op[_T], begin: Stmt | N
     try:
         batch = next(op)
         while True:
-            stmts, skip, in_txn = _frame(batch, begin, in_txn)
-            cursors = await _asend(conn, stmts)
-            results = [await _aresult(cur) for cur in cursors[skip : skip + len(batch.stmts)]]
-            batch = op.send(results)
+            stmts, keep, in_txn = _frame(batch, begin, in_txn)
+            batch = op.send(await _aexchange(conn, stmts, keep))
     except StopIteration as stop:
         if in_txn:
             await conn.execute("COMMIT")
@@ -124,7 +120,9 @@ def execute_hot(conn: psycopg.Connection[Any], hot: Hot) -> None:
     prepared = _PREPARED.setdefault(conn, set())
     for attempt in range(2):
         if hot.name not in prepared:
-            _check(conn, conn.pgconn.prepare(hot.name, hot.sql))
+            res = conn.pgconn.prepare(hot.name, hot.sql)
+            if res.status == FATAL_ERROR:
+                raise _error(conn, res)
             prepared.add(hot.name)
         res = conn.pgconn.exec_prepared(hot.name, hot.params, hot.formats)
         if res.status != FATAL_ERROR:
@@ -135,11 +133,6 @@ def execute_hot(conn: psycopg.Connection[Any], hot: Hot) -> None:
         prepared.discard(hot.name)  # the server forgot it (a DISCARD ALL): prepare it again
 
 
-def _check(conn: psycopg.Connection[Any], res: PGresult) -> None:
-    if res.status == FATAL_ERROR:
-        raise _error(conn, res)
-
-
 def _error(conn: psycopg.Connection[Any], res: PGresult) -> psycopg.Error:
     """The error of a failed result. One without a SQLSTATE is the connection failing (libpq
     says so only in its message): an ``OperationalError``, as psycopg's own cursors raise."""
@@ -147,11 +140,9 @@ def _error(conn: psycopg.Connection[Any], res: PGresult) -> psycopg.Error:
     return error if error.sqlstate is not None else psycopg.OperationalError(str(error))
 
 
-def _frame(batch: Batch, begin: Stmt | None, in_txn: bool) -> tuple[list[Stmt], int, bool]:
-    """The batch's statements with BEGIN / COMMIT around them as needed.
-
-    Returns the statements, how many were prepended, and whether a transaction stays open.
-    """
+def _frame(batch: Batch, begin: Stmt | None, in_txn: bool) -> tuple[list[Stmt], slice, bool]:
+    """The batch's statements with BEGIN / COMMIT around them as needed: the statements, where
+    the batch's own results are among theirs, and whether a transaction stays open."""
     stmts = list(batch.stmts)
     skip = 0
     if begin is not None and not in_txn:
@@ -161,7 +152,7 @@ def _frame(batch: Batch, begin: Stmt | None, in_txn: bool) -> tuple[list[Stmt], 
     if in_txn and batch.last:
         stmts.append(COMMIT)
         in_txn = False
-    return stmts, skip, in_txn
+    return stmts, slice(skip, skip + len(batch.stmts)), in_txn
 
 
 # The ``hot`` statements each connection has been sent (so psycopg has prepared them).
@@ -186,33 +177,15 @@ def _alone(conn: Any, stmts: Sequence[Stmt]) -> bool:
     return False
 
 
-def _send(conn: psycopg.Connection[Any], stmts: Sequence[Stmt]) -> list[psycopg.Cursor[Any]]:
-    """Send ``stmts`` in one round trip (see ``_alone``)."""
-    if not _alone(conn, stmts):
-        return _pipeline(conn, stmts)
-    cur = conn.cursor(binary=True, row_factory=tuple_row)
-    stmt = stmts[0]
-    cur.execute(stmt.query, stmt.params, prepare=stmt.prepare and stmt.hot)
-    return [cur]
-
-
-async def _asend(
-    conn: psycopg.AsyncConnection[Any], stmts: Sequence[Stmt]
-) -> list[psycopg.AsyncCursor[Any]]:
-    if not _alone(conn, stmts):
-        return await _apipeline(conn, stmts)
-    cur = conn.cursor(binary=True, row_factory=tuple_row)
-    stmt = stmts[0]
-    await cur.execute(stmt.query, stmt.params, prepare=stmt.prepare and stmt.hot)
-    return [cur]
-
-
-def _pipeline(conn: psycopg.Connection[Any], stmts: Sequence[Stmt]) -> list[psycopg.Cursor[Any]]:
-    """Send ``stmts`` in one pipeline (one round trip); raise the first error, if any.
-
-    psycopg may notice an error while still sending; stopping there (rather than raising out
-    of the pipeline block) lets the block end cleanly before the error is raised.
-    """
+def _exchange(conn: psycopg.Connection[Any], stmts: Sequence[Stmt], keep: slice) -> list[Result]:
+    """Send ``stmts`` in one round trip (see ``_alone``); the results ``keep`` selects. In a
+    pipeline, the first error is raised once the pipeline block has ended cleanly (psycopg may
+    notice it while still sending)."""
+    if _alone(conn, stmts):
+        cur = conn.cursor(binary=True, row_factory=tuple_row)
+        stmt = stmts[0]
+        cur.execute(stmt.query, stmt.params, prepare=stmt.prepare and stmt.hot)
+        return [Result(cur.rowcount, cur.fetchall() if _has_rows(cur) else [])][keep]
     cursors = []
     error: psycopg.Error | None = None
     try:
@@ -230,12 +203,17 @@ def _pipeline(conn: psycopg.Connection[Any], stmts: Sequence[Stmt]) -> list[psyc
             raise
     if error is not None:
         raise error
-    return cursors
+    return [Result(c.rowcount, c.fetchall() if _has_rows(c) else []) for c in cursors[keep]]
 
 
-async def _apipeline(
-    conn: psycopg.AsyncConnection[Any], stmts: Sequence[Stmt]
-) -> list[psycopg.AsyncCursor[Any]]:
+async def _aexchange(
+    conn: psycopg.AsyncConnection[Any], stmts: Sequence[Stmt], keep: slice
+) -> list[Result]:
+    if _alone(conn, stmts):
+        cur = conn.cursor(binary=True, row_factory=tuple_row)
+        stmt = stmts[0]
+        await cur.execute(stmt.query, stmt.params, prepare=stmt.prepare and stmt.hot)
+        return [Result(cur.rowcount, await cur.fetchall() if _has_rows(cur) else [])][keep]
     cursors = []
     error: psycopg.Error | None = None
     try:
@@ -253,17 +231,7 @@ async def _apipeline(
             raise
     if error is not None:
         raise error
-    return cursors
-
-
-def _result(cur: psycopg.Cursor[Any]) -> Result:
-    rows = cur.fetchall() if _has_rows(cur) else []
-    return Result(cur.rowcount, rows)
-
-
-async def _aresult(cur: psycopg.AsyncCursor[Any]) -> Result:
-    rows = await cur.fetchall() if _has_rows(cur) else []
-    return Result(cur.rowcount, rows)
+    return [Result(c.rowcount, await c.fetchall() if _has_rows(c) else []) for c in cursors[keep]]
 
 
 def _has_rows(cur: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> bool:

@@ -1,98 +1,87 @@
-"""Rows as the PostgreSQL saver stores and loads them: parameters for writes, blob rows, the
-check of blob checksums, and the outcomes a put can fail with."""
+"""Rows as the PostgreSQL saver stores and loads them: a put's parameters, blob rows, creation
+times, and the outcomes a put can fail with."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 from types import NoneType
-from typing import Any, NamedTuple
+from typing import Any
 
-from threadline.checkpoint.backend import HeadMoved, NotStored, Pair
-from threadline.checkpoint.layout import BlobRow, CheckpointRow, WriteRow
+from threadline.checkpoint.backend import HeadMoved, NotStored, Prepared
+from threadline.checkpoint.layout import BlobRow, WriteRow
 from threadline.checkpoint.postgres.driver import Hot
 from threadline.checkpoint.postgres.schema import CAS_SQLSTATE, REFS_SQLSTATE
-
-Held = Mapping[tuple[str, str], tuple[int, bytes]]  # (key, version) -> (crc32, bytes)
-
-
-class Loaded(NamedTuple):
-    """Raw rows of some checkpoints of one (thread, namespace), ready to decode."""
-
-    checkpoints: list[CheckpointRow]  # newest first
-    writes: list[tuple[Any, ...]]  # (checkpoint_id, task_id, kind, task_name, data) by seq
-    blobs: list[tuple[Any, ...]]  # (key, version, start, base, chain, full, data, crc32, items)
-    held: Held  # the bytes of blobs named in the load: their ``data`` came back NULL
-    tips: bool = False  # the load named chain tips: the rows below them did not come
-
-
-def split_load(rows: Sequence[tuple[Any, ...]], held: Named) -> Loaded:
-    """The rows of one load statement (``statements._LOAD``), taken apart by ``part``: the
-    checkpoints newest first, the writes in the order they were saved."""
-    checkpoints, writes, blobs = [], [], []
-    for r in rows:
-        part = r[0]
-        if part == 0:
-            checkpoints.append(r)
-        elif part == 1:
-            writes.append(r)
-        else:
-            blobs.append((r[2], r[3], r[4], r[5], r[8], r[9], r[6], r[10], r[11]))
-    checkpoints.sort(key=_ord)
-    writes.sort(key=_ord)
-    return Loaded(
-        [_checkpoint_row(r) for r in checkpoints],
-        [(r[2], r[3], r[4], r[5], r[6]) for r in writes],
-        blobs,
-        *held,
-    )
-
-
-def _checkpoint_row(r: tuple[Any, ...]) -> CheckpointRow:
-    return CheckpointRow(r[2], r[3], r[8], created_text(r[9], r[4]), r[6], r[7])
-
-
-def _ord(row: tuple[Any, ...]) -> Any:
-    return row[1]
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+from threadline.checkpoint.postgres.sources import RecentWrites
+from threadline.clock import iso_at, micros_of
 
 
 def created_fields(created_at: str) -> tuple[str | None, str | None]:
     """``created_at`` as the put stores it: ``(time, None)`` when the ``timestamptz`` column
     spells it back exactly (``created_text``), else ``(time or None, the text as given)``."""
+    if micros_of(created_at) is not None:
+        return created_at, None
     try:
         parsed = datetime.fromisoformat(created_at)
     except (TypeError, ValueError):
         return None, created_at
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)  # naive means UTC (``rules.created_ts``)
-    time = parsed.isoformat(timespec="microseconds")
-    if _spelled(parsed) == created_at:
-        return time, None
-    return time, created_at
-
-
-def _spelled(at: datetime) -> str:
-    return at.astimezone(UTC).isoformat(timespec="microseconds")
+    return parsed.isoformat(timespec="microseconds"), created_at
 
 
 def created_text(micros: int | None, raw: str | None) -> str:
     """A checkpoint's ``created_at`` from its stored columns (see ``created_fields``)."""
     if raw is not None:
         return raw
-    return "" if micros is None else _spelled(_EPOCH + timedelta(microseconds=micros))
+    return "" if micros is None else iso_at(micros)
 
 
-class Named(NamedTuple):
-    """What a load names to the server: ``Loaded.held`` and ``Loaded.tips``."""
+def put_params(put: Prepared, recent: RecentWrites) -> tuple[PutParams, list[int]]:
+    """``put`` as ``threadline_put`` takes it, and each new blob's CRC-32."""
+    row, thread_id, ns = put.row, put.thread_id, put.ns
+    blobs = [normalized(b) for b in put.blobs]
+    writes = dedupe_writes(put.writes) if put.writes else ()
+    sources = recent.sources(thread_id, ns, row.parent_id, blobs) if blobs else ()
+    crcs = [zlib.crc32(b.data) for b in blobs]
+    ts, raw = created_fields(row.created_at)
+    data = Pieces()
+    fields = {
+        "thread": thread_id,
+        "ns": ns,
+        "cid": row.checkpoint_id,
+        "parent": row.parent_id,
+        "fork": put.fork,
+        "step": row.step,
+        "ts": ts,
+        "raw": raw,
+        "body": data.add(row.body),
+        "meta": data.add(row.metadata),
+        "next": put.next_names if ns == "" else [],
+        "refs": sorted(put.refs.items()),
+        # All of ``put.check``, not fewer for a head this process saved (``Prepared.trusted``):
+        # another process may have deleted rows under it.
+        "check": sorted(set(put.check)),
+        "blobs": [
+            [
+                *(b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes, crc, b.items),
+                *(_NO_SOURCE if src is None else dataclasses.astuple(src)),
+                *data.add(b.data if src is None else b.data[:2]),
+            ]
+            for b, crc, src in zip(blobs, crcs, sources or [None] * len(blobs), strict=True)
+        ],
+        "writes": [[r.task_id, r.kind, r.task_name, *data.add(r.data)] for r in writes],
+        "prefixes": [
+            [p.key, p.version, p.base, p.full_bytes, p.items] for p in map(normalized, put.prefixes)
+        ],
+    }
+    return PutParams(fields, data), crcs
 
-    held: Held
-    tips: bool
+
+_NO_SOURCE = (None, None, None, None)  # src_id, src_task, src_at, src_len (``sources.py``)
 
 
 def put_failure(state: str | None, detail: str | None) -> HeadMoved | NotStored | None:
@@ -165,10 +154,7 @@ def to_json(value: Any) -> str:
 
 def dedupe_writes(rows: Iterable[WriteRow]) -> list[WriteRow]:
     """One row per (task_id, kind): the last value, at the first one's position."""
-    by_key: dict[tuple[str, str], WriteRow] = {}
-    for row in rows:
-        by_key[(row.task_id, row.kind)] = row
-    return list(by_key.values())
+    return list({(row.task_id, row.kind): row for row in rows}.values())
 
 
 def writes_params(
@@ -201,53 +187,3 @@ def blob_row(row: Sequence[Any], data: bytes = b"") -> BlobRow:
     """A row from ``key, version, start, base, chain_bytes, full_bytes, items``."""
     key, version, start, base, chain_bytes, full_bytes, items = row
     return BlobRow(key, version, start, base, chain_bytes, full_bytes, data, items)
-
-
-def held_params(held: Held) -> dict[str, list[Any]]:
-    """The ``held_*`` parameters of a blob load: the blobs whose bytes need not be sent."""
-    return {
-        "held_keys": [key for key, _ in held],
-        "held_versions": [version for _, version in held],
-        "held_crcs": [crc for crc, _ in held.values()],
-        "held_sizes": [len(data) for _, data in held.values()],
-    }
-
-
-def tip_params(tips: Held) -> dict[str, list[Any]]:
-    """The ``tip_*`` parameters of a blob load: chain tips the walk may stop at."""
-    return {
-        "tip_keys": [key for key, _ in tips],
-        "tip_versions": [version for _, version in tips],
-        "tip_crcs": [crc for crc, _ in tips.values()],
-    }
-
-
-def loaded_blobs(
-    loaded: Loaded,
-) -> tuple[dict[tuple[str, str], BlobRow], dict[tuple[str, str], int], set[tuple[str, str]]]:
-    """The blob rows of a load by ``(key, version)``, with the held bytes filled in; the CRC-32
-    of those whose data was sent and matches it; and those whose data does not match."""
-    rows: dict[tuple[str, str], BlobRow] = {}
-    sent: dict[tuple[str, str], int] = {}
-    damaged: set[tuple[str, str]] = set()
-    for key, version, start, base, chain_bytes, full_bytes, data, crc, items in loaded.blobs:
-        kv = (key, version)
-        if data is None:
-            data = loaded.held[kv][1]  # matched the CRC-32 and length the load named
-        elif zlib.crc32(data) == crc:
-            sent[kv] = crc
-        else:
-            damaged.add(kv)
-        rows[kv] = BlobRow(key, version, start, base, chain_bytes, full_bytes, data, items)
-    return rows, sent, damaged
-
-
-def complete(versions: Mapping[str, str], rows: Mapping[Pair, BlobRow]) -> bool:
-    """Whether ``rows`` hold every row the values of ``versions`` are rebuilt from."""
-    for pair in versions.items():
-        row, steps = rows.get(pair), len(rows)
-        while row is not None and row.base is not None and steps:
-            row, steps = rows.get((row.key, row.base)), steps - 1
-        if row is None:
-            return False
-    return True

@@ -10,7 +10,7 @@ from threadline.checkpoint.core import CoreSaver
 from threadline.checkpoint.formats import migrations_from
 from threadline.checkpoint.postgres.backend import PostgresBackend
 from threadline.checkpoint.postgres.driver import BEGIN_WRITE, Batch, Op, Stmt
-from threadline.checkpoint.postgres.given import Given, connections_for
+from threadline.checkpoint.postgres.pools import Given, connections_for
 from threadline.checkpoint.postgres.schema import MIGRATIONS, SCHEMA_VERSION
 from threadline.checkpoint.postgres.statements import Queries
 from threadline.serde import DEFAULT, Serializer
@@ -20,7 +20,7 @@ class PostgresSaver(CoreSaver):
     """Checkpoints in PostgreSQL, shared safely by any number of processes and machines.
 
     Give it a URL, or (as LangGraph's docs do) a ``psycopg.Connection`` or ``ConnectionPool``
-    made with ``autocommit=True``, which stays yours (``given.py``). Call :meth:`setup` once
+    made with ``autocommit=True``, which stays yours (``pools.py``). Call :meth:`setup` once
     (idempotent, safe to run concurrently) to create the tables, and :meth:`close` (or use the
     saver as a context manager) when done::
 
@@ -94,46 +94,28 @@ class PostgresSaver(CoreSaver):
         await self._db.arun(self._setup_op(), BEGIN_WRITE)
 
     def _setup_op(self) -> Op[None]:
-        q = self._q
+        q, table = self._q, self._q.version_table
         # Concurrent CREATE ... IF NOT EXISTS can still collide: one setup at a time per schema.
-        lock = Stmt(
-            "SELECT pg_advisory_xact_lock(hashtext('threadline.setup'), hashtext(%(schema)s))",
-            {"schema": self.schema},
-            prepare=False,
-        )
-        stmts = [lock]
+        lock = "SELECT pg_advisory_xact_lock(hashtext('threadline.setup'), hashtext(%(schema)s))"
+        stmts = [_once(lock, {"schema": self.schema})]
         if self.schema != "public":
-            stmts.append(Stmt(f"CREATE SCHEMA IF NOT EXISTS {q.schema}", prepare=False))
-        stmts += [
-            Stmt(q.ddl_version_table, prepare=False),
-            Stmt(f"SELECT max(version) FROM {q.version_table}", prepare=False),
-        ]
+            stmts.append(_once(f"CREATE SCHEMA IF NOT EXISTS {q.schema}"))
+        stmts += [_once(q.ddl_version_table), _once(f"SELECT max(version) FROM {table}")]
         results = yield Batch(stmts, last=False)
         found = results[-1].rows[0][0]
         if found is not None and found > SCHEMA_VERSION:
             raise self._db.too_new(found)
         stmts = [
-            Stmt(q.format(migration), prepare=False)
+            _once(q.format(migration))
             for step in migrations_from(found, SCHEMA_VERSION, MIGRATIONS, f"schema {q.schema}")
             for migration in step
         ]
-        stmts += [Stmt(ddl, prepare=False) for ddl in q.ddl]
+        stmts += [_once(ddl) for ddl in q.ddl]
+        version = {"v": SCHEMA_VERSION}
         if found is None:
-            stmts.append(
-                Stmt(
-                    f"INSERT INTO {q.version_table} (version) VALUES (%(v)s)",
-                    {"v": SCHEMA_VERSION},
-                    prepare=False,
-                )
-            )
+            stmts.append(_once(f"INSERT INTO {table} (version) VALUES (%(v)s)", version))
         elif found < SCHEMA_VERSION:
-            stmts.append(
-                Stmt(
-                    f"UPDATE {q.version_table} SET version = %(v)s",
-                    {"v": SCHEMA_VERSION},
-                    prepare=False,
-                )
-            )
+            stmts.append(_once(f"UPDATE {table} SET version = %(v)s", version))
         yield Batch(stmts)
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -150,3 +132,8 @@ class PostgresSaver(CoreSaver):
         """Close the pools from async code: this loop's pool is awaited, others as in close."""
         await self.backend.aclose()
         super().close()
+
+
+def _once(query: str, params: dict[str, Any] | None = None) -> Stmt:
+    """A statement of ``setup``, not worth preparing."""
+    return Stmt(query, params, prepare=False)

@@ -6,16 +6,97 @@ import hashlib
 
 from psycopg import sql
 
-from threadline.checkpoint.postgres.schema import (
-    DDL,
-    DDL_VERSION_TABLE,
+from threadline.checkpoint.postgres.schema import DDL, DDL_VERSION_TABLE
+
+# Pieces the statements name like tables (``{data}``, ``{meta}``...; see ``Queries``).
+_PIECES = {
+    # A blob's bytes (of a row ``b`` of the thread): its ``data``, followed, when they are inside
+    # a write (``blobs.src_*``, see ``schema``), by that slice of the write. A write that is gone
+    # adds nothing: the bytes then fail their CRC-32, a clear error rather than a wrong value.
+    "data": """b.data || CASE WHEN b.src_id IS NULL THEN ''::bytea ELSE COALESCE(substring(
+    (SELECT w.data FROM {writes} w
+      WHERE w.thread_id = %(thread)s AND w.checkpoint_ns = b.checkpoint_ns
+        AND w.checkpoint_id = b.src_id AND w.task_id = b.src_task AND w.kind = 'result')
+    FROM b.src_at + 1 FOR b.src_len), ''::bytea) END""",
+    "size": "length(b.data) + COALESCE(b.src_len, 0)",  # ``length`` reads the TOAST header
+    # A checkpoint's time as microseconds since 1970 (``rows.created_text`` spells it).
+    "micros": "(extract(epoch FROM c.created_at) * 1000000)::bigint",
+    # A checkpoint's parent (``schema``: NULL is the previous checkpoint of the namespace).
+    "parent": """CASE WHEN c.parent_id IS NOT NULL THEN nullif(c.parent_id, '') ELSE (
+    SELECT max(p.checkpoint_id) FROM {cps} p
+     WHERE p.thread_id = c.thread_id AND p.checkpoint_ns = c.checkpoint_ns
+       AND p.checkpoint_id < c.checkpoint_id) END""",
+    "meta": "b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes, b.items",
+    "in_ns": "thread_id = %(thread)s AND checkpoint_ns = %(ns)s",
+}
+
+_THREADS = """
+SELECT h.thread_id, h.head, h.updated_at, c.body,
+       ARRAY(SELECT w.task_id FROM {writes} w
+              WHERE w.thread_id = h.thread_id AND w.checkpoint_ns = ''
+                AND w.checkpoint_id = h.head ORDER BY w.seq),
+       ARRAY(SELECT w.kind FROM {writes} w
+              WHERE w.thread_id = h.thread_id AND w.checkpoint_ns = ''
+                AND w.checkpoint_id = h.head ORDER BY w.seq),
+       h.next
+  FROM {heads} h JOIN {cps} c
+    ON c.thread_id = h.thread_id AND c.checkpoint_ns = '' AND c.checkpoint_id = h.head
+ WHERE h.checkpoint_ns = ''{after}
+ ORDER BY h.updated_at DESC, h.thread_id DESC
+ LIMIT %(n)s
+"""
+
+# One statement per ``Transaction`` read or write (``transaction.py``).
+TX_STATEMENTS = {
+    # Every blob row rebuilding the named values needs, down each chain to a full blob.
+    "values": """
+WITH RECURSIVE need(key, version) AS (
+    SELECT * FROM unnest(%(keys)s::text[], %(versions)s::text[])
+  UNION
+    SELECT b.key, b.base FROM need n JOIN {blobs} b
+        ON b.thread_id = %(thread)s AND b.checkpoint_ns = %(ns)s
+       AND b.key = n.key AND b.version = n.version
+     WHERE b.base IS NOT NULL
 )
-from threadline.checkpoint.postgres.tx_statements import (
-    BLOB_DATA,
-    MICROS,
-    PARENT,
-    TX_STATEMENTS,
-)
+SELECT {meta}, {data}, b.crc32
+  FROM need n JOIN {blobs} b
+    ON b.thread_id = %(thread)s AND b.checkpoint_ns = %(ns)s
+   AND b.key = n.key AND b.version = n.version""",
+    "blob_meta": """
+SELECT {meta} FROM {blobs} b
+  JOIN unnest(%(keys)s::text[], %(versions)s::text[]) AS n(key, version)
+    ON b.key = n.key AND b.version = n.version
+ WHERE b.thread_id = %(thread)s AND b.checkpoint_ns = %(ns)s""",
+    "all_blob_meta": "SELECT {meta} FROM {blobs} b WHERE b.{in_ns}",
+    "ids": "SELECT c.checkpoint_id, {micros}, c.created_raw FROM {cps} c WHERE c.{in_ns}"
+    " ORDER BY c.checkpoint_id DESC",
+    "bodies": "SELECT checkpoint_id, body FROM {cps} WHERE {in_ns}",
+    "namespaces": "SELECT DISTINCT checkpoint_ns FROM {cps} WHERE thread_id = %(thread)s",
+    # Before checkpoints go: blobs whose bytes are inside their writes get them in their own
+    # row, and checkpoints whose implied parent (the previous one) goes name it.
+    "keep_sources": """
+UPDATE {blobs} b
+   SET data = {data}, src_id = NULL, src_task = NULL, src_at = NULL, src_len = NULL
+ WHERE b.thread_id = %(thread)s AND b.checkpoint_ns = %(ns)s AND b.src_id = ANY(%(ids)s::text[])""",
+    "keep_parents": """
+UPDATE {cps} c SET parent_id = {parent}
+ WHERE c.thread_id = %(thread)s AND c.checkpoint_ns = %(ns)s AND c.parent_id IS NULL
+   AND NOT c.checkpoint_id = ANY(%(ids)s::text[]) AND {parent} = ANY(%(ids)s::text[])""",
+    "delete_writes": "DELETE FROM {writes} WHERE {in_ns} AND checkpoint_id = ANY(%(ids)s::text[])",
+    "delete_cps": "DELETE FROM {cps} WHERE {in_ns} AND checkpoint_id = ANY(%(ids)s::text[])",
+    "drop_empty_head": """
+DELETE FROM {heads} h WHERE h.thread_id = %(thread)s AND h.checkpoint_ns = %(ns)s
+   AND NOT EXISTS (SELECT 1 FROM {cps} c
+                    WHERE c.thread_id = h.thread_id AND c.checkpoint_ns = h.checkpoint_ns)""",
+    "delete_blobs": """
+DELETE FROM {blobs} b USING unnest(%(keys)s::text[], %(versions)s::text[]) AS n(key, version)
+ WHERE b.{in_ns} AND b.key = n.key AND b.version = n.version""",
+    # ``list_threads``: root heads, newest update first, with the head's body and its writes.
+    "threads": _THREADS.replace("{after}", ""),
+    "threads_after": _THREADS.replace(
+        "{after}", " AND (h.updated_at, h.thread_id) < (%(at)s, %(tid)s)"
+    ),
+}
 
 # Two parameters whatever the put (see ``schema.py``): a JSON text and the bytes.
 _PUT = "SELECT {put}(%(put)s::jsonb, %(data)b)"
@@ -49,7 +130,6 @@ _TARGET_LATEST = (
     " WHERE h.thread_id = %(thread)s AND h.checkpoint_ns = %(ns)s)"
 )
 _TARGET_ONE = "{col} = %(cid)s"
-_TARGET_IDS = "{col} = ANY(%(ids)s::text[])"
 _PAGE_IDS = (
     "SELECT p.checkpoint_id FROM {cps} p"
     " WHERE p.thread_id = %(thread)s AND p.checkpoint_ns = %(ns)s{before}"
@@ -59,30 +139,22 @@ _PAGE_IDS = (
 # believes of the table's size (with no statistics it re-ran an ``IN`` subquery per row).
 _TARGET_PAGE = "{col} >= (SELECT min(pg.checkpoint_id) FROM (" + _PAGE_IDS + ") pg){upper}"
 
-# Every blob the target checkpoints' values live in, following ``base`` to a full blob: down a
-# delta chain, or from a prefix row to the later version it is part of.
-# Each blob is looked up by its primary key (``LATERAL ... LIMIT 1``, which the planner cannot
-# flatten into a join): a join let it hash every blob of the thread, so loading one checkpoint
-# cost more as the thread grew.
-# ``held_*`` name the blobs whose bytes the saver has (``bytecache.HeldBlobs``): key, version,
-# CRC-32 and length. Their data comes back NULL, never read from TOAST nor sent; a row whose
-# checksum or length differs (rewritten meanwhile) comes with its data. (``length`` reads the
-# TOAST header.)
-# ``tip_*`` name the tips of chains the saver holds every row of (``chains.HeldChains``): the
-# walk stops at a tip whose row still has that CRC-32, so only rows above it are read.
-# A blob's bytes (of a row ``b`` of the thread): its ``data``, followed, when they are
-# inside a write (``blobs.src_*``, see ``schema``), by that slice of the write. A write that is gone
-# adds nothing: the bytes then fail their CRC-32, a clear error rather than a wrong value.
-_BLOB_SIZE = "length(b.data) + COALESCE(b.src_len, 0)"
 
-# A load is one statement (so one snapshot, with no transaction around it): the checkpoints
-# (part 0, numbered newest first), their writes (part 1, with their ``seq``) and their blobs
-# (part 2), as rows of one shape that ``rows.split_load`` takes apart and puts in order (an
-# ORDER BY here would sort the blobs' bytes too, on disk for a large value). One statement
-# instead of three in a read-only transaction costs the client half the work: psycopg spends
-# more on each statement of a pipeline than the rows of a load cost to read.
-# PostgreSQL plans it again at every call (~0.45 ms of server time; knowing the arrays are empty
-# makes a custom plan look cheaper than a generic one). See docs/performance.md.
+# A load is one statement (one snapshot, no transaction around it): the checkpoints (part 0,
+# numbered newest first), their writes (part 1, with their ``seq``) and their blobs (part 2), as
+# rows of one shape that ``backend._unpack`` puts in order (an ORDER BY here would sort the
+# blobs' bytes too, on disk for a large value). One statement instead of three in a read-only
+# transaction halves the client's work: psycopg spends more on each statement of a pipeline
+# than the rows of a load cost to read. PostgreSQL plans it again at every call (~0.45 ms of
+# server time: with the arrays empty, a custom plan looks cheaper than a generic one).
+# ``need``: every blob the values live in, following ``base`` to a full blob (down a delta
+# chain, or from a prefix row to the later version it is part of), each by its primary key
+# (``LATERAL ... LIMIT 1``, which the planner cannot flatten into a join: a join let it hash
+# every blob of the thread).
+# ``held_*`` name the blobs whose bytes the saver has (``bytecache.HeldBlobs``): their data
+# comes back NULL unless the row's CRC-32 or length differs (rewritten meanwhile). ``tip_*``
+# name the tips of chains the saver holds (``chains.HeldChains``): the walk stops at a tip whose
+# row still has that CRC-32.
 _LOAD = """
 WITH RECURSIVE need(key, version) AS (
     SELECT r.key, r.version
@@ -123,13 +195,6 @@ SELECT 2, 0, b.key, b.version, b.start, b.base, CASE WHEN h.key IS NULL THEN {da
     ON h.key = b.key AND h.version = b.version AND h.crc32 = b.crc32
    AND h.size = {size}
 """
-for _mark, _sql in {
-    "{data}": BLOB_DATA,
-    "{size}": _BLOB_SIZE,
-    "{micros}": MICROS,
-    "{parent}": PARENT,
-}.items():
-    _LOAD = _LOAD.replace(_mark, _sql)
 
 _LOCK_HEADS = """
 SELECT 1 FROM {heads} WHERE thread_id = %(thread)s ORDER BY checkpoint_ns FOR {mode}
@@ -228,7 +293,6 @@ SELECT (SELECT count(*) FROM doomed),
        ARRAY(SELECT g.key FROM gone_blobs g),
        ARRAY(SELECT g.version FROM gone_blobs g)
 """
-_PRUNE = _PRUNE.replace("{data}", BLOB_DATA)
 
 _THREAD_EXISTS = "SELECT EXISTS (SELECT 1 FROM {cps} WHERE thread_id = %(target)s)"
 
@@ -286,6 +350,9 @@ class Queries:
             "put": table("put"),
             "put_many": table("put_many"),
         }
+        tables = dict(self.names)
+        for name, piece in _PIECES.items():
+            self.names[name] = sql.SQL(piece).format(**tables)
         self.schema = sql.Identifier(schema).as_string(None)
         self.version_table = self.names["version"].as_string(None)
         f = self.format
@@ -315,7 +382,6 @@ class Queries:
         targets = {
             "latest": _TARGET_LATEST,
             "one": _TARGET_ONE,
-            "ids": _TARGET_IDS,
             "page": _TARGET_PAGE.replace("{before}", "").replace("{upper}", ""),
             "page_before": _TARGET_PAGE.replace("{before}", before).replace(
                 "{upper}", " AND {col} < %(before)s"

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from threadline.checkpoint.backend import Check, Pair, StoredCheckpoint, ThreadRow
 from threadline.checkpoint.base import ThreadStatus
 from threadline.checkpoint.bodies import body_versions
-from threadline.checkpoint.layout import BlobRow, CheckpointRow, corrupted
+from threadline.checkpoint.layout import BlobRow, CheckpointRow, corrupted, missing_rows
 from threadline.checkpoint.postgres.connections import Session
 from threadline.checkpoint.postgres.driver import (
     BEGIN_READ,
@@ -30,12 +30,7 @@ from threadline.checkpoint.postgres.driver import (
     Result,
     Stmt,
 )
-from threadline.checkpoint.postgres.rows import (
-    blob_row,
-    complete,
-    created_text,
-    split_load,
-)
+from threadline.checkpoint.postgres.rows import blob_row, created_text
 from threadline.checkpoint.rules import status_of
 
 if TYPE_CHECKING:
@@ -73,14 +68,9 @@ class PostgresTx:
         (result,) = self._run(Stmt(self.sql[name], params))
         return result.rows
 
-    def _queue(self, *stmts: Stmt) -> None:
-        self._queued += stmts
-
     def commit(self) -> None:
-        if self._queued:
+        if self._queued or self.begun:
             self._run(COMMIT)
-        elif self.begun:
-            self.session.run(_batch([COMMIT]))
 
     def rollback(self) -> None:
         self._queued = []
@@ -93,25 +83,19 @@ class PostgresTx:
     def page(
         self, thread_id: str, ns: str, before: str | None, limit: int
     ) -> list[StoredCheckpoint]:
+        """Checkpoints with their writes and blobs in one statement (``backend.load_op``); the
+        blobs are stashed for ``values``."""
         target = "page" if before is None else "page_before"
-        return self._load(thread_id, ns, target, {"before": before, "n": limit})
-
-    def _load(
-        self, thread_id: str, ns: str, target: str, params: dict[str, Any]
-    ) -> list[StoredCheckpoint]:
-        """Checkpoints with their writes and blobs in one statement; the blobs are stashed for
-        ``values``. Read again naming no chain tips if one was let go (``backend.unpack``)."""
-        backend = self.backend
-        for tips in (True, False):
-            stmt, named = backend.load_stmt(thread_id, ns, target, params, tips)
-            (result,) = self._run(stmt)
-            loaded = split_load(result.rows, named)
-            unpacked = backend.unpack(thread_id, ns, loaded, self._versions_of)
-            if unpacked is not None:
-                stored, rows, check = unpacked
-                self._stash = (rows, check)
-                return stored
-        raise AssertionError("a load naming no tips is complete")
+        params = {"before": before, "n": limit}
+        op = self.backend.load_op(thread_id, ns, target, params, self._versions_of)
+        try:
+            batch = next(op)
+            while True:
+                batch = op.send(self._run(*batch.stmts))
+        except StopIteration as stop:
+            stored, rows, check = stop.value
+        self._stash = (rows, check)
+        return stored  # type: ignore[no-any-return]
 
     def _versions_of(self, row: CheckpointRow) -> dict[str, str] | None:
         return body_versions(row.body, row.checkpoint_id, self.backend.codec)
@@ -120,7 +104,7 @@ class PostgresTx:
         self, thread_id: str, ns: str, wanted: Sequence[Mapping[str, str]]
     ) -> tuple[dict[Pair, BlobRow], Check | None]:
         stash = self._stash
-        if stash is not None and all(complete(versions, stash[0]) for versions in wanted):
+        if stash is not None and not any(missing_rows(versions, stash[0]) for versions in wanted):
             return stash
         pairs = sorted({pair for versions in wanted for pair in versions.items()})
         rows = self._rows(
@@ -186,24 +170,24 @@ class PostgresTx:
     def delete(self, thread_id: str, ns: str, ids: Collection[str]) -> None:
         params = {"thread": thread_id, "ns": ns, "ids": list(ids)}
         names = ("keep_sources", "keep_parents", "delete_writes", "delete_cps", "drop_empty_head")
-        self._queue(*(Stmt(self.sql[name], params) for name in names))
+        self._queued.extend(Stmt(self.sql[name], params) for name in names)
 
     def delete_blobs(self, thread_id: str, ns: str, pairs: Collection[Pair]) -> None:
         keys, versions = [k for k, _ in pairs], [v for _, v in pairs]
         params = {"thread": thread_id, "ns": ns, "keys": keys, "versions": versions}
-        self._queue(Stmt(self.sql["delete_blobs"], params))
+        self._queued.append(Stmt(self.sql["delete_blobs"], params))
         held = self.backend.bytes
         self.committed.append(lambda: held.drop(thread_id, ns, list(pairs)))
 
     def delete_thread(self, thread_id: str) -> None:
         q, params = self.backend.q, {"thread": thread_id}
-        self._queue(*(Stmt(s, params) for s in (q.lock_heads_update, *q.delete_thread)))
+        self._queued.extend(Stmt(s, params) for s in (q.lock_heads_update, *q.delete_thread))
         self.committed.append(lambda: self.backend.forget(thread_id))
 
     def copy_thread(self, source: str, target: str) -> None:
         q, params = self.backend.q, {"source": source, "target": target, "thread": source}
         # The source's heads are share-locked: no put or prune changes it while it is copied.
-        self._queue(*(Stmt(s, params) for s in (q.lock_heads_share, *q.copy_thread)))
+        self._queued.extend(Stmt(s, params) for s in (q.lock_heads_share, *q.copy_thread))
         self.committed.append(lambda: self.backend.forget(target))
 
 
