@@ -28,8 +28,7 @@ all encoding, decoding and compaction decisions, so every backend stores the sam
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Set
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -381,12 +380,7 @@ def checkpoint_values(
 ) -> dict[str, Any]:
     """The values of a decoded ``cp``: its inline ones and the rest rebuilt from ``pool``, in
     the order of its versions."""
-    return with_inline(cp, assemble_values(blob_versions(cp), pool, codec, check))
-
-
-def with_inline(cp: Checkpoint, stored: dict[str, Any]) -> dict[str, Any]:
-    """The values of a decoded ``cp``: ``stored`` (from blobs) and its inline ones, in the order
-    of its versions."""
+    stored = assemble_values(blob_versions(cp), pool, codec, check)
     if not cp.values:
         return stored
     return {key: cp.values[key] if key in cp.values else stored[key] for key in cp.versions}
@@ -398,16 +392,7 @@ def missing_rows(versions: Mapping[str, str], pool: Pool) -> set[tuple[str, str]
     Backends fetch these and ask again until nothing is missing (or nothing more is found):
     a prefix row leads to a later version, which may be a delta with its own chain.
     """
-    missing: set[tuple[str, str]] = set()
-    for key, ref in versions.items():
-        for _ in range(_MAX_HOPS):
-            row = pool.get((key, ref))
-            if row is None:
-                missing.add((key, ref))
-            if row is None or row.base is None:
-                break
-            ref = row.base
-    return missing
+    return {pair for pair in referenced_blobs([versions], pool) if pair not in pool}
 
 
 def _value(
@@ -460,15 +445,6 @@ def corrupted(row: BlobRow) -> SerializationError:
         "checksum does not match. Nothing was changed; restore the storage from a backup, or "
         "continue from an earlier checkpoint that does not use this version"
     )
-
-
-@contextmanager
-def loading(thread_id: str, ns: str, checkpoint_id: str) -> Iterator[None]:
-    """Name the checkpoint in a ``SerializationError`` raised while loading it."""
-    try:
-        yield
-    except SerializationError as exc:
-        raise named(exc, thread_id, ns, checkpoint_id) from exc
 
 
 def named(exc: SerializationError, thread_id: str, ns: str, checkpoint_id: str) -> Exception:

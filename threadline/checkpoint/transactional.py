@@ -28,8 +28,9 @@ from threadline.checkpoint.backend import (
 )
 from threadline.checkpoint.base import Retention
 from threadline.checkpoint.bodies import body_versions
-from threadline.checkpoint.layout import BlobRow, WriteRow, loading, referenced_blobs
+from threadline.checkpoint.layout import BlobRow, WriteRow, named, referenced_blobs
 from threadline.checkpoint.rules import age_cutoff, created_ts, status_of
+from threadline.errors import SerializationError
 
 BlobMeta = Callable[[set[Pair]], Mapping[Pair, BlobRow]]
 """Those of some pairs that are stored, as ``PutTransaction.blob_meta`` reads them."""
@@ -107,8 +108,10 @@ class Transactional:
             versions = versions_of(stored.row)
             if not versions:  # no blobs, or unreadable (decoding reports it)
                 return stored, {}, None
-            with loading(thread_id, ns, stored.row.checkpoint_id):  # a damaged row read
+            try:
                 pool, check = tx.values(thread_id, ns, [versions])
+            except SerializationError as exc:  # a damaged row read
+                raise named(exc, thread_id, ns, stored.row.checkpoint_id) from exc
         return stored, pool, check
 
     async def aload(
