@@ -201,20 +201,10 @@ class CoreSaver(BaseSaver):
         self, tx: Transaction, thread_id: str, ns: str, stored: Sequence[StoredCheckpoint]
     ) -> builtins.list[_Loaded]:
         """Checkpoint bodies decoded and the blob rows their values need, read in ``tx``."""
-        decoded = self._decoded(thread_id, ns, stored)
-        wanted = [versions for _, _, versions in decoded if versions]
+        decoded = [(item, self._decode_row(thread_id, ns, item.row)) for item in stored]
+        wanted = [versions for _, cp in decoded if (versions := blob_versions(cp))]
         pool, check = tx.values(thread_id, ns, wanted) if wanted else ({}, None)
-        return [(item, cp, pool, check) for item, cp, _ in decoded]
-
-    def _decoded(
-        self, thread_id: str, ns: str, stored: Sequence[StoredCheckpoint]
-    ) -> builtins.list[tuple[StoredCheckpoint, Checkpoint, dict[str, str]]]:
-        """Each checkpoint's body decoded (values still in blobs), with its blob versions."""
-        decoded = []
-        for item in stored:
-            cp = self._decode_row(thread_id, ns, item.row)
-            decoded.append((item, cp, blob_versions(cp)))
-        return decoded
+        return [(item, cp, pool, check) for item, cp in decoded]
 
     def _decode_row(self, thread_id: str, ns: str, row: CheckpointRow) -> Checkpoint:
         fields = (row.checkpoint_id, row.parent_id, row.step, row.created_at)

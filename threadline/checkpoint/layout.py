@@ -1,29 +1,14 @@
-"""How durable savers lay a checkpoint out: one small row, plus one blob per changed value.
+"""How savers lay a checkpoint out: one small row, plus one blob per changed value.
 
 The checkpoint row holds everything but the values; its ``versions`` name, for each key, the
-blob that holds the key's value. A value that did not change keeps its version, so it is not
-written again: a 10 MB value set once is stored once.
-
-A list that grew by appending (a conversation) is stored as a **delta**: only the new items,
-pointing at the blob it extends. Deltas form a chain that starts at a full blob. Once a chain's
-deltas outweigh ``Compaction.ratio`` times its full blob (and ``min_chain_bytes``), the next
-version is written in full and the chain it grew from is **compacted into it**: each older
-version of the chain becomes a *prefix row* ("my value is the first ``items`` items of version
-X") and loses its bytes. So every item is stored about once however long the list grows
-(against O(n^2) when every step rewrites the list), and loading the newest value reads one full
-blob and a short chain. Older versions load through their prefix row. (That is the ``REPLACE``
-policy; a saver may keep old full blobs instead, see ``Compaction``.)
-
-Rewriting old rows is safe because a version's value never changes: every version on the chain
-is a prefix of the new full value, so pointing it there (even from a stale view of the chain, or
-twice) keeps what it loads.
-
-Small scalars (``inlined``) may instead live in the row itself, every checkpoint's row holding
-all of them, changed or not (``encode_record(inline=True)``): a step that moves a counter then
-writes one row, and a row loads them without a lookup.
-
-Backends (SQLite, PostgreSQL, Redis, files) store these rows as they are; the functions here do
-all encoding, decoding and compaction decisions, so every backend stores the same bytes.
+blob that holds the key's value. A value that did not change keeps its version and is not
+written again. A list that grew by appending is stored as a **delta** (the new items, pointing
+at the blob it extends); once a chain's deltas outweigh ``Compaction``'s share of its full blob,
+the next version is written in full and the older versions of the chain become *prefix rows*
+of it ("the first ``items`` items of version X"), so every item is stored about once. That is
+safe because a version's value never changes. Small scalars (``inlined``) may instead live in
+every checkpoint's row. The functions here do all encoding, decoding and compaction decisions,
+so every backend stores the same bytes (docs/storage.md, "What a checkpoint stores").
 """
 
 from __future__ import annotations

@@ -1,16 +1,13 @@
 """An in-process saver for tests, notebooks and short-lived runs: ``CoreSaver`` over dicts.
 
 It keeps *encoded* bytes, not live objects: mutating a state value after a save cannot rewrite
-history, and a value that cannot be serialized fails here exactly as it would on disk. The core
-encodes as for every saver (``layout``): one blob per ``(key, version)``, so a value that did
-not change is neither encoded nor stored again; a list that grew stores its new items as a delta
-(compacted as on SQLite); small scalars live in each checkpoint's own bytes.
+history, and a value that cannot be serialized fails here exactly as it would on disk.
 
 ``MemoryBackend`` keeps the rows in dicts behind one lock. A put checks everything that can
 refuse it before its first write, so a refused put leaves nothing. Other write transactions
 (prune, copy, delete) change copies of the threads they touch and put the old ones back if they
 fail. Each checkpoint keeps the blob versions its values use and the task names it plans, so
-loading and listing threads decode nothing extra.
+loading, pruning and listing threads decode nothing extra.
 """
 
 from __future__ import annotations
@@ -106,7 +103,9 @@ class MemoryBackend:
         self._lock = Lock()
         self._threads: dict[str, _Thread] = {}
         self._last = 0  # the last thread time given (Unix µs)
-        self._in_place = _Tx(self, True, undo=False)  # for retention (it keeps no state)
+        # Retention deletes in place, with no copy to put back: it runs once nothing can refuse
+        # the put, and stopping midway would leave only rows nothing uses.
+        self._in_place = _Tx(self, True, undo=False)
 
     def _now(self) -> int:
         """Unix time in µs, increasing (under the lock: no second lock, as ``clock`` takes)."""
@@ -150,7 +149,7 @@ class MemoryBackend:
                 thread.updated = self._last = max(time.time_ns() // 1000, self._last + 1)
             if put.retention is None:
                 return ()
-            return self._retain(put.thread_id, put.ns, row.checkpoint_id, put.retention)
+            return retain(self._in_place, put.thread_id, put.ns, cid, put.retention)
 
     def _created(self, thread_id: str, ns: str) -> tuple[_Thread, _Space]:
         """The thread and namespace, made if new."""
@@ -161,11 +160,6 @@ class MemoryBackend:
         if space is None:
             space = thread.spaces[ns] = _Space()
         return thread, space
-
-    def _retain(self, thread_id: str, ns: str, head: str, retention: Retention) -> list[Pair]:
-        """Retention deletes in place, with no copy to put back: it runs once nothing can refuse
-        the put, and stopping midway would leave only rows nothing uses."""
-        return retain(self._in_place, thread_id, ns, head, retention)
 
     async def acommit(self, put: Prepared) -> Sequence[Pair]:
         return self.commit(put)

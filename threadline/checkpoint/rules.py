@@ -6,15 +6,10 @@ scripts) implement the same checks there; their tests hold them to the same conf
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
-from threadline.checkpoint.base import (
-    CheckpointRecord,
-    Retention,
-    ThreadStatus,
-    status_of_writes,
-)
+from threadline.checkpoint.base import CheckpointRecord, Retention
+from threadline.checkpoint.base import status_of as status_of  # backends import it from here
 from threadline.clock import increasing_iso, micros_of
 from threadline.errors import ConcurrentUpdateError
 
@@ -49,11 +44,6 @@ def _describe(checkpoint_id: str | None) -> str:
 
 def _where(record: CheckpointRecord) -> str:
     return f"thread {record.thread_id!r} (namespace {record.checkpoint_ns!r})"
-
-
-def status_of(next_names: Sequence[str], writes: Iterable[tuple[str, str]]) -> ThreadStatus:
-    """``thread_status`` from what a thread row keeps: planned task names, ``(task_id, kind)``."""
-    return status_of_writes(list(writes)) if next_names else "idle"
 
 
 now_iso = increasing_iso  # ``updated_at`` of thread rows: increasing, so it orders them

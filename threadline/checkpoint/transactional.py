@@ -8,14 +8,11 @@ server implements ``commit`` and ``load`` in one round trip each and keeps these
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import TypeGuard
 
 from threadline.checkpoint.backend import (
     HeadMoved,
-    KeptVersions,
     Loaded,
     NextOf,
     NotStored,
@@ -24,7 +21,6 @@ from threadline.checkpoint.backend import (
     PutTransaction,
     Transaction,
     VersionsOf,
-    extends,
 )
 from threadline.checkpoint.base import Retention
 from threadline.checkpoint.bodies import body_versions
@@ -133,9 +129,13 @@ def check_stored(put: Prepared, head: str | None, blob_meta: BlobMeta) -> None:
         return
     stored = blob_meta(needed)
     gone = {k for k, v in needed if (k, v) not in stored}
-    for delta in put.deltas:
+    for delta in put.deltas:  # each must extend its base as stored (same value, same chain)
         base = stored.get((delta.key, delta.base or ""))
-        if base is not None and not extends(delta, base):
+        if base is not None and (base.start, base.full_bytes, base.chain_bytes) != (
+            delta.start,
+            delta.full_bytes,
+            delta.chain_bytes - len(delta.data),
+        ):
             gone.add(delta.key)
     if gone:
         raise NotStored(gone)
@@ -164,8 +164,9 @@ def drop(tx: Transaction, thread_id: str, ns: str, ids: Collection[str]) -> list
         return []
     tx.delete(thread_id, ns, ids)
     kept: list[Mapping[str, str]] = []
-    if _keeps_versions(tx):
-        kept = tx.versions(thread_id, ns)
+    versions = getattr(tx, "versions", None)  # ``backend.KeptVersions``
+    if versions is not None:
+        kept = versions(thread_id, ns)
     else:
         for checkpoint_id, body in tx.bodies(thread_id, ns):
             versions = body_versions(body, checkpoint_id)
@@ -178,14 +179,3 @@ def drop(tx: Transaction, thread_id: str, ns: str, ids: Collection[str]) -> list
     if unused:
         tx.delete_blobs(thread_id, ns, unused)
     return unused
-
-
-def _keeps_versions(tx: Transaction) -> TypeGuard[KeptVersions]:
-    return _kept_by(type(tx))
-
-
-@functools.cache
-def _kept_by(cls: type) -> bool:
-    """``isinstance`` on a runtime protocol reads the class's attributes at every call: once
-    per class here."""
-    return issubclass(cls, KeptVersions)
