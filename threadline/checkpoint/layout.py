@@ -26,7 +26,7 @@ from threadline.checkpoint.bodies import (
     encode_metadata,
     loads_named,
 )
-from threadline.checkpoint.changes import SET, ChangedRecord, hints_of
+from threadline.checkpoint.changes import Append, changes_of
 from threadline.errors import SerializationError
 from threadline.serde import Serializer
 
@@ -165,10 +165,9 @@ def encode_record(
     instead of blobs: a step that only bumps a counter then writes one row, not two.
     """
     cp = record.checkpoint
-    hints = hints_of(record)
+    changes = changes_of(record)
     small = inlined(cp.values) if inline else {}
-    keys: Set[str] = (hints.changed if hints is not None else cp.values.keys()) - small.keys()
-    extends = hints.extends if hints is not None else {}
+    keys: Set[str] = (changes.keys() if changes is not None else cp.values.keys()) - small.keys()
     if not cp.values.keys() <= cp.versions.keys():
         unversioned = sorted(k for k in cp.values if k not in cp.versions)
         raise SerializationError(
@@ -186,10 +185,10 @@ def encode_record(
     prefixes: list[BlobRow] = []
     for key in sorted(keys) if len(keys) > 1 else keys:
         if key in cp.values:
+            change = changes.get(key) if changes is not None else None
+            extends = change if isinstance(change, Append) else None
             value, version = cp.values[key], cp.versions[key]
-            blob, outgrown = _blob(
-                key, value, version, extends.get(key), base_of, codec, compaction
-            )
+            blob, outgrown = _blob(key, value, version, extends, base_of, codec, compaction)
             blobs.append(blob)
             if outgrown is not None:
                 prefixes += _compacted(blob, outgrown, base_of, compaction.rewrite_full)
@@ -237,7 +236,7 @@ def _blob(
     key: str,
     value: Any,
     version: str,
-    extends: tuple[str, int] | None,
+    extends: Append | None,
     base_of: BaseLookup,
     codec: Serializer,
     compaction: Compaction,
@@ -245,8 +244,8 @@ def _blob(
     """The blob of a changed value, and the stored base it outgrew (to compact), if any."""
     base = None
     if extends is not None:
-        base_version, base_len = extends
-        base = base_of(key, base_version)
+        base_len = extends.base_length
+        base = base_of(key, extends.base_version)
         if base is not None and isinstance(value, list) and 0 <= base_len <= len(value):
             delta = _delta(key, value, base_len, version, base, codec, compaction)
             if delta is not None:
@@ -331,9 +330,12 @@ def full_blobs(
                 f"checkpoint {cp.id} names version {cp.versions.get(key)!r} of key {key!r}, "
                 "which is not stored, and carries no value for it; nothing was written"
             )
-    changes = dict.fromkeys(keys, SET)
-    sub = ChangedRecord(record.thread_id, record.checkpoint_ns, cp, record.metadata, (), changes)
-    return encode_record(sub, lambda key, version: None, codec).blobs
+    full = [_blob(k, cp.values[k], cp.versions[k], None, _none, codec, REPLACE) for k in keys]
+    return tuple(blob for blob, _ in full)
+
+
+def _none(key: str, version: str) -> None:
+    """A ``BaseLookup`` that finds nothing."""
 
 
 # ----------------------------------------------------------------------------------- decoding
