@@ -98,15 +98,15 @@ def _is_loop_metadata(metadata: Mapping[str, Any], step: int) -> bool:
 def _from_body(body: list[Any], row: RowFields | None) -> Checkpoint:
     """The checkpoint of a body (a compact one given its ``row``); ``values``: the inline ones."""
     if body[0] == BODY_TAG:
-        (own, parent_id, step, created_at), rest = body[1:5], body[5:]
-        versions = rest[0]
+        own, parent_id, step, created_at = body[1:5]
+        at, versions = 5, body[5]
     elif row is not None:
-        (own, parent_id, step, created_at), rest = row, body[1:]
-        versions = {key: own if v is None else v for key, v in rest[0].items()}
+        own, parent_id, step, created_at = row
+        at, versions = 1, {key: own if v is None else v for key, v in body[1].items()}
     else:
         raise ValueError("a compact body needs its row")
-    _, next_, barriers, updated_by = rest[:4]
-    inline = rest[4] if len(rest) > 4 else {}
+    next_, barriers, updated_by = body[at + 1 : at + 4]
+    inline = body[at + 4] if len(body) > at + 4 else {}
     if type(inline) is not dict or not inline.keys() <= versions.keys():
         raise ValueError("its inline values are not a dict of versioned keys")
     return Checkpoint(

@@ -59,7 +59,6 @@ from threadline.checkpoint.layout import (
     BlobRow,
     CheckpointRow,
     Pool,
-    blob_refs,
     checkpoint_values,
     decode_write,
     encode_record,
@@ -277,8 +276,7 @@ class CoreSaver(BaseSaver):
         encoded = encode_record(
             record, base_of, self.serde, self.backend.compaction, True, self._compact
         )
-        # A new dict (the head cache keeps it); none to make when the body holds every value.
-        refs = {} if len(encoded.inline) == len(cp.versions) else blob_refs(cp, encoded)
+        refs = encoded.refs
         blobs = encoded.blobs
         deltas: Sequence[BlobRow] = ()
         check: Sequence[Pair] = tuple(refs.items()) if refs else ()

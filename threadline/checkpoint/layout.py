@@ -14,7 +14,7 @@ so every backend stores the same bytes (docs/storage.md, "What a checkpoint stor
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from threadline import serde
@@ -138,7 +138,7 @@ class EncodedCheckpoint:
     blobs: tuple[BlobRow, ...]
     writes: tuple[WriteRow, ...]
     prefixes: tuple[BlobRow, ...] = ()
-    inline: frozenset[str] = frozenset()  # keys whose values the body holds (no blob)
+    refs: dict[str, str] = field(default_factory=dict)  # versions of the values kept in blobs
 
 
 BaseLookup = Callable[[str, str], BlobRow | None]
@@ -201,18 +201,8 @@ def encode_record(
         encode_metadata(record.metadata, cp.id, codec, cp.step if compact else None),
     )
     writes = encode_writes(record.pending_writes, codec) if record.pending_writes else ()
-    inlined_keys = frozenset(small) if small else _NO_KEYS
-    return EncodedCheckpoint(row, tuple(blobs), writes, tuple(prefixes), inlined_keys)
-
-
-_NO_KEYS: frozenset[str] = frozenset()
-
-
-def blob_refs(cp: Checkpoint, encoded: EncodedCheckpoint) -> dict[str, str]:
-    """The versions of ``cp``'s values that live in blobs: all but those its body holds."""
-    if not encoded.inline:
-        return dict(cp.versions)
-    return {key: version for key, version in cp.versions.items() if key not in encoded.inline}
+    refs = {k: v for k, v in cp.versions.items() if k not in small} if small else dict(cp.versions)
+    return EncodedCheckpoint(row, tuple(blobs), writes, tuple(prefixes), refs)
 
 
 #: Values a body may hold itself: scalars of these exact types (subclasses such as enums go to

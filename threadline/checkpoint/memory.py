@@ -252,6 +252,9 @@ def _values(
     return {pair: blobs[pair] for pair in referenced_blobs(wanted, blobs) if pair in blobs}
 
 
+_NO_SPACE = _Space()
+
+
 class _Tx:
     """One transaction over the threads (under the backend's lock). A write transaction
     changes a copy of each thread it touches, made when it first does; ``rollback`` puts the
@@ -270,9 +273,11 @@ class _Tx:
             else:
                 self._threads[thread_id] = original
 
-    def _space(self, thread_id: str, ns: str) -> _Space | None:
+    def _space(self, thread_id: str, ns: str) -> _Space:
+        """The namespace, or an empty one (to read only) if it has no rows."""
         thread = self._threads.get(thread_id)
-        return thread.spaces.get(ns) if thread is not None else None
+        space = thread.spaces.get(ns) if thread is not None else None
+        return space if space is not None else _NO_SPACE
 
     def _replace(self, thread_id: str, thread: _Thread | None) -> None:
         assert self._write, "a write in a read transaction"
@@ -298,8 +303,6 @@ class _Tx:
         self, thread_id: str, ns: str, before: str | None, limit: int
     ) -> builtins.list[StoredCheckpoint]:
         space = self._space(thread_id, ns)
-        if space is None:
-            return []
         ids = list(space.rows)
         end = len(ids) if before is None else bisect_left(ids, before)
         return [space.stored(cid) for cid in reversed(ids[max(0, end - limit) : end])]
@@ -307,28 +310,21 @@ class _Tx:
     def values(
         self, thread_id: str, ns: str, wanted: Sequence[Mapping[str, str]]
     ) -> tuple[dict[Pair, BlobRow], None]:
-        space = self._space(thread_id, ns)
-        return (_values(space.blobs, wanted) if space is not None else {}), None
+        return _values(self._space(thread_id, ns).blobs, wanted), None
 
     def all_blob_meta(self, thread_id: str, ns: str) -> dict[Pair, BlobRow]:
         """With their data: in memory, leaving it out would only cost a copy of each row."""
-        space = self._space(thread_id, ns)
-        return dict(space.blobs) if space is not None else {}
+        return dict(self._space(thread_id, ns).blobs)
 
     def versions(self, thread_id: str, ns: str) -> builtins.list[Mapping[str, str]]:
-        space = self._space(thread_id, ns)
-        rows = space.rows if space is not None else {}
-        return [stored[1] for stored in rows.values()]
+        return [stored[1] for stored in self._space(thread_id, ns).rows.values()]
 
     def ids(self, thread_id: str, ns: str) -> builtins.list[tuple[str, str]]:
-        space = self._space(thread_id, ns)
-        rows = space.rows if space is not None else {}
+        rows = self._space(thread_id, ns).rows
         return [(cid, stored[0].created_at) for cid, stored in reversed(rows.items())]
 
     def bodies(self, thread_id: str, ns: str) -> builtins.list[tuple[str, bytes]]:
-        space = self._space(thread_id, ns)
-        rows = space.rows if space is not None else {}
-        return [(cid, stored[0].body) for cid, stored in rows.items()]
+        return [(cid, stored[0].body) for cid, stored in self._space(thread_id, ns).rows.items()]
 
     def namespaces(self, thread_id: str) -> builtins.list[str]:
         thread = self._threads.get(thread_id)
