@@ -212,8 +212,9 @@ class HeldChains:
         count = int.from_bytes(chain.joined[3:7], "big")
         size = len(chain.joined)
         if chain.items is None and chain.decodable:
-            chain.items = self._decoded(chain.joined)
-            chain.decodable = chain.items is not None
+            items = HeldItems()
+            chain.decodable = self._add(items, memoryview(chain.joined))
+            chain.items = items if chain.decodable else None
         if chain.items is not None:
             value = chain.items.handout()
             chain.whole = BlobRow(key, version, version, None, 0, size, b"", count, value)
@@ -235,11 +236,6 @@ class HeldChains:
         added = new.joined[_JOINED_HEADER + len(held) :]
         items = old.items.copy()
         return items if self._add(items, _array32(count) + added) else None
-
-    def _decoded(self, data: bytes | bytearray) -> HeldItems | None:
-        """``data`` (a plain list) decoded and held, or None if an item is not plain."""
-        items = HeldItems()
-        return items if self._add(items, memoryview(data)) else None
 
     def _add(self, items: HeldItems, data: bytes | memoryview) -> bool:
         """Decode ``data`` (a plain list) into ``items``; False if it cannot be held so."""

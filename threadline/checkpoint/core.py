@@ -23,7 +23,7 @@ import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from threadline.checkpoint.backend import (
     Backend,
@@ -76,6 +76,8 @@ _META_CACHED = 4096  # blob rows (metadata only) remembered for ``base_of``
 _HEADS_CACHED = 1024  # (thread, namespace) heads whose versions are remembered
 
 _Loaded = tuple[StoredCheckpoint, Checkpoint, Pool, Check | None]
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 
 
 class CoreSaver(BaseSaver):
@@ -319,11 +321,13 @@ class CoreSaver(BaseSaver):
     def _after_put(self, put: Prepared, evicted: Sequence[Pair]) -> None:
         """Update the caches (an in-process backend has none)."""
         thread_id, ns = put.thread_id, put.ns
-        self._remember_head(thread_id, ns, put.row.checkpoint_id, put.refs)
-        if evicted:
-            self._forget(thread_id, ns, evicted)
-        if put.blobs or put.prefixes:
-            self._remember(thread_id, ns, [*put.blobs, *put.prefixes])
+        with self._lock:
+            _bounded(self._heads, (thread_id, ns), (put.row.checkpoint_id, put.refs), _HEADS_CACHED)
+            for key, version in evicted:
+                self._meta.pop((thread_id, ns, key, version), None)
+            for row in (*put.blobs, *put.prefixes):
+                meta_key = (thread_id, ns, row.key, row.version)
+                _bounded(self._meta, meta_key, row.without_data(), _META_CACHED)
 
     def put_writes(
         self,
@@ -421,29 +425,11 @@ class CoreSaver(BaseSaver):
                     return row
             found = backend.blob(thread_id, ns, key, version)
             if found is not None:
-                self._remember(thread_id, ns, [found])
+                with self._lock:
+                    _bounded(self._meta, cache_key, found.without_data(), _META_CACHED)
             return found
 
         return base_of
-
-    def _remember(self, thread_id: str, ns: str, rows: Iterable[BlobRow]) -> None:
-        with self._lock:
-            cache = self._meta
-            for row in rows:
-                key = (thread_id, ns, row.key, row.version)
-                cache[key] = row.without_data()
-                cache.move_to_end(key)
-            while len(cache) > _META_CACHED:
-                cache.popitem(last=False)
-
-    def _remember_head(self, thread_id: str, ns: str, cp_id: str, refs: dict[str, str]) -> None:
-        key, head = (thread_id, ns), (cp_id, refs)
-        heads = self._heads
-        with self._lock:
-            heads[key] = head
-            heads.move_to_end(key)
-            if len(heads) > _HEADS_CACHED:
-                heads.popitem(last=False)
 
     def _forget(
         self, thread_id: str, ns: str | None = None, pairs: Iterable[Pair] | None = None
@@ -458,6 +444,14 @@ class CoreSaver(BaseSaver):
                 del cache[k]
             for h in [h for h in self._heads if h[0] == thread_id]:
                 del self._heads[h]
+
+
+def _bounded(cache: OrderedDict[_K, _V], key: _K, value: _V, most: int) -> None:
+    """``cache[key] = value`` as its newest entry, the oldest dropped beyond ``most``."""
+    cache[key] = value
+    cache.move_to_end(key)
+    if len(cache) > most:
+        cache.popitem(last=False)
 
 
 def _failed(record: CheckpointRecord, fork: bool, signal: HeadMoved | NotStored) -> Exception:
