@@ -68,9 +68,3 @@ def age_cutoff(retention: Retention | None) -> float | None:
     if retention is None or retention.max_age is None:
         return None
     return datetime.now(UTC).timestamp() - retention.max_age.total_seconds()
-
-
-def check_keep_last(keep_last: int) -> None:
-    """``prune(keep_last=...)`` takes 0 (delete everything) or more."""
-    if keep_last < 0:
-        raise ValueError(f"keep_last must be 0 or more, not {keep_last}")
