@@ -121,6 +121,8 @@ def status_of(next_names: Sequence[str], writes: Iterable[tuple[str, str]]) -> T
     if not next_names:
         return "idle"
     writes = list(writes)
+    if not writes:
+        return "running"
     finished = {task_id for task_id, kind in writes if kind == "result"}
     kinds = {kind for task_id, kind in writes if task_id not in finished}
     if "error" in kinds:
