@@ -69,6 +69,11 @@ class Prepared:
     retention: Retention | None  # prune older checkpoints of the namespace (see ``commit``)
     refs: dict[str, str]  # key -> version of every value the checkpoint keeps in blobs
 
+    def lands_on(self, head: str | None) -> bool:
+        """The compare-and-set: whether ``row`` may be stored on top of ``head``."""
+        row = self.row
+        return (self.fork or row.parent_id == head) and (head is None or row.checkpoint_id > head)
+
     @property
     def status(self) -> ThreadStatus | None:
         """Root namespace: the thread's status after the put (read only by backends that keep

@@ -128,9 +128,7 @@ class MemoryBackend:
             thread = self._threads.get(put.thread_id)
             space = thread.spaces.get(put.ns) if thread is not None else None
             head = space.head if space is not None else None
-            if (not put.fork and row.parent_id != head) or (
-                head is not None and row.checkpoint_id <= head
-            ):
+            if not put.lands_on(head):
                 raise HeadMoved(head)
             if put.check:
                 blobs = space.blobs if space is not None else {}

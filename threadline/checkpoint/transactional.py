@@ -44,9 +44,7 @@ class Transactional:
         with self.transaction(True) as tx:
             head = tx.head(put.thread_id, put.ns)
             row = put.row
-            if (not put.fork and row.parent_id != head) or (
-                head is not None and row.checkpoint_id <= head
-            ):
+            if not put.lands_on(head):
                 raise HeadMoved(head)
             check_stored(put, head, lambda pairs: tx.blob_meta(put.thread_id, put.ns, pairs))
             tx.insert(put.thread_id, put.ns, row, put.blobs, put.prefixes)
