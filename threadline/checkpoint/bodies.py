@@ -211,10 +211,11 @@ def body_versions(
         stored = _raw_body(body)
         if stored is not None:
             versions, _, inline = stored
-            if type(inline) is dict:
-                versions = {k: v for k, v in versions.items() if k not in inline}
-            versions = {k: checkpoint_id if v is None else v for k, v in versions.items()}
-            if type(versions) is dict and all(type(v) is str for v in versions.values()):
+            held = inline if type(inline) is dict else {}
+            versions = {
+                k: checkpoint_id if v is None else v for k, v in versions.items() if k not in held
+            }
+            if all(type(v) is str for v in versions.values()):
                 return versions
     except Exception:
         pass
