@@ -303,10 +303,10 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
-@runtime_checkable
 class KeptVersions(Protocol):
     """Optional, for a ``Transaction`` that keeps each checkpoint's blob versions apart from its
-    body: pruning and retention then decode no body to see which blobs are still used."""
+    body: pruning and retention then decode no body to see which blobs are still used (found
+    by name, ``transactional.drop``)."""
 
     def versions(self, thread_id: str, ns: str) -> list[Mapping[str, str]]:
         """The blob versions of every checkpoint of the namespace."""
