@@ -13,7 +13,7 @@ from builders import item, make_cp, rec, step, stored
 from conformance_api import Api, Opaque, OpenSaver, api, assert_loads, ids, mode, open_saver, saver
 
 from threadline.checkpoint import Checkpoint, new_checkpoint_id
-from threadline.checkpoint.changes import hints_of
+from threadline.checkpoint.changes import Append, changes_of
 
 # Fixtures of conformance_api, imported for the tests here.
 __all__ = ["api", "mode", "open_saver", "saver"]
@@ -109,8 +109,8 @@ async def test_two_hundred_turns_of_a_growing_list(api: Api) -> None:
         messages = [*messages, item(2 * turn), item(2 * turn + 1)]
         record = step("chat", {"messages": messages, "turn": turn}, parent)
         if parent is not None:
-            hints = hints_of(record)
-            assert hints is not None and "messages" in hints.extends
+            changes = changes_of(record)
+            assert changes is not None and isinstance(changes.get("messages"), Append)
         await api.put(record)
         parent = record.checkpoint
         cps.append(parent)

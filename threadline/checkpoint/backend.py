@@ -1,32 +1,14 @@
 """The protocol a storage backend implements: row-level primitives inside a transaction.
 
-``core.CoreSaver`` implements the whole saver API (``BaseSaver``) once — encoding, the
-compare-and-set, completing what a put relies on, retention, pruning, copies, thread status,
-caches — over a ``Backend``. A backend stores the rows ``layout`` makes, as they are, and
-answers a few questions about them; it never decodes a value.
+``core.CoreSaver`` implements the saver API once over a ``Backend``, which stores the rows
+``layout`` makes as they are and never decodes a value. A put, a put of writes and a load are
+one call each (``commit``, ``commit_writes``, ``load``), so that a backend with a server does
+each in one round trip; ``transactional.Transactional`` writes them over ``transaction`` for
+backends with cheap reads. Everything else goes through ``transaction``.
 
-A put, a put of writes and a load of one checkpoint are each one call (``Backend.commit``,
-``Backend.commit_writes``, ``Backend.load``), so that a backend with a server can do each in one
-round trip (one SQL function call, one script). ``transactional.Transactional`` implements them
-over ``transaction``, for backends that need nothing faster. Everything else (history pages,
-pruning, copies, listings) goes through ``transaction``.
-
-Writing a backend (see ``tests/checkpoint/toy_backend.py`` for a complete one over dicts):
-
-1. ``transaction(write)`` opens one transaction: everything done through the ``Transaction``
-   it yields sees one snapshot and, for a write transaction, commits together or not at all
-   (an exception rolls it back). Write transactions of one thread must not interleave (a lock,
-   ``BEGIN IMMEDIATE``, a ``flock``...): the compare-and-set reads the head and writes on top
-   of it in the same transaction. A backend may lock each thread when a call first names it:
-   the core's one transaction over two threads (``copy_thread``) names them in sorted order.
-2. A thread has namespaces (``""`` is the root); each holds checkpoint rows (``CheckpointRow``,
-   ordered by id), blob rows (``BlobRow`` by ``(key, version)``) and pending writes per
-   checkpoint (``WriteRow`` by ``(task_id, kind)``, kept in first-write order; a write with the
-   same key replaces the old one in place). The root namespace has a thread row: status, head
-   id and planned task names as of the last ``set_thread``, with the time it was written.
-3. Inherit ``transactional.Transactional`` (``commit``, ``commit_writes``, ``load`` over
-   ``transaction``), or implement them (and their async twins) as the docstrings below say.
-4. Run ``tests/checkpoint/test_conformance_*.py`` on it (one line in ``factories.py``).
+Writing a backend: docs/storage.md ("Writing a backend"); ``tests/checkpoint/toy_backend.py``
+is a complete one over dicts, and ``tests/checkpoint/factories.py`` runs the conformance suite
+on it.
 """
 
 from __future__ import annotations
@@ -68,9 +50,9 @@ class Prepared:
     The compare-and-set: unless ``fork``, the namespace's head must be ``row.parent_id``; in any
     case ``row.checkpoint_id`` must sort after the head. Then every pair of ``check`` must be
     stored (values the checkpoint uses without storing them, bases of its deltas), and each of
-    ``deltas`` must extend its base as it was computed (``extends``). ``trusted`` is what the
-    core knows: ``(head id, blob versions that head uses)``; if the head is still that id, those
-    pairs are stored (every blob a checkpoint uses stays while it exists) and need no read.
+    ``deltas`` must extend its base as it was computed (same start and sizes). ``trusted``: the
+    core's ``(head id, blob versions that head uses)``; if the head is still that id, those pairs
+    are stored (every blob a checkpoint uses stays while it exists) and need no read.
     """
 
     thread_id: str
@@ -86,6 +68,11 @@ class Prepared:
     next_names: list[str]  # root namespace: the planned task names the thread row keeps
     retention: Retention | None  # prune older checkpoints of the namespace (see ``commit``)
     refs: dict[str, str]  # key -> version of every value the checkpoint keeps in blobs
+
+    def lands_on(self, head: str | None) -> bool:
+        """The compare-and-set: whether ``row`` may be stored on top of ``head``."""
+        row = self.row
+        return (self.fork or row.parent_id == head) and (head is None or row.checkpoint_id > head)
 
     @property
     def status(self) -> ThreadStatus | None:
@@ -113,15 +100,6 @@ class NotStored(Exception):
         self.keys = frozenset(keys)
 
 
-def extends(delta: BlobRow, base: BlobRow) -> bool:
-    """Whether ``delta`` was computed on ``base`` as stored (same value, same chain)."""
-    return (base.start, base.full_bytes, base.chain_bytes + len(delta.data)) == (
-        delta.start,
-        delta.full_bytes,
-        delta.chain_bytes,
-    )
-
-
 @dataclass(slots=True)
 class ThreadRow:
     """A thread as ``list_threads`` reads it: the thread row's status and the head's row.
@@ -137,7 +115,17 @@ class ThreadRow:
 
 
 class Transaction(Protocol):
-    """Reads and writes of one transaction (see the module docstring)."""
+    """Reads and writes of one transaction: all see one snapshot and, in a write transaction,
+    commit together or not at all (an exception rolls it back). Write transactions of one
+    thread must not interleave (a lock, ``BEGIN IMMEDIATE``, a ``flock``...): the compare-and-set
+    reads the head and writes on top of it. A backend may lock a thread when a call first names
+    it: the core's one transaction over two threads (``copy_thread``) names them in sorted order.
+
+    A thread has namespaces (``""`` is the root), each with checkpoint rows (by id), blob rows (by
+    ``(key, version)``) and each checkpoint's pending writes (by ``(task_id, kind)``, in first-write
+    order; the same key replaces in place). The root has a thread row: status, head and planned
+    task names as of the last ``set_thread``, with the time it was written.
+    """
 
     # -- reads ---------------------------------------------------------------------------------
     def page(
@@ -315,10 +303,10 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
-@runtime_checkable
 class KeptVersions(Protocol):
     """Optional, for a ``Transaction`` that keeps each checkpoint's blob versions apart from its
-    body: pruning and retention then decode no body to see which blobs are still used."""
+    body: pruning and retention then decode no body to see which blobs are still used (found
+    by name, ``transactional.drop``)."""
 
     def versions(self, thread_id: str, ns: str) -> list[Mapping[str, str]]:
         """The blob versions of every checkpoint of the namespace."""

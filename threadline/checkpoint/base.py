@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal, Self, TypeVar
@@ -112,14 +112,15 @@ class Retention:
 
 def thread_status(checkpoint: Checkpoint, writes: Sequence[TaskWrite]) -> ThreadStatus:
     """Idle when nothing is planned; else interrupted, failed, or still to run (or running)."""
-    if not checkpoint.next:
+    names = [t.name for t in checkpoint.next]
+    return status_of(names, [(w.task_id, w.kind) for w in writes])
+
+
+def status_of(next_names: Sequence[str], writes: Iterable[tuple[str, str]]) -> ThreadStatus:
+    """``thread_status`` from what a thread row keeps: planned task names, ``(task_id, kind)``."""
+    if not next_names:
         return "idle"
-    return status_of_writes([(w.task_id, w.kind) for w in writes])
-
-
-def status_of_writes(writes: Sequence[tuple[str, str]]) -> ThreadStatus:
-    """``thread_status`` of a checkpoint that plans tasks, from its writes' ``(task_id, kind)``
-    (all a thread row keeps of them)."""
+    writes = list(writes)
     if not writes:
         return "running"
     finished = {task_id for task_id, kind in writes if kind == "result"}

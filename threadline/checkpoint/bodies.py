@@ -21,6 +21,19 @@ from threadline.checkpoint.base import Checkpoint, PlannedTask
 from threadline.errors import SerializationError
 from threadline.serde import Serializer
 
+BODY_TAG = "cp2"
+"""First item of a body: ``[BODY_TAG, id, parent_id, step, created_at, versions, next,
+barriers, updated_by, (inline)]``. Plain lists in a fixed order: about 120 bytes smaller than
+the typed record (no class or field names) and faster to encode and decode."""
+
+COMPACT_TAG = 3
+"""First item of a compact body: ``[COMPACT_TAG, versions, next, barriers, updated_by,
+(inline)]``, where a version equal to the checkpoint's own id (a value it changed) is nil and
+a planned task without argument that is not a ``Send`` is its name alone."""
+
+RowFields = tuple[str, str | None, int, str]
+"""What a compact body leaves to its row: ``(id, parent_id, step, created_at)``."""
+
 
 def encode_body(
     cp: Checkpoint,
@@ -29,8 +42,22 @@ def encode_body(
     compact: bool = False,
 ) -> bytes:
     """A checkpoint's row body: everything but its values (they live in blobs), except the
-    ``inline`` ones."""
-    body = _compact_body(cp, inline) if compact else _body(cp, inline)
+    ``inline`` ones, which come last."""
+    planned: list[Any] = []
+    if compact:
+        own = cp.id
+        for t in cp.next:  # a loop: a comprehension's frame costs more here
+            planned.append(t.name if t.arg is None and not t.send else [t.name, t.arg, t.send])
+        versions = {key: None if v == own else v for key, v in cp.versions.items()}
+        body: list[Any] = [COMPACT_TAG, versions, planned]
+    else:
+        for t in cp.next:
+            planned.append([t.name, t.arg, t.send])
+        body = [BODY_TAG, cp.id, cp.parent_id, cp.step, cp.created_at, cp.versions, planned]
+    body.append({key: list(names) for key, names in cp.barriers.items()} if cp.barriers else {})
+    body.append(list(cp.updated_by))
+    if inline:
+        body.append(plain(inline))
     return dumps_named(body, codec, "checkpoint {}", cp.id)
 
 
@@ -52,13 +79,10 @@ def loop_metadata(step: int) -> dict[str, Any]:
     return {"source": "loop", "step": step, "parents": {}}
 
 
-_LOOP_KEYS = ("source", "step", "parents")
-
-
 def _is_loop_metadata(metadata: Mapping[str, Any], step: int) -> bool:
     """Exactly ``loop_metadata(step)``: same keys in the same order, values of the same types
     (``True`` equals ``1``, but would not come back as ``True``)."""
-    if type(metadata) is not dict or tuple(metadata) != _LOOP_KEYS:
+    if type(metadata) is not dict or tuple(metadata) != ("source", "step", "parents"):
         return False
     source, at, parents = metadata.values()
     return (
@@ -71,64 +95,18 @@ def _is_loop_metadata(metadata: Mapping[str, Any], step: int) -> bool:
     )
 
 
-BODY_TAG = "cp2"
-"""First item of a checkpoint body: what tells a body from any other stored list."""
-
-
-COMPACT_TAG = 3
-"""First item of a compact body: ``[COMPACT_TAG, versions, next, barriers, updated_by,
-(inline)]``, where a version equal to the checkpoint's own id (a value it changed) is nil and
-a planned task without argument that is not a ``Send`` is its name alone."""
-
-
-RowFields = tuple[str, str | None, int, str]
-"""What a compact body leaves to its row: ``(id, parent_id, step, created_at)``."""
-
-
-def _body(cp: Checkpoint, inline: Mapping[str, Any] | None = None) -> list[Any]:
-    """The checkpoint as its row stores it, values aside (they live in blobs).
-
-    Plain lists in a fixed order: about 120 bytes smaller per checkpoint than the typed record
-    (no class or field names), and faster to encode and decode. Only task arguments (``Send``
-    payloads) may hold typed values. Inline values, if any, come last.
-    """
-    planned = []
-    for t in cp.next:  # a loop: a comprehension's frame costs more here
-        planned.append([t.name, t.arg, t.send])
-    body = [
-        BODY_TAG,
-        cp.id,
-        cp.parent_id,
-        cp.step,
-        cp.created_at,
-        cp.versions,
-        planned,
-        {key: list(names) for key, names in cp.barriers.items()} if cp.barriers else {},
-        list(cp.updated_by),
-    ]
-    if inline:
-        body.append(plain(inline))
-    return body
-
-
-def _compact_body(cp: Checkpoint, inline: Mapping[str, Any] | None) -> list[Any]:
-    own = cp.id
-    body = [
-        COMPACT_TAG,
-        {key: None if v == own else v for key, v in cp.versions.items()},
-        [t.name if t.arg is None and not t.send else [t.name, t.arg, t.send] for t in cp.next],
-        {key: list(names) for key, names in cp.barriers.items()} if cp.barriers else {},
-        list(cp.updated_by),
-    ]
-    if inline:
-        body.append(plain(inline))
-    return body
-
-
-def _from_compact(body: list[Any], row: RowFields) -> Checkpoint:
-    own, parent_id, step, created_at = row
-    _, versions, next_, barriers, updated_by = body[:5]
-    inline = body[5] if len(body) > 5 else {}
+def _from_body(body: list[Any], row: RowFields | None) -> Checkpoint:
+    """The checkpoint of a body (a compact one given its ``row``); ``values``: the inline ones."""
+    if body[0] == BODY_TAG:
+        own, parent_id, step, created_at = body[1:5]
+        at, versions = 5, body[5]
+    elif row is not None:
+        own, parent_id, step, created_at = row
+        at, versions = 1, {key: own if v is None else v for key, v in body[1].items()}
+    else:
+        raise ValueError("a compact body needs its row")
+    next_, barriers, updated_by = body[at + 1 : at + 4]
+    inline = body[at + 4] if len(body) > at + 4 else {}
     if type(inline) is not dict or not inline.keys() <= versions.keys():
         raise ValueError("its inline values are not a dict of versioned keys")
     return Checkpoint(
@@ -136,29 +114,10 @@ def _from_compact(body: list[Any], row: RowFields) -> Checkpoint:
         parent_id,
         step,
         inline,
-        {key: own if v is None else v for key, v in versions.items()},
+        versions,
         tuple(PlannedTask(t) if type(t) is str else PlannedTask(t[0], t[1], t[2]) for t in next_),
         created_at,
         {key: tuple(names) for key, names in barriers.items()} if barriers else {},
-        tuple(updated_by),
-    )
-
-
-def _from_body(body: list[Any]) -> Checkpoint:
-    """The checkpoint of a body; its ``values`` are the inline ones."""
-    _, cp_id, parent_id, step, created_at, versions, next_, barriers, updated_by = body[:9]
-    inline = body[9] if len(body) > 9 else {}
-    if type(inline) is not dict or not inline.keys() <= versions.keys():
-        raise ValueError("its inline values are not a dict of versioned keys")
-    return Checkpoint(
-        cp_id,
-        parent_id,
-        step,
-        inline,
-        versions,
-        tuple(PlannedTask(name, arg, send) for name, arg, send in next_),
-        created_at,
-        {key: tuple(names) for key, names in barriers.items()},
         tuple(updated_by),
     )
 
@@ -177,6 +136,15 @@ def dumps_named(obj: Any, codec: Serializer, what: str, *args: Any) -> bytes:
         raise SerializationError(message, path=exc.path, type_name=exc.type_name) from exc
 
 
+def loads_named(data: bytes, what: str, codec: Serializer) -> Any:
+    try:
+        return codec.loads(data)
+    except SerializationError as exc:
+        raise SerializationError(
+            f"cannot load {what}: {exc}", path=exc.path, type_name=exc.type_name
+        ) from exc
+
+
 def decode_checkpoint(
     body: bytes,
     values: dict[str, Any],
@@ -186,13 +154,12 @@ def decode_checkpoint(
     """The checkpoint of a body; a compact one needs its ``row``'s fields."""
     stored = loads_named(body, "a checkpoint", codec)
     tag = stored[0] if isinstance(stored, list) and stored else None
-    if tag == BODY_TAG or (tag == COMPACT_TAG and row is not None):
-        try:
-            cp = _from_body(stored) if tag == BODY_TAG else _from_compact(stored, row)  # type: ignore[arg-type]
-        except (TypeError, ValueError, AttributeError) as exc:
-            raise SerializationError(f"a stored checkpoint is malformed: {exc}") from exc
-    else:
+    if tag != BODY_TAG and (tag != COMPACT_TAG or row is None):
         raise SerializationError(f"stored checkpoint decoded to {type(stored).__name__}")
+    try:
+        cp = _from_body(stored, row)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise SerializationError(f"a stored checkpoint is malformed: {exc}") from exc
     return dataclasses.replace(cp, values={**cp.values, **values})
 
 
@@ -207,29 +174,11 @@ def decode_metadata(
     return dict(value) if value is not None else {}
 
 
-def wanted_blobs(
-    body: bytes, codec: Serializer = serde.DEFAULT
-) -> tuple[Checkpoint, list[tuple[str, str]]]:
-    """The checkpoint (with its inline values only) and the ``(key, version)`` blobs its other
-    values live in."""
-    cp = decode_checkpoint(body, {}, codec)
-    return cp, list(blob_versions(cp).items())
-
-
 def blob_versions(cp: Checkpoint) -> dict[str, str]:
     """The versions of the values of a decoded ``cp`` that live in blobs (not inline)."""
     if not cp.values:
         return cp.versions
     return {key: version for key, version in cp.versions.items() if key not in cp.values}
-
-
-def loads_named(data: bytes, what: str, codec: Serializer) -> Any:
-    try:
-        return codec.loads(data)
-    except SerializationError as exc:
-        raise SerializationError(
-            f"cannot load {what}: {exc}", path=exc.path, type_name=exc.type_name
-        ) from exc
 
 
 # ------------------------------------------------------------------- raw msgpack
@@ -240,17 +189,16 @@ _PLAIN_HEADER = b"\x01\x00"  # serde format version 1, no flags (no compression,
 def _raw_body(body: bytes) -> tuple[Any, Any, Any] | None:
     """``(versions, planned tasks, inline values)`` of a plain body, typed values left as opaque
     bytes; ``None`` if the body is compressed, sealed or not a body. A compact body's own
-    versions are still nil (``layout.COMPACT_TAG``)."""
+    versions are still nil."""
     if body[:2] != _PLAIN_HEADER:
         return None
     stored = ormsgpack.unpackb(body[2:], ext_hook=lambda code, data: data)
     if type(stored) is not list or not stored:
         return None
-    if stored[0] == BODY_TAG and len(stored) >= 9:  # see layout._body
-        return stored[5], stored[6], stored[9] if len(stored) > 9 else None
-    if stored[0] == COMPACT_TAG and len(stored) >= 5:  # see layout._compact_body
-        return stored[1], stored[2], stored[5] if len(stored) > 5 else None
-    return None
+    at = 5 if stored[0] == BODY_TAG else 1 if stored[0] == COMPACT_TAG else 0
+    if not at or len(stored) < at + 4:
+        return None
+    return stored[at], stored[at + 1], stored[at + 4] if len(stored) > at + 4 else None
 
 
 def body_versions(
@@ -263,10 +211,11 @@ def body_versions(
         stored = _raw_body(body)
         if stored is not None:
             versions, _, inline = stored
-            if type(inline) is dict:
-                versions = {k: v for k, v in versions.items() if k not in inline}
-            versions = {k: checkpoint_id if v is None else v for k, v in versions.items()}
-            if type(versions) is dict and all(type(v) is str for v in versions.values()):
+            held = inline if type(inline) is dict else {}
+            versions = {
+                k: checkpoint_id if v is None else v for k, v in versions.items() if k not in held
+            }
+            if all(type(v) is str for v in versions.values()):
                 return versions
     except Exception:
         pass

@@ -1,13 +1,9 @@
 """Verified bytes of large stored blobs, kept between loads in this process.
 
-Loading a thread's newest state reads its values again on every ``invoke``; for a long
-conversation that is one large full blob (hundreds of KB) read, copied and checksummed each
-time, although it never changes. Stored bytes are immutable and a version's value never
-changes, so the bytes already read (or just written) can be reused safely: the cache hands out
-bytes, never decoded objects, so nothing a node does to its state can reach it. Keys include the
-blob's CRC-32, so a row rewritten meanwhile (say by another process) can never be mistaken for
-the cached one. ``HeldBlobs`` adds, for savers whose server can leave out the data of a blob the
-process already holds (PostgreSQL, Redis), which blobs each thread holds.
+A long conversation's newest state holds a large full blob that every ``invoke`` would read,
+copy and checksum again although it never changes. Stored bytes are immutable, so bytes already
+read (or just written) are reused; the cache hands out bytes, never decoded objects, and its
+keys include the blob's CRC-32, so a row rewritten meanwhile is never taken for the cached one.
 """
 
 from __future__ import annotations

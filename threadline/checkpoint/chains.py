@@ -1,40 +1,34 @@
 """The long values this process holds, so that a load reads and decodes only what is new.
 
-A list that grows by deltas is stored as a chain of rows: a full blob, then one delta per
-version. Loading the newest version walks the whole chain, which by turn 200 of a conversation
-is hundreds of rows. So each durable saver keeps, per (thread, namespace, key), the newest
-chain it loaded or stored, from the full blob to the tip. A load that finds a tip whose row
-still has the checksum held here takes the value from here: PostgreSQL and Redis name each tip
-with its CRC-32 so the server stops walking there and sends only the rows above it; SQLite
-reads the tip's row, and files the header line of the tip's file, and when it matches read no
-chain at all.
+Per (thread, namespace, key), each durable saver holds the newest delta chain it loaded or
+stored, from the full blob to the tip, matched by the tip's CRC-32: a load that finds the held
+tip unchanged takes the value from here (docs/storage.md, "Reading a long thread again"). A
+version's value never changes, so held rows stay right when the database later rewrites them
+as prefix rows; a tip found with another checksum under the same version (written again
+elsewhere) is not this chain any more: it is dropped, never grown.
 
-A version's value never changes, so held rows stay right even when the database later rewrites
-them (compaction makes them prefix rows of a newer full blob). A tip found with another
-checksum under the same version (written again elsewhere: versions chosen by hand, a thread
-written again from its records) is not this chain any more: it is dropped, never grown.
-
-Where it can, a chain is held as one blob instead of its rows: the items of every row under one
-msgpack array header, to which a delta stored or loaded on the tip is appended. (Rows that are
-not plain lists, compressed or sealed ones, are held as rows.) And when every item is built of
-dicts, lists and values that cannot change (strings, numbers, dates...), as chat messages are,
-the chain also holds its items decoded, once, and never hands them out: each load gets new
-dicts and lists around the same immutable values (``copies.HeldItems``), which costs far less
-than a decode. A node that changes its state in place changes its own copy, as it would a freshly
-decoded one; nothing it does reaches the next load. Other items (a set, a class instance) are
-decoded from the held bytes at every load.
+Where it can, a chain is held as one joined blob: the items of every row under one msgpack
+array header, to which a delta on the tip is appended. When every item is built of dicts, lists
+and values that cannot change, as chat messages are, the items are also held decoded, once, and
+never handed out: each load gets new dicts and lists around the same immutable values
+(``HeldItems``), far cheaper than a decode, and nothing a node does to its copy reaches the next
+load.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
+from typing import Any
+from uuid import UUID
 
 from threadline import serde
-from threadline.checkpoint.copies import HeldItems
 from threadline.checkpoint.layout import BlobRow
 from threadline.errors import SerializationError
 from threadline.serde import Serializer
@@ -48,6 +42,105 @@ MIN_BYTES = 16 * 1024
 _Kv = tuple[str, str]  # (key, version)
 _PLAIN = fmt.PLAIN_HEADER
 _JOINED_HEADER = 7  # a joined value's: _PLAIN, then an array32 header (0xdd and 4 bytes)
+
+
+#: Types whose values cannot change, so that loads may share them (exact types: subclasses may).
+_IMMUTABLE = frozenset(
+    {str, bytes, int, float, bool, type(None), datetime, date, time, timedelta, Decimal, UUID}
+)
+
+Copier = Callable[[Any], Any] | None  # how a load gets its own copy of an item; None: shared
+
+
+class _NotPlain(Exception):
+    """An item that is not built of dicts, lists and immutable values only."""
+
+
+def _frozen(value: Any) -> bool:
+    """Whether ``value`` can never change: an immutable value, or a tuple of them."""
+    kind = type(value)
+    if kind is tuple or kind is frozenset:
+        return all(map(_frozen, value))
+    return kind in _IMMUTABLE
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``value`` is built of dicts, lists and values that cannot change."""
+    kind = type(value)
+    if kind is dict:
+        return all(_frozen(k) and _plain(v) for k, v in value.items())
+    if kind is list:
+        return all(map(_plain, value))
+    return _frozen(value)
+
+
+def _fresh(value: Any) -> Any:
+    """A copy of every dict and list in a plain ``value``, sharing what cannot change."""
+    kind = type(value)
+    if kind is dict:
+        return {k: _fresh(v) for k, v in value.items()}
+    if kind is list:
+        return [_fresh(v) for v in value]
+    return value
+
+
+def _copier(item: Any) -> Copier:
+    """How a load gets its own ``item``: shared (None) if it cannot change, a one-level copy
+    for a dict or list of immutable values (a chat message), else a copy of every container;
+    ``_NotPlain`` if it holds anything else."""
+    if _frozen(item):
+        return None
+    kind = type(item)
+    if kind is dict and all(map(_frozen, item)) and all(map(_frozen, item.values())):
+        return dict.copy
+    if kind is list and all(map(_frozen, item)):
+        return list.copy
+    if _plain(item):
+        return _fresh
+    raise _NotPlain
+
+
+@dataclass(slots=True)
+class HeldItems:
+    """A held list decoded once; its objects never leave here, loads get copies."""
+
+    values: list[Any] = field(default_factory=list)
+    copiers: list[Copier] = field(default_factory=list)
+    kinds: set[Copier] = field(default_factory=set)  # the distinct copiers among ``copiers``
+
+    def extend(self, items: Any) -> bool:
+        """Add decoded ``items``; False (and nothing added) if they are not a list of items
+        that can be handed out as copies."""
+        if type(items) is not list:
+            return False
+        try:
+            copiers = [_copier(item) for item in items]
+        except (_NotPlain, RecursionError):
+            return False
+        self.values += items
+        self.copiers += copiers
+        self.kinds.update(copiers)
+        return True
+
+    def copy(self) -> HeldItems:
+        """Another holder of the same items, to grow apart (their objects are never changed)."""
+        return HeldItems(list(self.values), list(self.copiers), set(self.kinds))
+
+    def handout(self) -> Callable[[], list[Any]]:
+        """What makes a load's own copy of the items held now (later ones are left out)."""
+        count = len(self.values)
+        if len(self.kinds) == 1:  # all alike (all messages flat dicts): one C-level map
+            (copier,) = self.kinds
+            return functools.partial(_copied_alike, self.values, copier, count)
+        return functools.partial(_copied, self.values, self.copiers, count)
+
+
+def _copied(values: list[Any], copiers: list[Copier], count: int) -> list[Any]:
+    return [v if c is None else c(v) for v, c in zip(values[:count], copiers[:count], strict=True)]
+
+
+def _copied_alike(values: list[Any], copier: Copier, count: int) -> list[Any]:
+    return values[:count] if copier is None else list(map(copier, values[:count]))
 
 
 @dataclass(slots=True)
@@ -119,8 +212,9 @@ class HeldChains:
         count = int.from_bytes(chain.joined[3:7], "big")
         size = len(chain.joined)
         if chain.items is None and chain.decodable:
-            chain.items = self._decoded(chain.joined)
-            chain.decodable = chain.items is not None
+            items = HeldItems()
+            chain.decodable = self._add(items, memoryview(chain.joined))
+            chain.items = items if chain.decodable else None
         if chain.items is not None:
             value = chain.items.handout()
             chain.whole = BlobRow(key, version, version, None, 0, size, b"", count, value)
@@ -142,11 +236,6 @@ class HeldChains:
         added = new.joined[_JOINED_HEADER + len(held) :]
         items = old.items.copy()
         return items if self._add(items, _array32(count) + added) else None
-
-    def _decoded(self, data: bytes | bytearray) -> HeldItems | None:
-        """``data`` (a plain list) decoded and held, or None if an item is not plain."""
-        items = HeldItems()
-        return items if self._add(items, memoryview(data)) else None
 
     def _add(self, items: HeldItems, data: bytes | memoryview) -> bool:
         """Decode ``data`` (a plain list) into ``items``; False if it cannot be held so."""

@@ -4,13 +4,12 @@ Applying a step's writes tells the engine, per key, what happened: a new value (
 old list with items added after it (``Append``, from a reducer that kept the old items where
 they were). A saver given these ``Changes`` stores a ``Set`` value whole and an ``Append`` as a
 delta on the stored base; every key not named is already stored under its version. Without
-them (a record from elsewhere) it stores every value. ``hints_of`` says what that means for a
-saver; savers read changes only through it.
+them (a record from elsewhere) it stores every value.
 """
 
 from __future__ import annotations
 
-from collections.abc import KeysView, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from threadline.checkpoint.base import CheckpointRecord
@@ -56,24 +55,3 @@ class ChangedRecord(CheckpointRecord):
 def changes_of(record: CheckpointRecord) -> Changes | None:
     """What changed in ``record``, or ``None`` when nobody said (every value is stored)."""
     return record.changes if isinstance(record, ChangedRecord) else None
-
-
-@dataclass(slots=True)  # not frozen: one is made at every put, and frozen doubles that cost
-class StorageHints:
-    """A record's changes as a saver stores them: the ``changed`` keys (each stored anew), and
-    of those the lists that ``extends`` a stored version: ``(base_version, base_length)``."""
-
-    changed: KeysView[str]
-    extends: Mapping[str, tuple[str, int]]
-
-
-def hints_of(record: CheckpointRecord) -> StorageHints | None:
-    """What to store of ``record``; ``None`` when it does not say what changed (store all)."""
-    changes = changes_of(record)
-    if changes is None:
-        return None
-    extends: dict[str, tuple[str, int]] = {}
-    for key, change in changes.items():  # a loop: a comprehension's frame costs more here
-        if isinstance(change, Append):
-            extends[key] = (change.base_version, change.base_length)
-    return StorageHints(changes.keys(), extends)

@@ -23,7 +23,7 @@ import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from threadline.checkpoint.backend import (
     Backend,
@@ -59,7 +59,6 @@ from threadline.checkpoint.layout import (
     BlobRow,
     CheckpointRow,
     Pool,
-    blob_refs,
     checkpoint_values,
     decode_write,
     encode_record,
@@ -67,7 +66,7 @@ from threadline.checkpoint.layout import (
     full_blobs,
     named,
 )
-from threadline.checkpoint.rules import check_keep_last, check_put
+from threadline.checkpoint.rules import check_put
 from threadline.checkpoint.transactional import drop
 from threadline.errors import ConcurrentUpdateError, SerializationError
 from threadline.serde import DEFAULT, Serializer
@@ -77,6 +76,8 @@ _META_CACHED = 4096  # blob rows (metadata only) remembered for ``base_of``
 _HEADS_CACHED = 1024  # (thread, namespace) heads whose versions are remembered
 
 _Loaded = tuple[StoredCheckpoint, Checkpoint, Pool, Check | None]
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 
 
 class CoreSaver(BaseSaver):
@@ -201,20 +202,10 @@ class CoreSaver(BaseSaver):
         self, tx: Transaction, thread_id: str, ns: str, stored: Sequence[StoredCheckpoint]
     ) -> builtins.list[_Loaded]:
         """Checkpoint bodies decoded and the blob rows their values need, read in ``tx``."""
-        decoded = self._decoded(thread_id, ns, stored)
-        wanted = [versions for _, _, versions in decoded if versions]
+        decoded = [(item, self._decode_row(thread_id, ns, item.row)) for item in stored]
+        wanted = [versions for _, cp in decoded if (versions := blob_versions(cp))]
         pool, check = tx.values(thread_id, ns, wanted) if wanted else ({}, None)
-        return [(item, cp, pool, check) for item, cp, _ in decoded]
-
-    def _decoded(
-        self, thread_id: str, ns: str, stored: Sequence[StoredCheckpoint]
-    ) -> builtins.list[tuple[StoredCheckpoint, Checkpoint, dict[str, str]]]:
-        """Each checkpoint's body decoded (values still in blobs), with its blob versions."""
-        decoded = []
-        for item in stored:
-            cp = self._decode_row(thread_id, ns, item.row)
-            decoded.append((item, cp, blob_versions(cp)))
-        return decoded
+        return [(item, cp, pool, check) for item, cp in decoded]
 
     def _decode_row(self, thread_id: str, ns: str, row: CheckpointRow) -> Checkpoint:
         fields = (row.checkpoint_id, row.parent_id, row.step, row.created_at)
@@ -287,8 +278,7 @@ class CoreSaver(BaseSaver):
         encoded = encode_record(
             record, base_of, self.serde, self.backend.compaction, True, self._compact
         )
-        # A new dict (the head cache keeps it); none to make when the body holds every value.
-        refs = {} if len(encoded.inline) == len(cp.versions) else blob_refs(cp, encoded)
+        refs = encoded.refs
         blobs = encoded.blobs
         deltas: Sequence[BlobRow] = ()
         check: Sequence[Pair] = tuple(refs.items()) if refs else ()
@@ -331,11 +321,13 @@ class CoreSaver(BaseSaver):
     def _after_put(self, put: Prepared, evicted: Sequence[Pair]) -> None:
         """Update the caches (an in-process backend has none)."""
         thread_id, ns = put.thread_id, put.ns
-        self._remember_head(thread_id, ns, put.row.checkpoint_id, put.refs)
-        if evicted:
-            self._forget(thread_id, ns, evicted)
-        if put.blobs or put.prefixes:
-            self._remember(thread_id, ns, [*put.blobs, *put.prefixes])
+        with self._lock:
+            _bounded(self._heads, (thread_id, ns), (put.row.checkpoint_id, put.refs), _HEADS_CACHED)
+            for key, version in evicted:
+                self._meta.pop((thread_id, ns, key, version), None)
+            for row in (*put.blobs, *put.prefixes):
+                meta_key = (thread_id, ns, row.key, row.version)
+                _bounded(self._meta, meta_key, row.without_data(), _META_CACHED)
 
     def put_writes(
         self,
@@ -376,7 +368,8 @@ class CoreSaver(BaseSaver):
     # -- history -------------------------------------------------------------------------------
 
     def prune(self, thread_id: str, *, keep_last: int) -> int:
-        check_keep_last(keep_last)
+        if keep_last < 0:
+            raise ValueError(f"keep_last must be 0 or more, not {keep_last}")
         if isinstance(self.backend, WholeThreads):
             deleted, dropped = self.backend.prune_thread(thread_id, keep_last)
             for ns, pair in dropped:
@@ -433,29 +426,11 @@ class CoreSaver(BaseSaver):
                     return row
             found = backend.blob(thread_id, ns, key, version)
             if found is not None:
-                self._remember(thread_id, ns, [found])
+                with self._lock:
+                    _bounded(self._meta, cache_key, found.without_data(), _META_CACHED)
             return found
 
         return base_of
-
-    def _remember(self, thread_id: str, ns: str, rows: Iterable[BlobRow]) -> None:
-        with self._lock:
-            cache = self._meta
-            for row in rows:
-                key = (thread_id, ns, row.key, row.version)
-                cache[key] = row.without_data()
-                cache.move_to_end(key)
-            while len(cache) > _META_CACHED:
-                cache.popitem(last=False)
-
-    def _remember_head(self, thread_id: str, ns: str, cp_id: str, refs: dict[str, str]) -> None:
-        key, head = (thread_id, ns), (cp_id, refs)
-        heads = self._heads
-        with self._lock:
-            heads[key] = head
-            heads.move_to_end(key)
-            if len(heads) > _HEADS_CACHED:
-                heads.popitem(last=False)
 
     def _forget(
         self, thread_id: str, ns: str | None = None, pairs: Iterable[Pair] | None = None
@@ -470,6 +445,14 @@ class CoreSaver(BaseSaver):
                 del cache[k]
             for h in [h for h in self._heads if h[0] == thread_id]:
                 del self._heads[h]
+
+
+def _bounded(cache: OrderedDict[_K, _V], key: _K, value: _V, most: int) -> None:
+    """``cache[key] = value`` as its newest entry, the oldest dropped beyond ``most``."""
+    cache[key] = value
+    cache.move_to_end(key)
+    if len(cache) > most:
+        cache.popitem(last=False)
 
 
 def _failed(record: CheckpointRecord, fork: bool, signal: HeadMoved | NotStored) -> Exception:

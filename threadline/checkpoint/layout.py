@@ -1,36 +1,20 @@
-"""How durable savers lay a checkpoint out: one small row, plus one blob per changed value.
+"""How savers lay a checkpoint out: one small row, plus one blob per changed value.
 
 The checkpoint row holds everything but the values; its ``versions`` name, for each key, the
-blob that holds the key's value. A value that did not change keeps its version, so it is not
-written again: a 10 MB value set once is stored once.
-
-A list that grew by appending (a conversation) is stored as a **delta**: only the new items,
-pointing at the blob it extends. Deltas form a chain that starts at a full blob. Once a chain's
-deltas outweigh ``Compaction.ratio`` times its full blob (and ``min_chain_bytes``), the next
-version is written in full and the chain it grew from is **compacted into it**: each older
-version of the chain becomes a *prefix row* ("my value is the first ``items`` items of version
-X") and loses its bytes. So every item is stored about once however long the list grows
-(against O(n^2) when every step rewrites the list), and loading the newest value reads one full
-blob and a short chain. Older versions load through their prefix row. (That is the ``REPLACE``
-policy; a saver may keep old full blobs instead, see ``Compaction``.)
-
-Rewriting old rows is safe because a version's value never changes: every version on the chain
-is a prefix of the new full value, so pointing it there (even from a stale view of the chain, or
-twice) keeps what it loads.
-
-Small scalars (``inlined``) may instead live in the row itself, every checkpoint's row holding
-all of them, changed or not (``encode_record(inline=True)``): a step that moves a counter then
-writes one row, and a row loads them without a lookup.
-
-Backends (SQLite, PostgreSQL, Redis, files) store these rows as they are; the functions here do
-all encoding, decoding and compaction decisions, so every backend stores the same bytes.
+blob that holds the key's value. A value that did not change keeps its version and is not
+written again. A list that grew by appending is stored as a **delta** (the new items, pointing
+at the blob it extends); once a chain's deltas outweigh ``Compaction``'s share of its full blob,
+the next version is written in full and the older versions of the chain become *prefix rows*
+of it ("the first ``items`` items of version X"), so every item is stored about once. That is
+safe because a version's value never changes. Small scalars (``inlined``) may instead live in
+every checkpoint's row. The functions here do all encoding, decoding and compaction decisions,
+so every backend stores the same bytes (docs/storage.md, "What a checkpoint stores").
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Set
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Set
+from dataclasses import dataclass, field
 from typing import Any
 
 from threadline import serde
@@ -42,7 +26,7 @@ from threadline.checkpoint.bodies import (
     encode_metadata,
     loads_named,
 )
-from threadline.checkpoint.changes import SET, ChangedRecord, hints_of
+from threadline.checkpoint.changes import Append, changes_of
 from threadline.errors import SerializationError
 from threadline.serde import Serializer
 
@@ -154,7 +138,7 @@ class EncodedCheckpoint:
     blobs: tuple[BlobRow, ...]
     writes: tuple[WriteRow, ...]
     prefixes: tuple[BlobRow, ...] = ()
-    inline: frozenset[str] = frozenset()  # keys whose values the body holds (no blob)
+    refs: dict[str, str] = field(default_factory=dict)  # versions of the values kept in blobs
 
 
 BaseLookup = Callable[[str, str], BlobRow | None]
@@ -181,10 +165,9 @@ def encode_record(
     instead of blobs: a step that only bumps a counter then writes one row, not two.
     """
     cp = record.checkpoint
-    hints = hints_of(record)
+    changes = changes_of(record)
     small = inlined(cp.values) if inline else {}
-    keys: Set[str] = (hints.changed if hints is not None else cp.values.keys()) - small.keys()
-    extends = hints.extends if hints is not None else {}
+    keys: Set[str] = (changes.keys() if changes is not None else cp.values.keys()) - small.keys()
     if not cp.values.keys() <= cp.versions.keys():
         unversioned = sorted(k for k in cp.values if k not in cp.versions)
         raise SerializationError(
@@ -202,10 +185,10 @@ def encode_record(
     prefixes: list[BlobRow] = []
     for key in sorted(keys) if len(keys) > 1 else keys:
         if key in cp.values:
+            change = changes.get(key) if changes is not None else None
+            extends = change if isinstance(change, Append) else None
             value, version = cp.values[key], cp.versions[key]
-            blob, outgrown = _blob(
-                key, value, version, extends.get(key), base_of, codec, compaction
-            )
+            blob, outgrown = _blob(key, value, version, extends, base_of, codec, compaction)
             blobs.append(blob)
             if outgrown is not None:
                 prefixes += _compacted(blob, outgrown, base_of, compaction.rewrite_full)
@@ -218,18 +201,8 @@ def encode_record(
         encode_metadata(record.metadata, cp.id, codec, cp.step if compact else None),
     )
     writes = encode_writes(record.pending_writes, codec) if record.pending_writes else ()
-    inlined_keys = frozenset(small) if small else _NO_KEYS
-    return EncodedCheckpoint(row, tuple(blobs), writes, tuple(prefixes), inlined_keys)
-
-
-_NO_KEYS: frozenset[str] = frozenset()
-
-
-def blob_refs(cp: Checkpoint, encoded: EncodedCheckpoint) -> dict[str, str]:
-    """The versions of ``cp``'s values that live in blobs: all but those its body holds."""
-    if not encoded.inline:
-        return dict(cp.versions)
-    return {key: version for key, version in cp.versions.items() if key not in encoded.inline}
+    refs = {k: v for k, v in cp.versions.items() if k not in small} if small else dict(cp.versions)
+    return EncodedCheckpoint(row, tuple(blobs), writes, tuple(prefixes), refs)
 
 
 #: Values a body may hold itself: scalars of these exact types (subclasses such as enums go to
@@ -253,7 +226,7 @@ def _blob(
     key: str,
     value: Any,
     version: str,
-    extends: tuple[str, int] | None,
+    extends: Append | None,
     base_of: BaseLookup,
     codec: Serializer,
     compaction: Compaction,
@@ -261,8 +234,8 @@ def _blob(
     """The blob of a changed value, and the stored base it outgrew (to compact), if any."""
     base = None
     if extends is not None:
-        base_version, base_len = extends
-        base = base_of(key, base_version)
+        base_len = extends.base_length
+        base = base_of(key, extends.base_version)
         if base is not None and isinstance(value, list) and 0 <= base_len <= len(value):
             delta = _delta(key, value, base_len, version, base, codec, compaction)
             if delta is not None:
@@ -347,9 +320,12 @@ def full_blobs(
                 f"checkpoint {cp.id} names version {cp.versions.get(key)!r} of key {key!r}, "
                 "which is not stored, and carries no value for it; nothing was written"
             )
-    changes = dict.fromkeys(keys, SET)
-    sub = ChangedRecord(record.thread_id, record.checkpoint_ns, cp, record.metadata, (), changes)
-    return encode_record(sub, lambda key, version: None, codec).blobs
+    full = [_blob(k, cp.values[k], cp.versions[k], None, _none, codec, REPLACE) for k in keys]
+    return tuple(blob for blob, _ in full)
+
+
+def _none(key: str, version: str) -> None:
+    """A ``BaseLookup`` that finds nothing."""
 
 
 # ----------------------------------------------------------------------------------- decoding
@@ -381,12 +357,7 @@ def checkpoint_values(
 ) -> dict[str, Any]:
     """The values of a decoded ``cp``: its inline ones and the rest rebuilt from ``pool``, in
     the order of its versions."""
-    return with_inline(cp, assemble_values(blob_versions(cp), pool, codec, check))
-
-
-def with_inline(cp: Checkpoint, stored: dict[str, Any]) -> dict[str, Any]:
-    """The values of a decoded ``cp``: ``stored`` (from blobs) and its inline ones, in the order
-    of its versions."""
+    stored = assemble_values(blob_versions(cp), pool, codec, check)
     if not cp.values:
         return stored
     return {key: cp.values[key] if key in cp.values else stored[key] for key in cp.versions}
@@ -398,16 +369,7 @@ def missing_rows(versions: Mapping[str, str], pool: Pool) -> set[tuple[str, str]
     Backends fetch these and ask again until nothing is missing (or nothing more is found):
     a prefix row leads to a later version, which may be a delta with its own chain.
     """
-    missing: set[tuple[str, str]] = set()
-    for key, ref in versions.items():
-        for _ in range(_MAX_HOPS):
-            row = pool.get((key, ref))
-            if row is None:
-                missing.add((key, ref))
-            if row is None or row.base is None:
-                break
-            ref = row.base
-    return missing
+    return {pair for pair in referenced_blobs([versions], pool) if pair not in pool}
 
 
 def _value(
@@ -460,15 +422,6 @@ def corrupted(row: BlobRow) -> SerializationError:
         "checksum does not match. Nothing was changed; restore the storage from a backup, or "
         "continue from an earlier checkpoint that does not use this version"
     )
-
-
-@contextmanager
-def loading(thread_id: str, ns: str, checkpoint_id: str) -> Iterator[None]:
-    """Name the checkpoint in a ``SerializationError`` raised while loading it."""
-    try:
-        yield
-    except SerializationError as exc:
-        raise named(exc, thread_id, ns, checkpoint_id) from exc
 
 
 def named(exc: SerializationError, thread_id: str, ns: str, checkpoint_id: str) -> Exception:

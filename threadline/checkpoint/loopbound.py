@@ -10,17 +10,10 @@ A saver whose ``_home`` is ``None`` has sync connections of its own and runs syn
 from __future__ import annotations
 
 import asyncio
-import builtins
-from collections.abc import Coroutine, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Coroutine
 from typing import Any, TypeVar
 
-from threadline.checkpoint.base import (
-    BaseSaver,
-    CheckpointRecord,
-    TaskWrite,
-    ThreadInfo,
-    ThreadStatus,
-)
+from threadline.checkpoint.base import BaseSaver
 from threadline.errors import ConfigError, SaverUnavailableError
 
 _T = TypeVar("_T")
@@ -47,72 +40,36 @@ def run_on(home: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, _T], saver
     return asyncio.run_coroutine_threadsafe(coro, home).result()
 
 
+async def _collected(records: AsyncIterator[_T]) -> list[_T]:
+    return [r async for r in records]
+
+
+def _sync(name: str) -> Any:
+    """The sync method ``name``: the saver's own without ``_home``, else ``a<name>`` on it."""
+
+    def method(self: LoopBound, *args: Any, **kwargs: Any) -> Any:
+        home = self._home
+        if home is None:
+            return getattr(super(LoopBound, self), name)(*args, **kwargs)
+        result = getattr(self, f"a{name}")(*args, **kwargs)
+        if name == "list":  # an async iterator, collected there
+            return iter(run_on(home, _collected(result), type(self).__name__))
+        return run_on(home, result, type(self).__name__)
+
+    method.__name__ = method.__qualname__ = name
+    return method
+
+
 class LoopBound(BaseSaver):
     """Mixin, placed before the saver class: sync methods go to ``_home`` when it is set."""
 
     _home: asyncio.AbstractEventLoop | None = None
 
-    def _on_home(self, coro: Coroutine[Any, Any, _T]) -> _T:
-        home = self._home
-        assert home is not None
-        return run_on(home, coro, type(self).__name__)
-
-    def get_tuple(
-        self, thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None
-    ) -> CheckpointRecord | None:
-        if self._home is None:
-            return super().get_tuple(thread_id, checkpoint_ns, checkpoint_id)  # type: ignore[safe-super]
-        return self._on_home(self.aget_tuple(thread_id, checkpoint_ns, checkpoint_id))
-
-    def list(
-        self,
-        thread_id: str,
-        checkpoint_ns: str = "",
-        *,
-        filter: Mapping[str, Any] | None = None,
-        before: str | None = None,
-        limit: int | None = None,
-    ) -> Iterator[CheckpointRecord]:
-        args = (thread_id, checkpoint_ns)
-        if self._home is None:
-            return super().list(*args, filter=filter, before=before, limit=limit)  # type: ignore[safe-super]
-
-        async def collect() -> list[CheckpointRecord]:
-            return [r async for r in self.alist(*args, filter=filter, before=before, limit=limit)]
-
-        return iter(self._on_home(collect()))
-
-    def put(self, record: CheckpointRecord, *, fork: bool = False) -> None:
-        if self._home is None:
-            return super().put(record, fork=fork)  # type: ignore[safe-super]
-        return self._on_home(self.aput(record, fork=fork))
-
-    def put_writes(
-        self, thread_id: str, checkpoint_ns: str, checkpoint_id: str, writes: Sequence[TaskWrite]
-    ) -> None:
-        args = (thread_id, checkpoint_ns, checkpoint_id, writes)
-        if self._home is None:
-            return super().put_writes(*args)  # type: ignore[safe-super]
-        return self._on_home(self.aput_writes(*args))
-
-    def delete_thread(self, thread_id: str) -> None:
-        if self._home is None:
-            return super().delete_thread(thread_id)  # type: ignore[safe-super]
-        return self._on_home(self.adelete_thread(thread_id))
-
-    def list_threads(
-        self, *, status: ThreadStatus | None = None, limit: int | None = None
-    ) -> builtins.list[ThreadInfo]:
-        if self._home is None:
-            return super().list_threads(status=status, limit=limit)  # type: ignore[safe-super]
-        return self._on_home(self.alist_threads(status=status, limit=limit))
-
-    def prune(self, thread_id: str, *, keep_last: int) -> int:
-        if self._home is None:
-            return super().prune(thread_id, keep_last=keep_last)  # type: ignore[safe-super]
-        return self._on_home(self.aprune(thread_id, keep_last=keep_last))
-
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        if self._home is None:
-            return super().copy_thread(source_thread_id, target_thread_id)  # type: ignore[safe-super]
-        return self._on_home(self.acopy_thread(source_thread_id, target_thread_id))
+    get_tuple = _sync("get_tuple")
+    list = _sync("list")
+    put = _sync("put")
+    put_writes = _sync("put_writes")
+    delete_thread = _sync("delete_thread")
+    list_threads = _sync("list_threads")
+    prune = _sync("prune")
+    copy_thread = _sync("copy_thread")

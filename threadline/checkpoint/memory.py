@@ -1,16 +1,13 @@
 """An in-process saver for tests, notebooks and short-lived runs: ``CoreSaver`` over dicts.
 
 It keeps *encoded* bytes, not live objects: mutating a state value after a save cannot rewrite
-history, and a value that cannot be serialized fails here exactly as it would on disk. The core
-encodes as for every saver (``layout``): one blob per ``(key, version)``, so a value that did
-not change is neither encoded nor stored again; a list that grew stores its new items as a delta
-(compacted as on SQLite); small scalars live in each checkpoint's own bytes.
+history, and a value that cannot be serialized fails here exactly as it would on disk.
 
 ``MemoryBackend`` keeps the rows in dicts behind one lock. A put checks everything that can
 refuse it before its first write, so a refused put leaves nothing. Other write transactions
 (prune, copy, delete) change copies of the threads they touch and put the old ones back if they
 fail. Each checkpoint keeps the blob versions its values use and the task names it plans, so
-loading and listing threads decode nothing extra.
+loading, pruning and listing threads decode nothing extra.
 """
 
 from __future__ import annotations
@@ -106,7 +103,9 @@ class MemoryBackend:
         self._lock = Lock()
         self._threads: dict[str, _Thread] = {}
         self._last = 0  # the last thread time given (Unix µs)
-        self._in_place = _Tx(self, True, undo=False)  # for retention (it keeps no state)
+        # Retention deletes in place, with no copy to put back: it runs once nothing can refuse
+        # the put, and stopping midway would leave only rows nothing uses.
+        self._in_place = _Tx(self, True, undo=False)
 
     def _now(self) -> int:
         """Unix time in µs, increasing (under the lock: no second lock, as ``clock`` takes)."""
@@ -129,9 +128,7 @@ class MemoryBackend:
             thread = self._threads.get(put.thread_id)
             space = thread.spaces.get(put.ns) if thread is not None else None
             head = space.head if space is not None else None
-            if (not put.fork and row.parent_id != head) or (
-                head is not None and row.checkpoint_id <= head
-            ):
+            if not put.lands_on(head):
                 raise HeadMoved(head)
             if put.check:
                 blobs = space.blobs if space is not None else {}
@@ -150,7 +147,7 @@ class MemoryBackend:
                 thread.updated = self._last = max(time.time_ns() // 1000, self._last + 1)
             if put.retention is None:
                 return ()
-            return self._retain(put.thread_id, put.ns, row.checkpoint_id, put.retention)
+            return retain(self._in_place, put.thread_id, put.ns, cid, put.retention)
 
     def _created(self, thread_id: str, ns: str) -> tuple[_Thread, _Space]:
         """The thread and namespace, made if new."""
@@ -161,11 +158,6 @@ class MemoryBackend:
         if space is None:
             space = thread.spaces[ns] = _Space()
         return thread, space
-
-    def _retain(self, thread_id: str, ns: str, head: str, retention: Retention) -> list[Pair]:
-        """Retention deletes in place, with no copy to put back: it runs once nothing can refuse
-        the put, and stopping midway would leave only rows nothing uses."""
-        return retain(self._in_place, thread_id, ns, head, retention)
 
     async def acommit(self, put: Prepared) -> Sequence[Pair]:
         return self.commit(put)
@@ -258,6 +250,9 @@ def _values(
     return {pair: blobs[pair] for pair in referenced_blobs(wanted, blobs) if pair in blobs}
 
 
+_NO_SPACE = _Space()
+
+
 class _Tx:
     """One transaction over the threads (under the backend's lock). A write transaction
     changes a copy of each thread it touches, made when it first does; ``rollback`` puts the
@@ -276,9 +271,11 @@ class _Tx:
             else:
                 self._threads[thread_id] = original
 
-    def _space(self, thread_id: str, ns: str) -> _Space | None:
+    def _space(self, thread_id: str, ns: str) -> _Space:
+        """The namespace, or an empty one (to read only) if it has no rows."""
         thread = self._threads.get(thread_id)
-        return thread.spaces.get(ns) if thread is not None else None
+        space = thread.spaces.get(ns) if thread is not None else None
+        return space if space is not None else _NO_SPACE
 
     def _replace(self, thread_id: str, thread: _Thread | None) -> None:
         assert self._write, "a write in a read transaction"
@@ -304,8 +301,6 @@ class _Tx:
         self, thread_id: str, ns: str, before: str | None, limit: int
     ) -> builtins.list[StoredCheckpoint]:
         space = self._space(thread_id, ns)
-        if space is None:
-            return []
         ids = list(space.rows)
         end = len(ids) if before is None else bisect_left(ids, before)
         return [space.stored(cid) for cid in reversed(ids[max(0, end - limit) : end])]
@@ -313,28 +308,21 @@ class _Tx:
     def values(
         self, thread_id: str, ns: str, wanted: Sequence[Mapping[str, str]]
     ) -> tuple[dict[Pair, BlobRow], None]:
-        space = self._space(thread_id, ns)
-        return (_values(space.blobs, wanted) if space is not None else {}), None
+        return _values(self._space(thread_id, ns).blobs, wanted), None
 
     def all_blob_meta(self, thread_id: str, ns: str) -> dict[Pair, BlobRow]:
         """With their data: in memory, leaving it out would only cost a copy of each row."""
-        space = self._space(thread_id, ns)
-        return dict(space.blobs) if space is not None else {}
+        return dict(self._space(thread_id, ns).blobs)
 
     def versions(self, thread_id: str, ns: str) -> builtins.list[Mapping[str, str]]:
-        space = self._space(thread_id, ns)
-        rows = space.rows if space is not None else {}
-        return [stored[1] for stored in rows.values()]
+        return [stored[1] for stored in self._space(thread_id, ns).rows.values()]
 
     def ids(self, thread_id: str, ns: str) -> builtins.list[tuple[str, str]]:
-        space = self._space(thread_id, ns)
-        rows = space.rows if space is not None else {}
+        rows = self._space(thread_id, ns).rows
         return [(cid, stored[0].created_at) for cid, stored in reversed(rows.items())]
 
     def bodies(self, thread_id: str, ns: str) -> builtins.list[tuple[str, bytes]]:
-        space = self._space(thread_id, ns)
-        rows = space.rows if space is not None else {}
-        return [(cid, stored[0].body) for cid, stored in rows.items()]
+        return [(cid, stored[0].body) for cid, stored in self._space(thread_id, ns).rows.items()]
 
     def namespaces(self, thread_id: str) -> builtins.list[str]:
         thread = self._threads.get(thread_id)

@@ -6,15 +6,10 @@ scripts) implement the same checks there; their tests hold them to the same conf
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
-from threadline.checkpoint.base import (
-    CheckpointRecord,
-    Retention,
-    ThreadStatus,
-    status_of_writes,
-)
+from threadline.checkpoint.base import CheckpointRecord, Retention
+from threadline.checkpoint.base import status_of as status_of  # backends import it from here
 from threadline.clock import increasing_iso, micros_of
 from threadline.errors import ConcurrentUpdateError
 
@@ -51,11 +46,6 @@ def _where(record: CheckpointRecord) -> str:
     return f"thread {record.thread_id!r} (namespace {record.checkpoint_ns!r})"
 
 
-def status_of(next_names: Sequence[str], writes: Iterable[tuple[str, str]]) -> ThreadStatus:
-    """``thread_status`` from what a thread row keeps: planned task names, ``(task_id, kind)``."""
-    return status_of_writes(list(writes)) if next_names else "idle"
-
-
 now_iso = increasing_iso  # ``updated_at`` of thread rows: increasing, so it orders them
 
 
@@ -78,9 +68,3 @@ def age_cutoff(retention: Retention | None) -> float | None:
     if retention is None or retention.max_age is None:
         return None
     return datetime.now(UTC).timestamp() - retention.max_age.total_seconds()
-
-
-def check_keep_last(keep_last: int) -> None:
-    """``prune(keep_last=...)`` takes 0 (delete everything) or more."""
-    if keep_last < 0:
-        raise ValueError(f"keep_last must be 0 or more, not {keep_last}")

@@ -8,14 +8,11 @@ server implements ``commit`` and ``load`` in one round trip each and keeps these
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import TypeGuard
 
 from threadline.checkpoint.backend import (
     HeadMoved,
-    KeptVersions,
     Loaded,
     NextOf,
     NotStored,
@@ -24,12 +21,12 @@ from threadline.checkpoint.backend import (
     PutTransaction,
     Transaction,
     VersionsOf,
-    extends,
 )
 from threadline.checkpoint.base import Retention
 from threadline.checkpoint.bodies import body_versions
-from threadline.checkpoint.layout import BlobRow, WriteRow, loading, referenced_blobs
+from threadline.checkpoint.layout import BlobRow, WriteRow, named, referenced_blobs
 from threadline.checkpoint.rules import age_cutoff, created_ts, status_of
+from threadline.errors import SerializationError
 
 BlobMeta = Callable[[set[Pair]], Mapping[Pair, BlobRow]]
 """Those of some pairs that are stored, as ``PutTransaction.blob_meta`` reads them."""
@@ -47,9 +44,7 @@ class Transactional:
         with self.transaction(True) as tx:
             head = tx.head(put.thread_id, put.ns)
             row = put.row
-            if (not put.fork and row.parent_id != head) or (
-                head is not None and row.checkpoint_id <= head
-            ):
+            if not put.lands_on(head):
                 raise HeadMoved(head)
             check_stored(put, head, lambda pairs: tx.blob_meta(put.thread_id, put.ns, pairs))
             tx.insert(put.thread_id, put.ns, row, put.blobs, put.prefixes)
@@ -107,8 +102,10 @@ class Transactional:
             versions = versions_of(stored.row)
             if not versions:  # no blobs, or unreadable (decoding reports it)
                 return stored, {}, None
-            with loading(thread_id, ns, stored.row.checkpoint_id):  # a damaged row read
+            try:
                 pool, check = tx.values(thread_id, ns, [versions])
+            except SerializationError as exc:  # a damaged row read
+                raise named(exc, thread_id, ns, stored.row.checkpoint_id) from exc
         return stored, pool, check
 
     async def aload(
@@ -130,9 +127,13 @@ def check_stored(put: Prepared, head: str | None, blob_meta: BlobMeta) -> None:
         return
     stored = blob_meta(needed)
     gone = {k for k, v in needed if (k, v) not in stored}
-    for delta in put.deltas:
+    for delta in put.deltas:  # each must extend its base as stored (same value, same chain)
         base = stored.get((delta.key, delta.base or ""))
-        if base is not None and not extends(delta, base):
+        if base is not None and (base.start, base.full_bytes, base.chain_bytes) != (
+            delta.start,
+            delta.full_bytes,
+            delta.chain_bytes - len(delta.data),
+        ):
             gone.add(delta.key)
     if gone:
         raise NotStored(gone)
@@ -161,8 +162,9 @@ def drop(tx: Transaction, thread_id: str, ns: str, ids: Collection[str]) -> list
         return []
     tx.delete(thread_id, ns, ids)
     kept: list[Mapping[str, str]] = []
-    if _keeps_versions(tx):
-        kept = tx.versions(thread_id, ns)
+    versions = getattr(tx, "versions", None)  # ``backend.KeptVersions``
+    if versions is not None:
+        kept = versions(thread_id, ns)
     else:
         for checkpoint_id, body in tx.bodies(thread_id, ns):
             versions = body_versions(body, checkpoint_id)
@@ -175,14 +177,3 @@ def drop(tx: Transaction, thread_id: str, ns: str, ids: Collection[str]) -> list
     if unused:
         tx.delete_blobs(thread_id, ns, unused)
     return unused
-
-
-def _keeps_versions(tx: Transaction) -> TypeGuard[KeptVersions]:
-    return _kept_by(type(tx))
-
-
-@functools.cache
-def _kept_by(cls: type) -> bool:
-    """``isinstance`` on a runtime protocol reads the class's attributes at every call: once
-    per class here."""
-    return issubclass(cls, KeptVersions)
