@@ -72,19 +72,17 @@ class FilesBackend(Transactional):
         is read again."""
         for _ in range(5):
             loaded = super().load(thread_id, ns, checkpoint_id, versions_of)
-            if loaded is None or not self._vanished(thread_id, ns, loaded, versions_of):
+            if loaded is None:
+                return None
+            row = loaded[0].row
+            versions = versions_of(row)
+            if not versions or not missing_rows(versions, loaded[1]):
+                return loaded
+            if os.path.exists(disk.row_path(self.ns_dir(thread_id, ns), row.checkpoint_id)):
                 return loaded
             if checkpoint_id is not None:
                 return None
         return None
-
-    def _vanished(self, thread_id: str, ns: str, loaded: Loaded, versions_of: VersionsOf) -> bool:
-        stored, pool, _ = loaded
-        versions = versions_of(stored.row)
-        if not versions or not missing_rows(versions, pool):
-            return False
-        path = disk.row_path(self.ns_dir(thread_id, ns), stored.row.checkpoint_id)
-        return not os.path.exists(path)
 
     def blob(self, thread_id: str, ns: str, key: str, version: str) -> BlobRow | None:
         return read_blob(self.ns_dir(thread_id, ns), key, version, data=False)

@@ -46,23 +46,21 @@ class FilesTransaction:
         self._wrote = False
         self._staged: tuple[str, str, bytes] | None = None  # (ns folder, id, row file)
 
-    def _thread(self, thread_id: str) -> str:
+    def _thread(self, thread_id: str, *, shared: bool = False) -> str:
+        """The thread's folder. A write transaction locks it when a call first names it; a read
+        transaction that pages history holds it ``shared`` to its end, so no prune deletes a
+        checkpoint of the page, or its values, before they are read."""
         thread_dir = self.backend.thread_dir(thread_id)
-        if self.write and thread_dir not in self._locks:
+        if thread_dir in self._locks or not (self.write or shared):
+            return thread_dir
+        if self.write:
             existed = os.path.isdir(thread_dir)
             self._locks[thread_dir] = disk.lock(thread_dir)
             if not existed:
                 self._fresh.add(thread_dir)
+        elif (fd := disk.share(thread_dir)) is not None:
+            self._locks[thread_dir] = fd
         return thread_dir
-
-    def _share(self, thread_id: str) -> None:
-        """A read transaction that pages history holds the thread's lock shared to its end, so
-        no prune deletes a checkpoint of the page, or its values, before they are read."""
-        thread_dir = self.backend.thread_dir(thread_id)
-        if not self.write and thread_dir not in self._locks:
-            fd = disk.share(thread_dir)
-            if fd is not None:
-                self._locks[thread_dir] = fd
 
     def _ns(self, thread_id: str, ns: str) -> str:
         return disk.ns_dir(self._thread(thread_id), ns)
@@ -130,8 +128,7 @@ class FilesTransaction:
         self, thread_id: str, ns: str, before: str | None, limit: int
     ) -> list[StoredCheckpoint]:
         self.land()
-        self._share(thread_id)
-        ns_dir = self._ns(thread_id, ns)
+        ns_dir = disk.ns_dir(self._thread(thread_id, shared=True), ns)
         paths = disk.row_ids(ns_dir)
         out: list[StoredCheckpoint] = []
         for cid in sorted(paths, reverse=True):

@@ -22,12 +22,7 @@ from threadline.checkpoint.backend import Check, Pair, StoredCheckpoint, ThreadR
 from threadline.checkpoint.base import ThreadStatus
 from threadline.checkpoint.bytecache import ByteCache
 from threadline.checkpoint.chains import HeldChains
-from threadline.checkpoint.layout import (
-    REPLACE,
-    BlobRow,
-    CheckpointRow,
-    WriteRow,
-)
+from threadline.checkpoint.layout import REPLACE, BlobRow, CheckpointRow, WriteRow
 from threadline.checkpoint.rules import now_iso
 from threadline.checkpoint.sqlite import schema as sql
 from threadline.checkpoint.sqlite.connection import misuse
@@ -102,16 +97,9 @@ class SqliteBackend(Transactional):
 
     def blob(self, thread_id: str, ns: str, key: str, version: str) -> BlobRow | None:
         with self.lock:
+            conn = self.connection()
             try:
-                found = (
-                    self.connection()
-                    .execute(
-                        f"SELECT {sql.BLOB_META} FROM blobs WHERE thread_id = ? "
-                        "AND checkpoint_ns = ? AND key = ? AND version = ?",
-                        (thread_id, ns, key, version),
-                    )
-                    .fetchone()
-                )
+                found = conn.execute(sql.SELECT_BLOB, (thread_id, ns, key, version)).fetchone()
             except sqlite3.Error as exc:
                 raise self.unavailable(exc) from exc
         return blob_row(found) if found is not None else None

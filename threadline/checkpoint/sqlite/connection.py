@@ -22,11 +22,7 @@ from threadline.checkpoint.sqlite.schema import CREATED_AT, SCHEMA, SCHEMA_VERSI
 from threadline.checkpoint.stamps import created_text
 from threadline.errors import ConfigError, SaverUnavailableError
 
-# What each ``synchronous`` level guarantees in WAL mode (docs/storage.md): "normal" keeps every
-# committed checkpoint through a process crash, but a power loss or OS crash may lose the last
-# commits (never corrupting the file); "full" syncs the WAL at each commit, so a committed
-# checkpoint survives a power loss too, at the cost of one fsync per put.
-SYNCHRONOUS = ("normal", "full")
+SYNCHRONOUS = ("normal", "full")  # what each guarantees in WAL mode: docs/storage.md
 DEFAULT_TIMEOUT = 30.0  # seconds a connection the saver opens waits for another's write lock
 
 #: ``MIGRATIONS[n]`` rewrites a file of schema version ``n`` as version ``n + 1``, inside the

@@ -203,6 +203,10 @@ def select_writes(count: int) -> str:
 
 
 BLOB_META = "key, version, start, base, chain_bytes, full_bytes, items"
+SELECT_BLOB = (
+    f"SELECT {BLOB_META} FROM blobs"
+    " WHERE thread_id = ? AND checkpoint_ns = ? AND key = ? AND version = ?"
+)
 JOINED_META = "b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes, b.items"
 # Large data comes in a second query, unless the process has it already (``ByteCache``).
 JOINED_DATA = JOINED_META + f", CASE WHEN length(b.data) < {MIN_BYTES} THEN b.data END, b.crc32"
