@@ -24,7 +24,7 @@ from threadline import serde
 from threadline.checkpoint.base import (
     CheckpointRecord,
 )
-from threadline.checkpoint.files import FileSaver, folders, reading, rows
+from threadline.checkpoint.files import FileSaver, disk, rows
 from threadline.errors import SerializationError
 
 __all__ = ["saver"]  # fixtures used here
@@ -178,7 +178,7 @@ def blobs_opened(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         return open(path, *args, **kwargs)
 
     with monkeypatch.context() as patch:
-        patch.setattr(reading, "open", counting, raising=False)
+        patch.setattr(rows, "open", counting, raising=False)
         yield opened
 
 
@@ -235,7 +235,7 @@ def test_a_held_chain_is_checked_against_its_tip_on_disk(saver: FileSaver) -> No
     grow(saver, records, 60, 1000)
     assert newest(saver) == records[-1].checkpoint.values
     tip = records[-1].checkpoint.versions["messages"]
-    path = Path(folders.blob_path(str(ns_dir(saver, "t1")), "messages", tip))
+    path = Path(disk.blob_path(str(ns_dir(saver, "t1")), "messages", tip))
     header = json.loads(path.read_bytes().partition(b"\n")[0])
     other = rows.blob_row(header, serde.DEFAULT.dumps(["another last item"]))
     path.write_bytes(rows.blob_file(other))

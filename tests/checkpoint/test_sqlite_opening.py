@@ -14,7 +14,7 @@ from sqlite_files import TABLES, execute, query
 
 from threadline.checkpoint import Retention, SqliteSaver, TaskWrite
 from threadline.checkpoint.sqlite import SCHEMA_VERSION
-from threadline.checkpoint.sqlite import migration as sqlite_migration
+from threadline.checkpoint.sqlite import connection as sqlite_migration
 from threadline.errors import SaverUnavailableError
 
 

@@ -73,7 +73,7 @@ def test_a_held_chain_loads_without_reading_its_rows(tmp_path: Path) -> None:
             records.append(step("t1", {"log": [item(j, 1000) for j in range(i + 1)]}, parent))
             writer.put(records[-1])
             parent = records[-1].checkpoint
-        chain_query = "b.start = w.v"  # the WHERE of queries.chain_rows
+        chain_query = "b.start = w.v"  # the WHERE of queries.Blobs._chains
         for saver, reads_chain in ((writer, False), (reader, True), (reader, False)):
             with Statements(saver) as trace:
                 got = saver.get_tuple("t1")

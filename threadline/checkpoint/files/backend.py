@@ -16,9 +16,8 @@ from contextlib import contextmanager
 
 from threadline.checkpoint.backend import Loaded, Pair, VersionsOf
 from threadline.checkpoint.chains import HeldChains
-from threadline.checkpoint.files import folders
-from threadline.checkpoint.files.disk import encode_name, json_bytes, make_dirs, write_file
-from threadline.checkpoint.files.reading import read_blob, read_row
+from threadline.checkpoint.files import disk
+from threadline.checkpoint.files.rows import read_blob, read_row
 from threadline.checkpoint.files.transaction import FilesTransaction
 from threadline.checkpoint.layout import REPLACE, BlobRow, missing_rows
 from threadline.checkpoint.transactional import Transactional
@@ -27,7 +26,7 @@ from threadline.serde import Serializer
 
 
 class FilesBackend(Transactional):
-    """Rows as files under ``directory/threads`` (see ``files/__init__.py`` for the layout)."""
+    """Rows as files under ``directory/threads`` (docs/storage.md shows the layout)."""
 
     compaction = REPLACE
     in_process = False
@@ -45,10 +44,10 @@ class FilesBackend(Transactional):
         self._created: dict[str, str] = {}  # row path -> created_at (a row never changes)
 
     def thread_dir(self, thread_id: str) -> str:
-        return os.path.join(self.threads_dir, "t-" + encode_name(thread_id))
+        return os.path.join(self.threads_dir, "t-" + disk.encode_name(thread_id))
 
     def ns_dir(self, thread_id: str, ns: str) -> str:
-        return folders.ns_dir(self.thread_dir(thread_id), ns)
+        return disk.ns_dir(self.thread_dir(thread_id), ns)
 
     def close(self) -> None:
         """Nothing to release: every call opens and closes its own files."""
@@ -73,19 +72,17 @@ class FilesBackend(Transactional):
         is read again."""
         for _ in range(5):
             loaded = super().load(thread_id, ns, checkpoint_id, versions_of)
-            if loaded is None or not self._vanished(thread_id, ns, loaded, versions_of):
+            if loaded is None:
+                return None
+            row = loaded[0].row
+            versions = versions_of(row)
+            if not versions or not missing_rows(versions, loaded[1]):
+                return loaded
+            if os.path.exists(disk.row_path(self.ns_dir(thread_id, ns), row.checkpoint_id)):
                 return loaded
             if checkpoint_id is not None:
                 return None
         return None
-
-    def _vanished(self, thread_id: str, ns: str, loaded: Loaded, versions_of: VersionsOf) -> bool:
-        stored, pool, _ = loaded
-        versions = versions_of(stored.row)
-        if not versions or not missing_rows(versions, pool):
-            return False
-        path = folders.row_path(self.ns_dir(thread_id, ns), stored.row.checkpoint_id)
-        return not os.path.exists(path)
 
     def blob(self, thread_id: str, ns: str, key: str, version: str) -> BlobRow | None:
         return read_blob(self.ns_dir(thread_id, ns), key, version, data=False)
@@ -97,22 +94,13 @@ class FilesBackend(Transactional):
 
     # -- for transactions ----------------------------------------------------------------------
 
-    def init_ns(self, ns_dir: str, thread_id: str, ns: str) -> None:
-        """Create a namespace's folders on first use, and sweep up after crashes once."""
-        if not os.path.exists(os.path.join(ns_dir, "namespace.json")):
-            for sub in folders.SUBFOLDERS:
-                make_dirs(os.path.join(ns_dir, sub))
-            info = {"thread_id": thread_id, "checkpoint_ns": ns}
-            write_file(os.path.join(ns_dir, "namespace.json"), json_bytes(info))
-        self.sweep_once(ns_dir)
-
     def sweep_once(self, ns_dir: str) -> None:
         """Sweep a namespace the first time this process writes it (under the thread lock)."""
         with self._guard:
             first = ns_dir not in self._swept
             self._swept.add(ns_dir)
         if first:
-            folders.sweep(ns_dir)
+            disk.sweep(ns_dir)
 
     def created_at(self, thread_id: str, path: str, checkpoint_id: str) -> str:
         """A row's ``created_at``, remembered (retention asks at every put)."""

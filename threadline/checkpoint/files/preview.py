@@ -1,4 +1,5 @@
-"""Best-effort JSON renderings of values, written next to the exact bytes for people to read.
+"""Best-effort JSON renderings of values, written next to the exact bytes for people to read:
+the fields of row and write files, and ``values/<id>.json``.
 
 Never read back: a value that cannot be rendered shows as an error marker, and a save goes on.
 """
@@ -8,13 +9,14 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from datetime import date, datetime
 from datetime import time as dtime
 from typing import Any
 
-from threadline.checkpoint.layout import BlobRow
+from threadline.checkpoint.files import disk
+from threadline.checkpoint.layout import BlobRow, CheckpointRow
 from threadline.errors import SerializationError
 from threadline.serde import Serializer
 
@@ -92,17 +94,21 @@ def safe_render(obj: Any) -> Any:
         return {"$error": f"cannot render: {type(exc).__name__}"}
 
 
-def preview_changes(
-    blobs: Sequence[BlobRow], shown: Collection[str], codec: Serializer
-) -> dict[str, Any]:
-    """The values a checkpoint stored in ``blobs`` but those ``shown`` (their blob is readable
-    JSON); of a list stored as a delta, only its new items.
+def write_preview(
+    ns_dir: str,
+    row: CheckpointRow,
+    blobs: Sequence[BlobRow],
+    texts: Mapping[str, bytes | None],
+    codec: Serializer,
+) -> None:
+    """``values/<id>.json``, if the checkpoint stored anything that no blob shows as JSON
+    (``texts``) nor the row (inline values): of a list stored as a delta, only its new items.
 
     A preview of every value at every checkpoint would repeat a long conversation at each step
     and outweigh the stored values many times over.
     """
     out: dict[str, Any] = {}
-    for blob in sorted((b for b in blobs if b.key not in shown), key=lambda b: b.key):
+    for blob in sorted((b for b in blobs if texts.get(b.key) is None), key=lambda b: b.key):
         try:
             value = codec.loads(blob.data)
         except SerializationError as exc:
@@ -116,4 +122,6 @@ def preview_changes(
         if len(text) > _MAX_PREVIEW:
             rendered = {"$truncated": f"{len(text)} characters", "head": text[:_MAX_STR]}
         out[blob.key] = rendered
-    return out
+    if out:
+        doc = {"checkpoint_id": row.checkpoint_id, "step": row.step, "values": out}
+        disk.write_json(disk.preview_path(ns_dir, row.checkpoint_id), doc)

@@ -1,17 +1,20 @@
-"""What the files of a thread's folder hold: a backend row as bytes on disk, and back.
+"""The files of a namespace: each backend row as bytes on disk, written and read back.
 
 A row file shows its checkpoint as JSON (``row_file``) and keeps the exact bytes only when
 those fields do not make them again (``_rebuilt``); a blob file is a JSON header line and the
-value (``blob_file``), and so is a write file (``write_file``). Each keeps a CRC-32 of its
-bytes, checked when read (``ValueError`` on a mismatch: the caller names the file).
+value (``blob_file``), and so is a write file (``write_record``). Each keeps a CRC-32 of its
+bytes, checked when read: a damaged file raises ``SerializationError`` naming it (and the key,
+for values).
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import zlib
-from collections.abc import Mapping
-from contextlib import suppress
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from threadline.checkpoint.base import Checkpoint, PlannedTask
@@ -21,7 +24,7 @@ from threadline.checkpoint.bodies import (
     encode_body,
     encode_metadata,
 )
-from threadline.checkpoint.files.disk import b64, json_bytes, unb64
+from threadline.checkpoint.files import disk
 from threadline.checkpoint.files.preview import safe_render
 from threadline.checkpoint.layout import BlobRow, CheckpointRow, WriteRow
 from threadline.errors import SerializationError
@@ -29,15 +32,25 @@ from threadline.serde import DEFAULT, Serializer
 from threadline.serde import _format as fmt
 
 ENCRYPTED = "(encrypted)"  # what a readable field shows when the codec seals values
+_READ_ERRORS = (ValueError, KeyError, TypeError, ArithmeticError, SerializationError)
 
 
-def checksum(data: bytes) -> dict[str, int]:
-    """The checksum a file keeps of its bytes: a CRC-32, as the other savers keep."""
-    return {"crc32": zlib.crc32(data)}
+@contextmanager
+def _reading(what: str, path: str) -> Iterator[None]:
+    """Name the file (and what it holds) in the error a damaged one raises."""
+    try:
+        yield
+    except _READ_ERRORS as exc:
+        raise SerializationError(f"{what} is corrupted: {path!r} cannot be read ({exc})") from exc
 
 
-def checks(fields: Mapping[str, Any], data: bytes) -> bool:
-    return fields.get("crc32") == zlib.crc32(data)
+def read_all(path: str) -> bytes:
+    """A small file's bytes (``OSError`` if there is none)."""
+    with open(path, "rb") as f:
+        return f.read()
+
+
+# -- checkpoint rows -----------------------------------------------------------------------------
 
 
 def _row_bytes(row: CheckpointRow) -> bytes:
@@ -47,12 +60,9 @@ def _row_bytes(row: CheckpointRow) -> bytes:
     return json.dumps(fields).encode("utf-8", "surrogatepass") + row.body + row.metadata
 
 
-# -- checkpoint rows -----------------------------------------------------------------------------
-
-
 def row_file(row: CheckpointRow, codec: Serializer, encrypted: bool) -> bytes:
-    """A row file: the checkpoint's fields as JSON, its exact bytes too unless ``_rebuilt``
-    makes them again from those fields."""
+    """A row file: the checkpoint's fields as JSON, its exact bytes too (base64) unless
+    ``_rebuilt`` makes them again from those fields."""
     doc: dict[str, Any] = {
         "checkpoint_id": row.checkpoint_id,
         "parent_id": row.parent_id,
@@ -61,10 +71,14 @@ def row_file(row: CheckpointRow, codec: Serializer, encrypted: bool) -> bytes:
     }
     with suppress(SerializationError):  # not readable with this codec: the bytes alone
         doc.update(_readable(row, codec, encrypted))
-    stored: dict[str, Any] = checksum(_row_bytes(row))
+    stored: dict[str, Any] = {"crc32": zlib.crc32(_row_bytes(row))}
     if encrypted or _rebuilt(doc) != (row.body, row.metadata):
-        stored = {"body": b64(row.body), "metadata": b64(row.metadata), **stored}
-    return json_bytes({**doc, "stored": stored})
+        stored = {"body": _b64(row.body), "metadata": _b64(row.metadata), **stored}
+    return disk.json_bytes({**doc, "stored": stored})
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
 
 
 def _readable(row: CheckpointRow, codec: Serializer, encrypted: bool) -> dict[str, Any]:
@@ -80,16 +94,12 @@ def _readable(row: CheckpointRow, codec: Serializer, encrypted: bool) -> dict[st
         "barriers": safe_render(cp.barriers),
         "metadata": ENCRYPTED if encrypted else safe_render(metadata),
     }
-    if cp.values:  # the small scalars the body holds (no blob has them)
-        doc["values"] = ENCRYPTED if encrypted else _shown(cp.values)
+    # The small scalars the body holds (no blob has them): as they are where JSON shows them
+    # exactly, else a rendering (``"<3 bytes>"``, ``"nan"``) that ``_rebuilt`` does not turn
+    # back into the body, so the row keeps its bytes too.
+    if cp.values:
+        doc["values"] = ENCRYPTED if encrypted else safe_render(cp.values)
     return doc
-
-
-def _shown(inline: Mapping[str, Any]) -> dict[str, Any]:
-    """Inline values as they are where JSON shows them exactly (numbers, booleans, None, text),
-    else a rendering (``"<3 bytes>"``, ``"nan"``) ``_rebuilt`` does not turn back into the body,
-    so the row keeps its bytes too."""
-    return {key: safe_render(value) for key, value in inline.items()}
 
 
 def _rebuilt(doc: dict[str, Any]) -> tuple[bytes, bytes] | None:
@@ -121,29 +131,48 @@ def _rebuilt(doc: dict[str, Any]) -> tuple[bytes, bytes] | None:
         return None
 
 
-def read_row(raw: bytes, checkpoint_id: str) -> CheckpointRow:
-    """The row a row file holds; ``ValueError`` (or ``KeyError``, ``TypeError``) if damaged."""
-    doc = json.loads(raw)
-    stored = doc["stored"]
-    if "body" in stored:
-        body, metadata = unb64(stored["body"]), unb64(stored["metadata"])
-    else:
-        rebuilt = _rebuilt(doc)
-        if rebuilt is None:
+def read_row(thread_id: str, path: str, checkpoint_id: str) -> CheckpointRow | None:
+    """A row file's row; ``None`` if there is none."""
+    try:
+        raw = read_all(path)
+    except FileNotFoundError:
+        return None
+    with _reading(f"checkpoint {checkpoint_id} of thread {thread_id!r}", path):
+        doc = json.loads(raw)
+        stored = doc["stored"]
+        if "body" in stored:
+            body, metadata = _unb64(stored["body"]), _unb64(stored["metadata"])
+        elif (rebuilt := _rebuilt(doc)) is not None:
+            body, metadata = rebuilt
+        else:
             raise ValueError("its fields do not make a checkpoint")
-        body, metadata = rebuilt
-    if doc["checkpoint_id"] != checkpoint_id:
-        raise ValueError(f"it holds checkpoint {doc['checkpoint_id']!r}")
-    parent, step, created_at = doc["parent_id"], doc["step"], doc["created_at"]
-    if not (parent is None or type(parent) is str) or type(step) is not int:
-        raise ValueError("its parent or step is malformed")
-    row = CheckpointRow(checkpoint_id, parent, step, str(created_at), body, metadata)
-    if not checks(stored, _row_bytes(row)):
-        raise ValueError("checksum mismatch")
-    return row
+        if doc["checkpoint_id"] != checkpoint_id:
+            raise ValueError(f"it holds checkpoint {doc['checkpoint_id']!r}")
+        parent, step, created_at = doc["parent_id"], doc["step"], doc["created_at"]
+        if not (parent is None or type(parent) is str) or type(step) is not int:
+            raise ValueError("its parent or step is malformed")
+        row = CheckpointRow(checkpoint_id, parent, step, str(created_at), body, metadata)
+        if stored.get("crc32") != zlib.crc32(_row_bytes(row)):
+            raise ValueError("checksum mismatch")
+        return row
 
 
-# -- blobs ---------------------------------------------------------------------------------------
+def _unb64(text: Any) -> bytes:
+    if not isinstance(text, str):
+        raise ValueError("expected base64 text")
+    return base64.b64decode(text, validate=True)
+
+
+def read_thread_doc(thread_dir: str) -> dict[str, Any] | None:
+    """A thread's ``thread.json`` (status, head, updated_at, next); ``None`` if unreadable."""
+    try:
+        doc = json.loads(read_all(os.path.join(thread_dir, "thread.json")))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and isinstance(doc.get("head"), str) else None
+
+
+# -- blobs and pending writes: a JSON header line, then the value --------------------------------
 
 
 def json_text(data: bytes) -> bytes | None:
@@ -156,6 +185,17 @@ def json_text(data: bytes) -> bytes | None:
         return text.encode() if DEFAULT.dumps(json.loads(text)) == data else None
     except (TypeError, ValueError, RecursionError, SerializationError):
         return None
+
+
+def _value(header: Mapping[str, Any], payload: bytes) -> bytes:
+    """The bytes of the value after a header line, checked against its size and CRC-32."""
+    if header.get("json") is True:
+        payload = DEFAULT.dumps(json.loads(payload))
+    if len(payload) != header["size"]:
+        raise ValueError(f"{len(payload)} bytes instead of {header['size']}")
+    if header.get("crc32") != zlib.crc32(payload):
+        raise ValueError("checksum mismatch")
+    return payload
 
 
 def blob_file(blob: BlobRow, text: bytes | None = None) -> bytes:
@@ -173,7 +213,7 @@ def blob_file(blob: BlobRow, text: bytes | None = None) -> bytes:
         "full_bytes": blob.full_bytes,
         "items": blob.items,
         "size": len(blob.data),
-        **checksum(blob.data),
+        "crc32": zlib.crc32(blob.data),
     }
     if text is not None:
         header["json"] = True
@@ -198,27 +238,64 @@ def blob_row(header: dict[str, Any], data: bytes) -> BlobRow:
     )
 
 
-def read_blob(header_line: bytes, payload: bytes | None, key: str, version: str) -> BlobRow:
-    """The row of a blob file (``payload`` ``None``: its header only); ``ValueError`` (or
-    ``KeyError``, ``TypeError``, ``SerializationError``) if damaged."""
-    header = json.loads(header_line)
-    if header["key"] != key or header["version"] != version:
-        raise ValueError(f"it holds key {header['key']!r} version {header['version']!r}")
-    if payload is None:
-        return blob_row(header, b"")
-    if header.get("json") is True:
-        payload = DEFAULT.dumps(json.loads(payload))
-    if len(payload) != header["size"]:
-        raise ValueError(f"{len(payload)} bytes instead of {header['size']}")
-    if not checks(header, payload):
-        raise ValueError("checksum mismatch")
-    return blob_row(header, payload)
+def read_blob(ns_dir: str, key: str, version: str, *, data: bool = True) -> BlobRow | None:
+    """A blob file's row (``data`` false: its header only); ``None`` if there is none."""
+    path = disk.blob_path(ns_dir, key, version)
+    try:
+        with open(path, "rb") as f:
+            line = f.readline()
+            payload = f.read() if data else b""
+    except FileNotFoundError:
+        return None
+    with _reading(f"the stored value of key {key!r} (version {version})", path):
+        header = json.loads(line)
+        if header["key"] != key or header["version"] != version:
+            raise ValueError(f"it holds key {header['key']!r} version {header['version']!r}")
+        return blob_row(header, _value(header, payload) if data else b"")
 
 
-# -- pending writes ------------------------------------------------------------------------------
+def blob_header(path: str) -> Any:
+    """The header line of a blob file, as JSON; ``OSError`` or ``ValueError`` if unreadable."""
+    with open(path, "rb") as f:
+        return json.loads(f.readline())
 
 
-def write_file(row: WriteRow, codec: Serializer, encrypted: bool, as_json: bool) -> bytes:
+def recorded_crc(ns_dir: str, key: str, version: str) -> int | None:
+    """The CRC-32 the header line of the file of ``version`` records; None if there is no such
+    file or header. A version's value never changes, so a held chain whose tip has it is that
+    version's value."""
+    try:
+        header = blob_header(disk.blob_path(ns_dir, key, version))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(header, dict) or header.get("key") != key:
+        return None
+    crc = header.get("crc32")
+    return crc if header.get("version") == version and type(crc) is int else None
+
+
+def store_blobs(
+    ns_dir: str, blobs: Sequence[BlobRow], prefixes: Sequence[BlobRow], texts: Mapping[str, Any]
+) -> None:
+    """Write the new blobs (``texts``: their values as JSON, by key), then replace the rows
+    compaction turned into prefix rows.
+
+    A stored version keeps its value whatever its form, so a new blob already on disk (from a
+    put that crashed, perhaps since compacted) is skipped. Prefix rows point at the new full
+    blob: it is durable before the first of them is renamed into place. They go oldest first:
+    a crash midway leaves the newer versions deltas, which the next compaction still reaches.
+    Renaming, not rewriting, keeps the old file intact for a copy that hard-linked it.
+    """
+    new = [b for b in blobs if not os.path.exists(disk.blob_path(ns_dir, b.key, b.version))]
+    for batch in (new, prefixes[::-1]):
+        for row in batch:
+            data = blob_file(row, texts.get(row.key) if row.data else None)
+            disk.write_file(disk.blob_path(ns_dir, row.key, row.version), data, sync_dir=False)
+        if batch:
+            disk.fsync_dir(os.path.join(ns_dir, "blobs"))
+
+
+def write_record(row: WriteRow, codec: Serializer, encrypted: bool, as_json: bool) -> bytes:
     """A write file, laid out as a blob file: one JSON line (task, kind, a readable rendering
     of the value, size, CRC-32), then the value's bytes, or (``"json": true``, ``as_json``) the
     value as JSON text that encodes back to them."""
@@ -226,34 +303,71 @@ def write_file(row: WriteRow, codec: Serializer, encrypted: bool, as_json: bool)
     header: dict[str, Any] = {"task_id": row.task_id, "task_name": row.task_name, "kind": row.kind}
     if text is not None:
         header["json"] = True
+    elif encrypted:
+        header["value"] = ENCRYPTED
     else:
-        header["value"] = ENCRYPTED if encrypted else _rendered(row.data, codec)
-    header.update(size=len(row.data), **checksum(row.data))
+        try:
+            header["value"] = safe_render(codec.loads(row.data))
+        except SerializationError:
+            header["value"] = {"$error": "cannot render"}
+    header.update(size=len(row.data), crc32=zlib.crc32(row.data))
     line = json.dumps(header, ensure_ascii=False).encode("utf-8", "surrogatepass")
     return line + b"\n" + (row.data if text is None else text)
 
 
-def _rendered(data: bytes, codec: Serializer) -> Any:
-    try:
-        return safe_render(codec.loads(data))
-    except SerializationError:
-        return {"$error": "cannot render"}
+def store_writes(
+    ns_dir: str,
+    checkpoint_id: str,
+    writes: Sequence[WriteRow],
+    codec: Serializer,
+    formats: tuple[bool, bool],
+) -> None:
+    """Write files of a checkpoint's pending writes: a new one goes last; one with the key of
+    a stored one replaces it in its place. ``formats``: (encrypted, values as JSON)."""
+    folder = disk.writes_dir(ns_dir, checkpoint_id)
+    disk.make_dirs(folder)
+    by_key: dict[str, str] = {}
+    last = 0
+    for name in disk.visible_names(folder):
+        seq, _, rest = name.partition("-")
+        if seq.isdigit():
+            last = max(last, int(seq))
+            by_key[rest.rsplit("-", 1)[-1].partition(".")[0]] = name
+    for w in writes:
+        key = disk.write_key(w.task_id, w.kind)
+        found = by_key.get(key)
+        if found is None:
+            last += 1
+            found = by_key[key] = f"{last:06d}-{disk.encode_name(w.kind, 24)}-{key}.write"
+        data = write_record(w, codec, *formats)
+        disk.write_file(os.path.join(folder, found), data, sync_dir=False)
+    disk.fsync_dir(folder)
 
 
-def read_write(raw: bytes, *, data: bool = True) -> WriteRow:
-    """The row of a write file (``data`` false: its value's bytes left out)."""
-    line, _, payload = raw.partition(b"\n")
-    header = json.loads(line)
-    if not isinstance(header, dict):
-        raise ValueError("the header is not a JSON object")
-    for field in ("task_id", "task_name", "kind"):
-        if not isinstance(header.get(field), str):
-            raise ValueError(f"{field!r} is missing")
-    if data:
-        if header.get("json") is True:
-            payload = DEFAULT.dumps(json.loads(payload))
-        if len(payload) != header["size"] or not checks(header, payload):
-            raise ValueError("checksum mismatch")
-    return WriteRow(
-        header["task_id"], header["kind"], header["task_name"], payload if data else b""
-    )
+def read_writes(ns_dir: str, checkpoint_id: str, *, data: bool = True) -> list[WriteRow]:
+    """A checkpoint's pending writes, in saved order (``data`` false: without their values)."""
+    folder = disk.writes_dir(ns_dir, checkpoint_id)
+    out: list[WriteRow] = []
+    for name in sorted(disk.visible_names(folder), key=_seq):
+        path = os.path.join(folder, name)
+        try:
+            raw = read_all(path)
+        except FileNotFoundError:
+            continue
+        with _reading(f"a pending write of checkpoint {checkpoint_id}", path):
+            line, _, payload = raw.partition(b"\n")
+            header = json.loads(line)
+            if not isinstance(header, dict):
+                raise ValueError("the header is not a JSON object")
+            for field in ("task_id", "task_name", "kind"):
+                if not isinstance(header.get(field), str):
+                    raise ValueError(f"{field!r} is missing")
+            value = _value(header, payload) if data else b""
+            out.append(WriteRow(header["task_id"], header["kind"], header["task_name"], value))
+    return out
+
+
+def _seq(name: str) -> tuple[int, str]:
+    """A write file's place: its name starts with its sequence number."""
+    seq = name.partition("-")[0]
+    return int(seq) if seq.isdigit() else 0, name

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import shutil
 import time
 from collections.abc import Callable
@@ -13,14 +12,7 @@ from contextlib import suppress
 from threadline.checkpoint.base import Retention
 from threadline.checkpoint.core import CoreSaver
 from threadline.checkpoint.files.backend import FilesBackend
-from threadline.checkpoint.files.disk import (
-    TMP,
-    TRASH,
-    fsync_dir,
-    json_bytes,
-    make_dirs,
-    write_file,
-)
+from threadline.checkpoint.files.disk import TMP, TRASH, make_dirs, write_json
 from threadline.checkpoint.formats import migrations_from
 from threadline.errors import SaverUnavailableError
 from threadline.serde import DEFAULT, Serializer
@@ -73,24 +65,14 @@ class FileSaver(CoreSaver):
         return f"FileSaver({self.directory!r})"
 
     def _check_format(self) -> None:
+        """Mark a new directory with the format version; check or migrate an older one."""
         path = os.path.join(self.directory, "FORMAT.json")
+        marker = {"format": _FORMAT_NAME, "version": FORMAT_VERSION}
         try:
             with open(path, "rb") as f:
                 found = json.loads(f.read())
         except FileNotFoundError:
-            marker = {"format": _FORMAT_NAME, "version": FORMAT_VERSION}
-            tmp = os.path.join(self.directory, f"{TMP}{os.getpid()}-{secrets.token_hex(6)}")
-            with open(tmp, "wb") as f:
-                f.write(json_bytes(marker))
-                f.flush()
-                os.fsync(f.fileno())
-            try:
-                os.link(tmp, path)  # never replaces a marker another process just wrote
-            except FileExistsError:
-                pass
-            finally:
-                os.unlink(tmp)
-            fsync_dir(self.directory)
+            write_json(path, marker, replace=False)  # nor a marker another process just wrote
             return
         except ValueError as exc:
             raise SaverUnavailableError(
@@ -111,8 +93,7 @@ class FileSaver(CoreSaver):
         for migrate in steps:
             migrate(self.directory)
         if steps:
-            marker = {"format": _FORMAT_NAME, "version": FORMAT_VERSION}
-            write_file(os.path.join(self.directory, "FORMAT.json"), json_bytes(marker))
+            write_json(path, marker)
 
     def _empty_trash(self) -> None:
         """Finish deletions a crash interrupted, and drop stale temp files at the top."""

@@ -1,6 +1,6 @@
 """One transaction of a ``FilesBackend`` (``checkpoint.backend.Transaction``) over the files.
 
-A write transaction locks a thread when a call first names it (``folders.lock``) and keeps
+A write transaction locks a thread when a call first names it (``disk.lock``) and keeps
 the lock to its end; a read transaction that pages history holds it shared (``page``). A put
 (``insert``) writes its blobs, then the prefix rows that replace older ones (once the new full
 blob they point at is durable), its preview and ``HEAD``; its pending writes follow
@@ -23,27 +23,9 @@ from typing import TYPE_CHECKING
 from threadline.checkpoint.backend import Check, Pair, StoredCheckpoint, ThreadRow
 from threadline.checkpoint.base import ThreadStatus
 from threadline.checkpoint.bodies import body_next
-from threadline.checkpoint.files import folders, rows
-from threadline.checkpoint.files.disk import (
-    ROOT_NS_DIR,
-    TMP,
-    TRASH,
-    all_names,
-    fsync_dir,
-    json_bytes,
-    remove_file,
-    visible_names,
-    write_file,
-)
-from threadline.checkpoint.files.reading import (
-    read_all,
-    read_blob,
-    read_row,
-    read_thread_doc,
-    read_writes,
-    recorded_crc,
-)
-from threadline.checkpoint.files.writing import copy_ns, store_blobs, store_writes, write_preview
+from threadline.checkpoint.files import disk, rows
+from threadline.checkpoint.files.disk import ROOT_NS_DIR, TMP, TRASH, all_names, remove_file
+from threadline.checkpoint.files.preview import write_preview
 from threadline.checkpoint.layout import BlobRow, CheckpointRow, WriteRow
 from threadline.checkpoint.rules import now_iso, status_of
 from threadline.errors import SerializationError
@@ -62,37 +44,35 @@ class FilesTransaction:
         self._locks: dict[str, int] = {}  # thread folder -> its locked .lock
         self._fresh: set[str] = set()  # thread folders made just to lock them
         self._wrote = False
-        self._staged: tuple[str, str, bytes] | None = None  # (ns folder, row path, row file)
+        self._staged: tuple[str, str, bytes] | None = None  # (ns folder, id, row file)
 
-    def _thread(self, thread_id: str) -> str:
+    def _thread(self, thread_id: str, *, shared: bool = False) -> str:
+        """The thread's folder. A write transaction locks it when a call first names it; a read
+        transaction that pages history holds it ``shared`` to its end, so no prune deletes a
+        checkpoint of the page, or its values, before they are read."""
         thread_dir = self.backend.thread_dir(thread_id)
-        if self.write and thread_dir not in self._locks:
+        if thread_dir in self._locks or not (self.write or shared):
+            return thread_dir
+        if self.write:
             existed = os.path.isdir(thread_dir)
-            self._locks[thread_dir] = folders.lock(thread_dir)
+            self._locks[thread_dir] = disk.lock(thread_dir)
             if not existed:
                 self._fresh.add(thread_dir)
+        elif (fd := disk.share(thread_dir)) is not None:
+            self._locks[thread_dir] = fd
         return thread_dir
 
-    def _share(self, thread_id: str) -> None:
-        """A read transaction that pages history holds the thread's lock shared to its end, so
-        no prune deletes a checkpoint of the page, or its values, before they are read."""
-        thread_dir = self.backend.thread_dir(thread_id)
-        if not self.write and thread_dir not in self._locks:
-            fd = folders.share(thread_dir)
-            if fd is not None:
-                self._locks[thread_dir] = fd
-
     def _ns(self, thread_id: str, ns: str) -> str:
-        return folders.ns_dir(self._thread(thread_id), ns)
+        return disk.ns_dir(self._thread(thread_id), ns)
 
     def land(self) -> None:
         """Write the row file of the put this transaction made: the checkpoint exists now."""
         if self._staged is None:
             return
-        ns_dir, path, data = self._staged
+        ns_dir, cid, data = self._staged
         self._staged = None
-        write_file(path, data)
-        fsync_dir(ns_dir)  # HEAD's rename
+        disk.write_file(disk.row_path(ns_dir, cid), data)
+        disk.fsync_dir(ns_dir)  # HEAD's rename
 
     def release(self) -> None:
         """Unlock; a thread folder made only to lock it goes again."""
@@ -110,10 +90,10 @@ class FilesTransaction:
     def head(self, thread_id: str, ns: str) -> str | None:
         self.land()
         ns_dir = self._ns(thread_id, ns)
-        found, agreed = folders.newest(ns_dir)
+        found, agreed = disk.newest(ns_dir)
         if self.write and os.path.isdir(ns_dir):
             if not agreed:
-                folders.sweep(ns_dir)  # HEAD names a missing row: a put crashed here
+                disk.sweep(ns_dir)  # HEAD names a missing row: a put crashed here
             self.backend.sweep_once(ns_dir)
         return found
 
@@ -123,8 +103,8 @@ class FilesTransaction:
         crash (``list_threads`` then recomputes it)."""
         self.land()
         thread_dir = self._thread(thread_id)
-        doc = read_thread_doc(thread_dir)
-        if doc is None or doc["head"] != folders.head(os.path.join(thread_dir, ROOT_NS_DIR)):
+        doc = rows.read_thread_doc(thread_dir)
+        if doc is None or doc["head"] != disk.head(os.path.join(thread_dir, ROOT_NS_DIR)):
             return None
         return doc["status"]  # type: ignore[no-any-return]
 
@@ -133,24 +113,23 @@ class FilesTransaction:
     ) -> StoredCheckpoint | None:
         self.land()
         ns_dir = self._ns(thread_id, ns)
-        cid = checkpoint_id if checkpoint_id is not None else folders.head(ns_dir)
+        cid = checkpoint_id if checkpoint_id is not None else disk.head(ns_dir)
         if cid is None:
             return None
-        return self._stored(thread_id, ns_dir, cid, folders.row_path(ns_dir, cid))
+        return self._stored(thread_id, ns_dir, cid, disk.row_path(ns_dir, cid))
 
     def _stored(self, thread_id: str, ns_dir: str, cid: str, path: str) -> StoredCheckpoint | None:
-        row = read_row(thread_id, path, cid)
+        row = rows.read_row(thread_id, path, cid)
         if row is None:
             return None
-        return StoredCheckpoint(row, tuple(read_writes(ns_dir, cid)))
+        return StoredCheckpoint(row, tuple(rows.read_writes(ns_dir, cid)))
 
     def page(
         self, thread_id: str, ns: str, before: str | None, limit: int
     ) -> list[StoredCheckpoint]:
         self.land()
-        self._share(thread_id)
-        ns_dir = self._ns(thread_id, ns)
-        paths = folders.row_ids(ns_dir)
+        ns_dir = disk.ns_dir(self._thread(thread_id, shared=True), ns)
+        paths = disk.row_ids(ns_dir)
         out: list[StoredCheckpoint] = []
         for cid in sorted(paths, reverse=True):
             if before is not None and cid >= before:
@@ -181,13 +160,13 @@ class FilesTransaction:
             for key, version in versions.items():
                 ref: str | None = version
                 while ref is not None and (key, ref) not in pool:  # a loop ends at a seen row
-                    crc = recorded_crc(ns_dir, key, ref) if (key, ref) in tips else None
+                    crc = rows.recorded_crc(ns_dir, key, ref) if (key, ref) in tips else None
                     if crc is not None:  # a chain whose tip records other bytes is let go
                         below = chains.rows_below(thread_id, ns, {(key, ref): crc})
                         if (key, ref) in below:
                             pool.update(below)
                             break
-                    row = read_blob(ns_dir, key, ref)
+                    row = rows.read_blob(ns_dir, key, ref)
                     if row is None:
                         break
                     pool[(key, ref)] = row
@@ -196,17 +175,16 @@ class FilesTransaction:
 
     def blob_meta(self, thread_id: str, ns: str, pairs: Collection[Pair]) -> dict[Pair, BlobRow]:
         ns_dir = self._ns(thread_id, ns)
-        found = {pair: read_blob(ns_dir, *pair, data=False) for pair in pairs}
+        found = {pair: rows.read_blob(ns_dir, *pair, data=False) for pair in pairs}
         return {pair: row for pair, row in found.items() if row is not None}
 
     def all_blob_meta(self, thread_id: str, ns: str) -> dict[Pair, BlobRow]:
         """Unreadable headers are left out (so their files are left be)."""
         folder = os.path.join(self._ns(thread_id, ns), "blobs")
         out: dict[Pair, BlobRow] = {}
-        for name in visible_names(folder):
+        for name in disk.visible_names(folder):
             try:
-                with open(os.path.join(folder, name), "rb") as f:
-                    row = rows.blob_row(json.loads(f.readline()), b"")
+                row = rows.blob_row(rows.blob_header(os.path.join(folder, name)), b"")
             except (OSError, ValueError, KeyError, TypeError):
                 continue
             out[(row.key, row.version)] = row
@@ -214,7 +192,7 @@ class FilesTransaction:
 
     def ids(self, thread_id: str, ns: str) -> list[tuple[str, str]]:
         self.land()
-        paths = folders.row_ids(self._ns(thread_id, ns))
+        paths = disk.row_ids(self._ns(thread_id, ns))
         at = self.backend.created_at
         return [(cid, at(thread_id, paths[cid], cid)) for cid in sorted(paths, reverse=True)]
 
@@ -222,9 +200,9 @@ class FilesTransaction:
         """An unreadable row gives an empty body: pruning then keeps every blob."""
         self.land()
         out: list[tuple[str, bytes]] = []
-        for cid, path in folders.row_ids(self._ns(thread_id, ns)).items():
+        for cid, path in disk.row_ids(self._ns(thread_id, ns)).items():
             try:
-                row = read_row(thread_id, path, cid)
+                row = rows.read_row(thread_id, path, cid)
             except SerializationError:
                 row = CheckpointRow(cid, None, 0, "", b"", b"")
             if row is not None:
@@ -232,12 +210,12 @@ class FilesTransaction:
         return out
 
     def namespaces(self, thread_id: str) -> list[str]:
-        found = folders.namespaces(self._thread(thread_id))
-        return sorted(ns for ns, ns_dir in found.items() if folders.head(ns_dir) is not None)
+        found = disk.namespaces(self._thread(thread_id))
+        return sorted(ns for ns, ns_dir in found.items() if disk.head(ns_dir) is not None)
 
     def threads(self, status: ThreadStatus | None, limit: int | None) -> list[ThreadRow]:
         found: list[ThreadRow] = []
-        for name in visible_names(self.backend.threads_dir):
+        for name in disk.visible_names(self.backend.threads_dir):
             if name.startswith("t-"):
                 row = self._thread_row(os.path.join(self.backend.threads_dir, name))
                 if row is not None and (status is None or row.status == status):
@@ -249,21 +227,21 @@ class FilesTransaction:
         """From ``thread.json``, or made again from the head if it is missing or stale (a crash
         between the row and it). ``None``: no root checkpoint, or an unreadable one."""
         root = os.path.join(thread_dir, ROOT_NS_DIR)
-        head = folders.head(root)
+        head = disk.head(root)
         if head is None:
             return None
         try:
-            info = json.loads(read_all(os.path.join(root, "namespace.json")))
-            row = read_row(info["thread_id"], folders.row_path(root, head), head)
+            info = json.loads(rows.read_all(os.path.join(root, "namespace.json")))
+            row = rows.read_row(info["thread_id"], disk.row_path(root, head), head)
             if row is None:
                 return None
-            doc = read_thread_doc(thread_dir)
+            doc = rows.read_thread_doc(thread_dir)
             if doc is not None and doc["head"] == head:
                 at = max(doc["updated_at"], row.created_at)
                 return ThreadRow(doc["thread_id"], doc["status"], head, at, row.body)
             names = body_next(row.body, self.backend.codec)
-            keys = [(w.task_id, w.kind) for w in read_writes(root, head, data=False)]
-            mtime = os.stat(folders.row_path(root, head)).st_mtime
+            keys = [(w.task_id, w.kind) for w in rows.read_writes(root, head, data=False)]
+            mtime = os.stat(disk.row_path(root, head)).st_mtime
             at = datetime.fromtimestamp(mtime, UTC).isoformat()
             return ThreadRow(info["thread_id"], status_of(names, keys), head, at, row.body)
         except (OSError, ValueError, KeyError, TypeError, SerializationError):
@@ -283,32 +261,39 @@ class FilesTransaction:
         backend = self.backend
         ns_dir = self._ns(thread_id, ns)
         data = rows.row_file(row, backend.codec, backend.encrypted)
-        backend.init_ns(ns_dir, thread_id, ns)
-        self._wrote = True
+        self._init(ns_dir, thread_id, ns)
         cid = row.checkpoint_id
-        shutil.rmtree(folders.writes_dir(ns_dir, cid), ignore_errors=True)  # a crashed put's
+        shutil.rmtree(disk.writes_dir(ns_dir, cid), ignore_errors=True)  # a crashed put's
         texts = {b.key: rows.json_text(b.data) for b in blobs} if backend.previews else {}
-        store_blobs(ns_dir, blobs, prefixes, texts)
+        rows.store_blobs(ns_dir, blobs, prefixes, texts)
         if backend.previews:
             write_preview(ns_dir, row, blobs, texts, backend.codec)
-        head = json_bytes({"checkpoint_id": cid})
-        write_file(os.path.join(ns_dir, "HEAD"), head, sync_dir=False)
-        self._staged = (ns_dir, folders.row_path(ns_dir, cid), data)
+        disk.write_json(os.path.join(ns_dir, "HEAD"), {"checkpoint_id": cid}, sync_dir=False)
+        self._staged = (ns_dir, cid, data)
         chains = backend.chains
         self.committed.append(lambda: chains.stored(thread_id, ns, blobs))
+
+    def _init(self, ns_dir: str, thread_id: str, ns: str) -> None:
+        """Before a write: create a namespace's folders on first use, and sweep up after
+        crashes the first time this process writes there."""
+        if not os.path.exists(os.path.join(ns_dir, "namespace.json")):
+            for sub in disk.SUBFOLDERS:
+                disk.make_dirs(os.path.join(ns_dir, sub))
+            info = {"thread_id": thread_id, "checkpoint_ns": ns}
+            disk.write_json(os.path.join(ns_dir, "namespace.json"), info)
+        self.backend.sweep_once(ns_dir)
+        self._wrote = True
 
     def add_writes(
         self, thread_id: str, ns: str, checkpoint_id: str, writes: Sequence[WriteRow]
     ) -> None:
-        """A new write goes last; one with the key of a stored one replaces it in its place."""
         ns_dir = self._ns(thread_id, ns)
-        if self._staged is not None and self._staged[1] != folders.row_path(ns_dir, checkpoint_id):
+        if self._staged is not None and self._staged[:2] != (ns_dir, checkpoint_id):
             self.land()
-        self.backend.init_ns(ns_dir, thread_id, ns)
-        self._wrote = True
+        self._init(ns_dir, thread_id, ns)
         backend = self.backend
         formats = (backend.encrypted, backend.previews)
-        store_writes(ns_dir, checkpoint_id, writes, backend.codec, formats)
+        rows.store_writes(ns_dir, checkpoint_id, writes, backend.codec, formats)
 
     def set_thread(
         self, thread_id: str, status: ThreadStatus, head: str, next_names: Sequence[str]
@@ -322,22 +307,22 @@ class FilesTransaction:
             "updated_at": now_iso(),
             "next": list(next_names),
         }
-        write_file(os.path.join(self._thread(thread_id), "thread.json"), json_bytes(doc))
+        disk.write_json(os.path.join(self._thread(thread_id), "thread.json"), doc)
 
     def delete(self, thread_id: str, ns: str, ids: Collection[str]) -> None:
         """Rows first (the checkpoints are gone at once), then their writes and previews."""
         self.land()
         self._wrote = True
         ns_dir = self._ns(thread_id, ns)
-        paths = [folders.row_path(ns_dir, cid) for cid in ids]
+        paths = [disk.row_path(ns_dir, cid) for cid in ids]
         for path in paths:
             remove_file(path)
-        fsync_dir(os.path.join(ns_dir, "checkpoints"))
+        disk.fsync_dir(os.path.join(ns_dir, "checkpoints"))
         self.backend.forget_rows(paths)
         for cid in ids:
-            shutil.rmtree(folders.writes_dir(ns_dir, cid), ignore_errors=True)
-            remove_file(folders.preview_path(ns_dir, cid))
-        if folders.head(ns_dir) is None:
+            shutil.rmtree(disk.writes_dir(ns_dir, cid), ignore_errors=True)
+            remove_file(disk.preview_path(ns_dir, cid))
+        if disk.head(ns_dir) is None:
             remove_file(os.path.join(ns_dir, "HEAD"))
             if ns == "":
                 remove_file(os.path.join(self._thread(thread_id), "thread.json"))
@@ -345,7 +330,7 @@ class FilesTransaction:
     def delete_blobs(self, thread_id: str, ns: str, pairs: Collection[Pair]) -> None:
         ns_dir = self._ns(thread_id, ns)
         for key, version in pairs:
-            remove_file(folders.blob_path(ns_dir, key, version))
+            remove_file(disk.blob_path(ns_dir, key, version))
 
     def delete_thread(self, thread_id: str) -> None:
         """The folder is renamed away (the thread disappears at once, as a whole), then
@@ -356,7 +341,7 @@ class FilesTransaction:
         self._wrote = True
         trash = os.path.join(self.backend.directory, f"{TRASH}{secrets.token_hex(8)}")
         os.rename(thread_dir, trash)
-        fsync_dir(self.backend.threads_dir)
+        disk.fsync_dir(self.backend.threads_dir)
         self._forget(thread_id, thread_dir)
         self.committed.append(lambda: shutil.rmtree(trash, ignore_errors=True))
 
@@ -366,8 +351,8 @@ class FilesTransaction:
         self.committed.append(lambda: backend.forget_thread(thread_dir))
 
     def copy_thread(self, source: str, target: str) -> None:
-        """Hard-links every file into staging folders renamed into place, the root namespace
-        last: an interrupted copy never shows in ``list_threads``."""
+        """Hard-links every file of each namespace into a staging folder renamed into place,
+        the root namespace last: an interrupted copy never shows in ``list_threads``."""
         self._wrote = True
         source_dir, target_dir = self._thread(source), self._thread(target)
         for name in all_names(target_dir):  # leftovers that hold no checkpoint
@@ -375,10 +360,24 @@ class FilesTransaction:
             if name == ROOT_NS_DIR or name.startswith(("ns-", TMP)):
                 shutil.rmtree(path, ignore_errors=True)
         self._forget(target, target_dir)
-        found = sorted(folders.namespaces(source_dir).items(), key=lambda item: item[0] == "")
+        found = sorted(disk.namespaces(source_dir).items(), key=lambda item: item[0] == "")
         for ns, ns_dir in found:
-            copy_ns(ns_dir, ns, target, target_dir)
-        fsync_dir(target_dir)
+            stage = os.path.join(target_dir, f"{TMP}ns-{secrets.token_hex(6)}")
+            for sub in disk.SUBFOLDERS:
+                os.makedirs(os.path.join(stage, sub))
+            for sub in ("checkpoints", "values", "blobs"):
+                disk.link_all(os.path.join(ns_dir, sub), os.path.join(stage, sub))
+            for cid_dir in disk.visible_names(os.path.join(ns_dir, "writes")):
+                os.mkdir(os.path.join(stage, "writes", cid_dir))
+                disk.link_all(*(os.path.join(d, "writes", cid_dir) for d in (ns_dir, stage)))
+            disk.fsync_dir(os.path.join(stage, "writes"))
+            head = disk.head(ns_dir)
+            if head is not None:
+                disk.write_json(os.path.join(stage, "HEAD"), {"checkpoint_id": head})
+            info = {"thread_id": target, "checkpoint_ns": ns}
+            disk.write_json(os.path.join(stage, "namespace.json"), info)
+            os.rename(stage, disk.ns_dir(target_dir, ns))
+        disk.fsync_dir(target_dir)
         row = self._thread_row(source_dir)
         if row is not None:
             names = body_next(row.body, self.backend.codec)

@@ -9,6 +9,8 @@ What a write transaction adds to either is kept only once it commits.
 
 from __future__ import annotations
 
+import functools
+import json
 import sqlite3
 import threading
 import zlib
@@ -20,32 +22,11 @@ from threadline.checkpoint.backend import Check, Pair, StoredCheckpoint, ThreadR
 from threadline.checkpoint.base import ThreadStatus
 from threadline.checkpoint.bytecache import ByteCache
 from threadline.checkpoint.chains import HeldChains
-from threadline.checkpoint.layout import REPLACE, BlobRow, CheckpointRow, WriteRow, corrupted
+from threadline.checkpoint.layout import REPLACE, BlobRow, CheckpointRow, WriteRow
 from threadline.checkpoint.rules import now_iso
+from threadline.checkpoint.sqlite import schema as sql
 from threadline.checkpoint.sqlite.connection import misuse
-from threadline.checkpoint.sqlite.queries import (
-    CHUNK,
-    blob_rows,
-    fill_large,
-    insert_writes,
-    meta_row,
-    names_json,
-    values_of,
-)
-from threadline.checkpoint.sqlite.schema import (
-    BLOB_META,
-    HEAD_AND_STATUS,
-    INSERT_BLOB,
-    INSERT_CHECKPOINT,
-    LIST_THREADS,
-    NAME_PARENT,
-    REPLACE_WITH_PREFIX,
-    SELECT_LATEST,
-    SELECT_ONE,
-    SELECT_PAGE,
-    UPSERT_THREAD,
-    repoint_prefixes,
-)
+from threadline.checkpoint.sqlite.queries import Blobs, blob_row
 from threadline.checkpoint.stamps import created_text, stored_created
 from threadline.checkpoint.transactional import Transactional
 from threadline.errors import SaverUnavailableError
@@ -102,7 +83,10 @@ class SqliteBackend(Transactional):
             for action in tx.committed:
                 action()
             if tx.compacted:
-                self._release_free_pages()
+                # Give the pages compaction freed back to the OS, best effort (free pages are
+                # reused anyway); ``executescript`` commits first, so it runs on its own.
+                with suppress(sqlite3.Error):
+                    conn.executescript("PRAGMA incremental_vacuum;")
 
     def unavailable(self, exc: sqlite3.Error) -> Exception:
         if isinstance(exc, sqlite3.OperationalError) or type(exc) is sqlite3.DatabaseError:
@@ -111,27 +95,14 @@ class SqliteBackend(Transactional):
             )
         return misuse(exc, self.path) or exc
 
-    def _release_free_pages(self) -> None:
-        """Give the pages compaction freed back to the OS. Its own transaction:
-        ``executescript`` commits first. Best effort: free pages are reused anyway."""
-        with suppress(sqlite3.Error):
-            self.connection().executescript("PRAGMA incremental_vacuum;")
-
     def blob(self, thread_id: str, ns: str, key: str, version: str) -> BlobRow | None:
         with self.lock:
+            conn = self.connection()
             try:
-                found = (
-                    self.connection()
-                    .execute(
-                        f"SELECT {BLOB_META} FROM blobs WHERE thread_id = ? "
-                        "AND checkpoint_ns = ? AND key = ? AND version = ?",
-                        (thread_id, ns, key, version),
-                    )
-                    .fetchone()
-                )
+                found = conn.execute(sql.SELECT_BLOB, (thread_id, ns, key, version)).fetchone()
             except sqlite3.Error as exc:
                 raise self.unavailable(exc) from exc
-        return meta_row(found) if found is not None else None
+        return blob_row(found) if found is not None else None
 
     def loaded(
         self, thread_id: str, ns: str, versions: Mapping[str, str], pool: Mapping[Pair, BlobRow]
@@ -153,8 +124,7 @@ class _Tx:
     # -- reads ---------------------------------------------------------------------------------
 
     def head(self, thread_id: str, ns: str) -> str | None:
-        # The put's two reads in one statement: the head (its compare-and-set) and the status.
-        head, status = self.conn.execute(HEAD_AND_STATUS, (thread_id, ns, thread_id)).fetchone()
+        head, status = self.conn.execute(sql.HEAD_AND_STATUS, (thread_id, ns, thread_id)).fetchone()
         self._status = (thread_id, status)
         self._head = (thread_id, ns, head)
         return head  # type: ignore[no-any-return]
@@ -171,33 +141,42 @@ class _Tx:
         self, thread_id: str, ns: str, checkpoint_id: str | None
     ) -> StoredCheckpoint | None:
         if checkpoint_id is None:
-            rows = self.conn.execute(SELECT_LATEST, (thread_id, ns)).fetchall()
+            rows = self.conn.execute(sql.SELECT_LATEST, (thread_id, ns)).fetchall()
         else:
-            rows = self.conn.execute(SELECT_ONE, (thread_id, ns, checkpoint_id)).fetchall()
+            rows = self.conn.execute(sql.SELECT_ONE, (thread_id, ns, checkpoint_id)).fetchall()
             if rows and rows[0][0] != checkpoint_id:
                 return None
-        return self._with_writes(thread_id, ns, _rows(rows, 1))[0] if rows else None
+        return self._with_writes(thread_id, ns, rows, 1)[0] if rows else None
 
     def page(
         self, thread_id: str, ns: str, before: str | None, limit: int
     ) -> list[StoredCheckpoint]:
         params = (thread_id, ns, before, before, limit + 1)
-        rows = self.conn.execute(SELECT_PAGE, params).fetchall()
-        return self._with_writes(thread_id, ns, _rows(rows, limit))
+        return self._with_writes(
+            thread_id, ns, self.conn.execute(sql.SELECT_PAGE, params).fetchall(), limit
+        )
 
     def _with_writes(
-        self, thread_id: str, ns: str, rows: Sequence[CheckpointRow]
+        self, thread_id: str, ns: str, stored: Sequence[tuple[Any, ...]], limit: int
     ) -> list[StoredCheckpoint]:
-        ids = [r.checkpoint_id for r in rows]
-        writes: dict[str, list[WriteRow]] = {cid: [] for cid in ids}
-        for i in range(0, len(ids), CHUNK):
-            chunk = ids[i : i + CHUNK]
-            marks = ", ".join("?" * len(chunk))
+        """The first ``limit`` of stored rows (newest first and consecutive) with their writes.
+
+        An implied parent (NULL, ``schema._SELECT``) is the next row's id, '' is none, and
+        ``created_at`` is spelled out (``stamps``).
+        """
+        rows = []
+        for i, (cid, parent, step, created, body, metadata) in enumerate(stored[:limit]):
+            if parent is None:
+                parent = stored[i + 1][0] if i + 1 < len(stored) else None
+            if type(created) is int:
+                created = created_text(cid, created)
+            rows.append(CheckpointRow(cid, parent or None, step, created, body, metadata))
+        writes: dict[str, list[WriteRow]] = {r.checkpoint_id: [] for r in rows}
+        ids = list(writes)
+        for i in range(0, len(ids), sql.CHUNK):
+            chunk = ids[i : i + sql.CHUNK]
             for cid, task_id, kind, task_name, value in self.conn.execute(
-                "SELECT checkpoint_id, task_id, kind, task_name, value FROM writes "
-                f"WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id IN ({marks}) "
-                "ORDER BY checkpoint_id, seq",
-                [thread_id, ns, *chunk],
+                sql.select_writes(len(chunk)), [thread_id, ns, *chunk]
             ):
                 writes[cid].append(WriteRow(task_id, kind, task_name, value))
         return [StoredCheckpoint(row, tuple(writes[row.checkpoint_id])) for row in rows]
@@ -206,26 +185,16 @@ class _Tx:
         self, thread_id: str, ns: str, wanted: Sequence[Mapping[str, str]]
     ) -> tuple[dict[Pair, BlobRow], Check | None]:
         backend = self.backend
-        pool, crcs, held = values_of(self.conn, thread_id, ns, wanted, backend.chains)
-        verified = fill_large(self.conn, thread_id, ns, pool, crcs, backend.bytes) | held
-
-        def check(row: BlobRow) -> None:
-            """The CRC-32 of every blob a value is rebuilt from must match."""
-            kv = (row.key, row.version)
-            crc = crcs.get(kv)
-            if crc is not None and kv not in verified and zlib.crc32(row.data) != crc:
-                raise corrupted(row)
-
-        return pool, check
+        return Blobs(self.conn, thread_id, ns).values(wanted, backend.chains, backend.bytes)
 
     def blob_meta(self, thread_id: str, ns: str, pairs: Collection[Pair]) -> dict[Pair, BlobRow]:
-        return blob_rows(self.conn, thread_id, ns, pairs)
+        return Blobs(self.conn, thread_id, ns).rows(sorted(set(pairs)), sql.BY_PAIR)
 
     def all_blob_meta(self, thread_id: str, ns: str) -> dict[Pair, BlobRow]:
         return {
-            (r[0], r[1]): meta_row(r)
+            (r[0], r[1]): blob_row(r)
             for r in self.conn.execute(
-                f"SELECT {BLOB_META} FROM blobs WHERE thread_id = ? AND checkpoint_ns = ?",
+                f"SELECT {sql.BLOB_META} FROM blobs WHERE thread_id = ? AND checkpoint_ns = ?",
                 (thread_id, ns),
             )
         }
@@ -254,7 +223,7 @@ class _Tx:
         where = "WHERE t.status = ?" if status is not None else ""
         params: list[object] = [status] if status is not None else []
         params.append(-1 if limit is None else limit)
-        rows = self.conn.execute(LIST_THREADS.format(where=where), params).fetchall()
+        rows = self.conn.execute(sql.LIST_THREADS.format(where=where), params).fetchall()
         return [ThreadRow(*row) for row in rows]
 
     # -- writes --------------------------------------------------------------------------------
@@ -267,30 +236,22 @@ class _Tx:
         blobs: Sequence[BlobRow],
         prefixes: Sequence[BlobRow],
     ) -> None:
-        conn = self.conn
+        conn, cid = self.conn, row.checkpoint_id
         parent = row.parent_id
         if parent is None:
             parent = ""
         elif self._head == (thread_id, ns, parent):
             parent = None  # the previous checkpoint (``schema._SELECT``)
+        created = stored_created(cid, row.created_at)
         conn.execute(
-            INSERT_CHECKPOINT,
-            (
-                thread_id,
-                ns,
-                row.checkpoint_id,
-                parent,
-                row.step,
-                stored_created(row.checkpoint_id, row.created_at),
-                row.body,
-                row.metadata,
-            ),
+            sql.INSERT_CHECKPOINT,
+            (thread_id, ns, cid, parent, row.step, created, row.body, row.metadata),
         )
         if not blobs and not prefixes:
             return
         crcs = [zlib.crc32(b.data) for b in blobs]
         conn.executemany(
-            INSERT_BLOB,
+            sql.INSERT_BLOB,
             [
                 (
                     thread_id,
@@ -310,13 +271,22 @@ class _Tx:
         )
         if prefixes:
             conn.executemany(
-                REPLACE_WITH_PREFIX,
+                sql.REPLACE_WITH_PREFIX,
                 [
                     (thread_id, ns, p.key, p.version, p.start, p.base, p.full_bytes, p.items)
                     for p in prefixes
                 ],
             )
-            self._repoint(thread_id, ns, prefixes)
+            # Prefix rows that pointed at the versions just compacted point at the new full
+            # blob: else a version compacted n times ago would load through n prefix rows.
+            by_target: dict[Pair, list[BlobRow]] = {}
+            for p in prefixes:
+                by_target.setdefault((p.key, p.base or ""), []).append(p)
+            for (key, target), group in by_target.items():
+                for i in range(0, len(group), sql.CHUNK):
+                    versions = [p.version for p in group[i : i + sql.CHUNK]]
+                    params = (target, target, group[0].full_bytes, thread_id, ns, key, *versions)
+                    conn.execute(sql.repoint_prefixes(len(versions)), params)
             self.compacted = True
         backend = self.backend
 
@@ -327,31 +297,22 @@ class _Tx:
 
         self.committed.append(keep)
 
-    def _repoint(self, thread_id: str, ns: str, prefixes: Sequence[BlobRow]) -> None:
-        by_target: dict[Pair, list[BlobRow]] = {}
-        for p in prefixes:
-            by_target.setdefault((p.key, p.base or ""), []).append(p)
-        for (key, target), rows in by_target.items():
-            for i in range(0, len(rows), CHUNK):
-                versions = [r.version for r in rows[i : i + CHUNK]]
-                self.conn.execute(
-                    repoint_prefixes(len(versions)),
-                    (target, target, rows[0].full_bytes, thread_id, ns, key, *versions),
-                )
-
     def add_writes(
         self, thread_id: str, ns: str, checkpoint_id: str, writes: Sequence[WriteRow]
     ) -> None:
-        insert_writes(self.conn, thread_id, ns, checkpoint_id, writes)
+        ids = (thread_id, ns, checkpoint_id)
+        self.conn.executemany(
+            sql.UPSERT_WRITE, [(*ids, w.task_id, w.kind, w.task_name, *ids, w.data) for w in writes]
+        )
 
     def set_thread(
         self, thread_id: str, status: ThreadStatus, head: str, next_names: Sequence[str]
     ) -> None:
-        names = names_json(tuple(next_names))
-        self.conn.execute(UPSERT_THREAD, (thread_id, status, head, now_iso(), names))
+        names = _names_json(tuple(next_names))
+        self.conn.execute(sql.UPSERT_THREAD, (thread_id, status, head, now_iso(), names))
 
     def delete(self, thread_id: str, ns: str, ids: Collection[str]) -> None:
-        self.conn.executemany(NAME_PARENT, [(c, thread_id, ns, thread_id, ns, c) for c in ids])
+        self.conn.executemany(sql.NAME_PARENT, [(c, thread_id, ns, thread_id, ns, c) for c in ids])
         params = [(thread_id, ns, cid) for cid in ids]
         where = "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
         self.conn.executemany(f"DELETE FROM writes {where}", params)
@@ -377,42 +338,15 @@ class _Tx:
         self.committed.append(lambda: backend.chains.forget_thread(thread_id))
 
     def copy_thread(self, source: str, target: str) -> None:
-        conn = self.conn
         for table in ("writes", "blobs", "threads"):  # leftovers without checkpoints
-            conn.execute(f"DELETE FROM {table} WHERE thread_id = ?", (target,))
+            self.conn.execute(f"DELETE FROM {table} WHERE thread_id = ?", (target,))
         self._forget(target)
-        columns = "checkpoint_ns, checkpoint_id, parent_id, step, created_at, body, metadata"
-        conn.execute(
-            f"INSERT INTO checkpoints (thread_id, {columns}) SELECT ?, {columns} FROM checkpoints"
-            " WHERE thread_id = ?",
-            (target, source),
-        )
-        conn.execute(
-            "INSERT INTO blobs SELECT ?, checkpoint_ns, key, version, start, base, "
-            "chain_bytes, full_bytes, crc32, data, items FROM blobs WHERE thread_id = ?",
-            (target, source),
-        )
-        conn.execute(
-            "INSERT INTO writes SELECT ?, checkpoint_ns, checkpoint_id, task_id, kind, "
-            "task_name, seq, value FROM writes WHERE thread_id = ?",
-            (target, source),
-        )
-        conn.execute(
-            "INSERT INTO threads SELECT ?, status, checkpoint_id, ?, next FROM threads "
-            "WHERE thread_id = ?",
-            (target, now_iso(), source),
-        )
+        for statement in sql.COPY_THREAD:
+            self.conn.execute(statement, (target, source))
+        self.conn.execute(sql.COPY_THREAD_ROW, (target, now_iso(), source))
 
 
-def _rows(stored: Sequence[tuple[Any, ...]], limit: int) -> list[CheckpointRow]:
-    """The first ``limit`` of stored rows, newest first and consecutive, as the core reads
-    them: an implied parent (NULL, ``schema._SELECT``) is the next row's id, '' is none, and
-    ``created_at`` is spelled out (``stamps``)."""
-    rows = []
-    for i, (cid, parent, step, created, body, metadata) in enumerate(stored[:limit]):
-        if parent is None:
-            parent = stored[i + 1][0] if i + 1 < len(stored) else None
-        if type(created) is int:
-            created = created_text(cid, created)
-        rows.append(CheckpointRow(cid, parent or None, step, created, body, metadata))
-    return rows
+@functools.lru_cache(maxsize=1024)
+def _names_json(names: tuple[str, ...]) -> str:
+    """The ``next`` column of a thread row; cached, as a run plans the same few names again."""
+    return json.dumps(list(names))

@@ -1,34 +1,34 @@
-"""The SQLite saver's connection: one it opens on a path, or one the caller made and keeps.
+"""The SQLite saver's connection: one it opens on a path, or one the caller made and keeps, put
+in WAL mode with the schema made, checked or migrated.
 
-A caller's ``sqlite3.Connection`` (LangGraph's ``SqliteSaver(sqlite3.connect(...))``) is used as
-it is, with three settings the saver needs made on it: WAL mode (stored in the file, as
-LangGraph's saver also sets; an in-memory database keeps its own journal), ``synchronous`` and,
-if ``timeout`` is given, the busy timeout. The saver issues ``BEGIN`` / ``COMMIT`` itself, so
-the connection must not hold a transaction of its own: Python's default (legacy) transaction
-control and ``autocommit=True`` work; ``autocommit=False`` (Python 3.12+), which always keeps
-a transaction open, is refused. Rows are read by position, so ``row_factory`` must be ``None``
-or ``sqlite3.Row``, and ``text_factory`` ``str``. The saver serialises its own calls with a
-lock and makes them from other threads too (an ``ainvoke``, ``durability="async"``): create the
-connection with ``check_same_thread=False``. Code of yours sharing the connection must not use
-it while a saver call runs (take no lock of the saver's: use the connection from one thread, or
-give the saver its own).
+A caller's ``sqlite3.Connection`` is used as it is, with WAL mode, ``synchronous`` and (if
+``timeout`` is given) the busy timeout set on it. The saver issues ``BEGIN`` / ``COMMIT``
+itself, so the connection must not keep a transaction open (``autocommit=False`` is refused);
+it reads rows by position (``row_factory`` ``None`` or ``sqlite3.Row``, ``text_factory``
+``str``) and calls it from other threads under its lock (``check_same_thread=False``). Code of
+yours sharing the connection must not use it while a saver call runs.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
+import time
+from collections.abc import Callable
 from typing import Any
 
-from threadline.checkpoint.sqlite.migration import prepare
+from threadline.checkpoint.formats import migrations_from
+from threadline.checkpoint.sqlite.schema import CREATED_AT, SCHEMA, SCHEMA_VERSION
+from threadline.checkpoint.stamps import created_text
 from threadline.errors import ConfigError, SaverUnavailableError
 
-# What each ``synchronous`` level guarantees in WAL mode (docs/storage.md): "normal" keeps every
-# committed checkpoint through a process crash, but a power loss or OS crash may lose the last
-# commits (never corrupting the file); "full" syncs the WAL at each commit, so a committed
-# checkpoint survives a power loss too, at the cost of one fsync per put.
-SYNCHRONOUS = ("normal", "full")
+SYNCHRONOUS = ("normal", "full")  # what each guarantees in WAL mode: docs/storage.md
 DEFAULT_TIMEOUT = 30.0  # seconds a connection the saver opens waits for another's write lock
+
+#: ``MIGRATIONS[n]`` rewrites a file of schema version ``n`` as version ``n + 1``, inside the
+#: transaction that opens it (see ``formats``). None yet: version 1 (text ``created_at`` and
+#: metadata) is refused.
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {}
 
 
 def synchronous_level(value: Any) -> str:
@@ -64,26 +64,16 @@ def open_path(path: str, timeout: float | None, synchronous: str) -> sqlite3.Con
         raise SaverUnavailableError(
             f"cannot open SQLite checkpoint database {path!r}: {exc}"
         ) from exc
-    _prepare(conn, path, wait, synchronous, close=True)
+    try:
+        _prepare(conn, path, wait, synchronous)
+    except BaseException:
+        conn.close()
+        raise
     return conn
 
 
 def adopt(conn: sqlite3.Connection, timeout: float | None, synchronous: str) -> str:
     """Check and prepare a caller's connection; returns the path of its main database."""
-    _check_usable(conn)
-    try:
-        rows = conn.execute("PRAGMA database_list").fetchall()
-        path = next((row[2] for row in rows if row[1] == "main"), "") or ":memory:"
-        if timeout is not None:
-            conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
-        (busy_ms,) = conn.execute("PRAGMA busy_timeout").fetchone()
-    except sqlite3.ProgrammingError as exc:
-        raise ConfigError(f"SqliteSaver cannot use the connection it was given: {exc}") from exc
-    _prepare(conn, path, busy_ms / 1000, synchronous, close=False)
-    return str(path)
-
-
-def _check_usable(conn: sqlite3.Connection) -> None:
     if getattr(conn, "autocommit", True) is False:
         raise ConfigError(
             "SqliteSaver needs a connection that does not keep a transaction open: it was given "
@@ -105,24 +95,92 @@ def _check_usable(conn: sqlite3.Connection) -> None:
             "the connection given to SqliteSaver has a transaction open: commit or roll it "
             "back first (the saver runs its own transactions)"
         )
-
-
-def _prepare(
-    conn: sqlite3.Connection, path: str, timeout: float, synchronous: str, *, close: bool
-) -> None:
     try:
-        prepare(conn, path, timeout, synchronous)
+        rows = conn.execute("PRAGMA database_list").fetchall()
+        path = next((row[2] for row in rows if row[1] == "main"), "") or ":memory:"
+        if timeout is not None:
+            conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+        (busy_ms,) = conn.execute("PRAGMA busy_timeout").fetchone()
+    except sqlite3.ProgrammingError as exc:
+        raise ConfigError(f"SqliteSaver cannot use the connection it was given: {exc}") from exc
+    _prepare(conn, path, busy_ms / 1000, synchronous)
+    return str(path)
+
+
+def _prepare(conn: sqlite3.Connection, path: str, timeout: float, synchronous: str) -> None:
+    """Put a connection in WAL mode and create, check or migrate the schema, in one
+    transaction: a migration that fails leaves the file as it was."""
+    try:
+        conn.create_function(CREATED_AT, 2, created_text, deterministic=True)
+        # Compaction frees the pages of rewritten blobs; with incremental auto-vacuum (settable
+        # only before the first table exists: a no-op on older files) ``put`` gives them back.
+        conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
+        # Switching to WAL needs an exclusive lock and, unlike other statements, can fail with
+        # "database is locked" at once instead of waiting for the busy timeout when several
+        # connections open a new file together: retry it within the timeout.
+        deadline, delay = time.monotonic() + timeout, 0.001
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode=WAL").fetchone()
+                break
+            except sqlite3.OperationalError as exc:
+                message = str(exc).lower()
+                if "locked" not in message and "busy" not in message:
+                    raise
+                if time.monotonic() >= deadline:
+                    raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+        conn.execute(f"PRAGMA synchronous={synchronous}")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS threadline_schema_version (version INTEGER NOT NULL)"
+            )
+            (found,) = conn.execute("SELECT MAX(version) FROM threadline_schema_version").fetchone()
+            _upgrade(conn, path, found)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
     except sqlite3.Error as exc:
-        if close:
-            conn.close()
         raise SaverUnavailableError(
             f"cannot open SQLite checkpoint database {path!r}: {exc} "
             "(is it a SQLite database, and writable?)"
         ) from exc
-    except BaseException:
-        if close:
-            conn.close()
-        raise
+
+
+def _upgrade(conn: sqlite3.Connection, path: str, found: int | None) -> None:
+    """Create the schema in a new file, or migrate an older one to ``SCHEMA_VERSION``; refuse
+    a file of a newer threadline, or another tool's tables under our names."""
+    if found is not None and found > SCHEMA_VERSION:
+        raise SaverUnavailableError(
+            f"SQLite checkpoint database {path!r} has schema version {found}: it "
+            f"was written by a newer threadline (this one reads up to version "
+            f"{SCHEMA_VERSION}); upgrade threadline to open it"
+        )
+    if found is None:
+        foreign = conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' "
+            "AND name IN ('checkpoints', 'blobs', 'writes', 'threads') ORDER BY name"
+        ).fetchall()
+        if foreign:
+            raise SaverUnavailableError(
+                f"SQLite database {path!r} has tables threadline did not create "
+                f"({', '.join(t for (t,) in foreign)}): is it another tool's database?"
+            )
+    steps = migrations_from(found, SCHEMA_VERSION, MIGRATIONS, f"SQLite database {path!r}")
+    for migrate in steps:
+        migrate(conn)
+    if steps:
+        conn.execute("UPDATE threadline_schema_version SET version = ?", (SCHEMA_VERSION,))
+    for statement in SCHEMA:
+        conn.execute(statement)
+    if found is None:
+        conn.execute(
+            "INSERT INTO threadline_schema_version (version) VALUES (?)", (SCHEMA_VERSION,)
+        )
 
 
 def misuse(exc: sqlite3.Error, path: str) -> Exception | None:

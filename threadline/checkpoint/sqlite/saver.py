@@ -22,8 +22,8 @@ from threadline.serde import DEFAULT, Serializer
 class SqliteSaver(CoreSaver):
     """Checkpoints in a SQLite file (default ``":memory:"``, private to this saver).
 
-    Give it a path, or a connection as LangGraph's docs do (``close()`` leaves one you gave
-    open; see ``connection.py`` for what it must allow)::
+    Give it a path, or a connection as LangGraph's docs do (``close()``, idempotent, leaves one
+    you gave open; see ``connection.py`` for what it must allow)::
 
         with SqliteSaver("checkpoints.db") as saver:  # or SqliteSaver.from_conn_string(...)
             graph = builder.compile(checkpointer=saver)
@@ -70,11 +70,6 @@ class SqliteSaver(CoreSaver):
         with SqliteSaver.from_conn_string("checkpoints.db") as saver: ...
         """
         return cls(conn_string, **options)
-
-    def close(self) -> None:
-        """Close the connection (one given to the saver stays open); further calls raise
-        ``SaverUnavailableError``. Idempotent."""
-        super().close()
 
     @property
     def _conn(self) -> sqlite3.Connection | None:

@@ -1,9 +1,9 @@
-"""The SQLite tables (schema version 2) and the statements that write their rows.
+"""The SQLite tables (schema version 2) and the statements that read and write their rows.
 
 ``checkpoints`` is a ``WITHOUT ROWID`` table: its primary key is the table, so a put writes one
 b-tree, not a table and an index. ``blobs`` keeps a rowid (its rows hold values of any size) and
-has no index but its primary key: a delta chain is a range of it (see ``queries.chain_rows``).
-Every b-tree a put touches costs it a page written to the WAL.
+has no index but its primary key: a delta chain is a range of it. Every b-tree a put touches
+costs it a page written to the WAL.
 
 A checkpoint row is compact (about 75 bytes for a step that moves a counter): its
 ``created_at`` column has no type, so it holds a small integer, the microseconds from the
@@ -12,6 +12,8 @@ back; ``CREATED_AT`` is the SQL function that spells either as text. Its ``metad
 when it is the loop's (``bodies.encode_metadata``), and its ``parent_id`` NULL when the parent
 is the previous checkpoint (``_SELECT``).
 """
+
+from threadline.checkpoint.bytecache import MIN_BYTES
 
 SCHEMA_VERSION = 2
 
@@ -79,23 +81,15 @@ INSERT_CHECKPOINT = """
     ) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 """
 
+_BLOBS = """blobs (
+    thread_id, checkpoint_ns, key, version, start, base, chain_bytes, full_bytes, crc32, data, items
+)"""
 # A (key, version) stored already holds the same value (perhaps as a prefix row): keep it.
-INSERT_BLOB = """
-    INSERT OR IGNORE INTO blobs (
-        thread_id, checkpoint_ns, key, version, start, base, chain_bytes, full_bytes, crc32, data,
-        items
-    ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-"""
-
+INSERT_BLOB = f"INSERT OR IGNORE INTO {_BLOBS} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 # Compaction: an older version becomes a prefix of a newer full blob and drops its bytes. A
 # replace, not an update: the shrunk row moves to the end of the table instead of leaving a
 # mostly empty page behind, so emptied pages go to the freelist (and back to the OS).
-REPLACE_WITH_PREFIX = """
-    INSERT OR REPLACE INTO blobs (
-        thread_id, checkpoint_ns, key, version, start, base, chain_bytes, full_bytes, crc32, data,
-        items
-    ) VALUES (?, ?, ?, ?, ?, ?, 0, ?, 0, x'', ?)
-"""
+REPLACE_WITH_PREFIX = f"INSERT OR REPLACE INTO {_BLOBS} VALUES (?, ?, ?, ?, ?, ?, 0, ?, 0, x'', ?)"
 
 
 def repoint_prefixes(versions: int) -> str:
@@ -153,12 +147,10 @@ LIST_THREADS = """
 """
 
 
-# A put's two reads in one statement: the head (its compare-and-set) and the thread's status.
-# The status is written when it changes: a put that leaves it as it was (most steps of a run)
-# writes no thread row, sparing its commit two pages. ``checkpoint_id``, ``next`` and
-# ``updated_at`` are as of that write; ``list_threads`` reads the head's own (``LIST_THREADS``).
-# Parameters: thread, namespace, thread (plain ``?``: Python 3.12 deprecates numbered ones bound
-# from a sequence, and 3.14 refuses them).
+# A put's two reads in one statement (parameters: thread, namespace, thread; numbered ones are
+# refused from a sequence by Python 3.14): the head, its compare-and-set, and the thread's
+# status. The status is written only when it changes, so most puts write no thread row (two
+# pages fewer to commit); ``list_threads`` reads the head's own time and plan (``LIST_THREADS``).
 HEAD_AND_STATUS = """
     SELECT (SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?),
            (SELECT status FROM threads WHERE thread_id = ?)
@@ -168,7 +160,7 @@ HEAD_AND_STATUS = """
 # A row's ``parent_id`` is NULL when its parent is the previous checkpoint of the namespace (the
 # put's parent was the head: ``_Tx.insert``) and '' when it has none; a deletion first names the
 # deleted checkpoint in the row that implied it (``NAME_PARENT``). Reads take one row more, the
-# previous checkpoint of the last they want, and spell the parents out (``backend._rows``).
+# previous checkpoint of the last they want, and spell the parents out (``_Tx._with_writes``).
 _SELECT = """
     SELECT checkpoint_id, parent_id, step, created_at, body, metadata FROM checkpoints
      WHERE thread_id = ? AND checkpoint_ns = ?"""
@@ -187,4 +179,51 @@ NAME_PARENT = """
                              WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id > ?)
 """
 
+# Copying a thread (parameters: target, source), then its thread row (target, now, source).
+COPY_THREAD = (
+    "INSERT INTO checkpoints SELECT ?, checkpoint_ns, checkpoint_id, parent_id, step, created_at,"
+    " body, metadata FROM checkpoints WHERE thread_id = ?",
+    "INSERT INTO blobs SELECT ?, checkpoint_ns, key, version, start, base, chain_bytes,"
+    " full_bytes, crc32, data, items FROM blobs WHERE thread_id = ?",
+    "INSERT INTO writes SELECT ?, checkpoint_ns, checkpoint_id, task_id, kind, task_name, seq,"
+    " value FROM writes WHERE thread_id = ?",
+)
+COPY_THREAD_ROW = (
+    "INSERT INTO threads SELECT ?, status, checkpoint_id, ?, next FROM threads WHERE thread_id = ?"
+)
+
+
+def select_writes(count: int) -> str:
+    """The writes of ``count`` checkpoints (parameters: thread, namespace, ids), in order."""
+    return (
+        "SELECT checkpoint_id, task_id, kind, task_name, value FROM writes WHERE thread_id = ? "
+        f"AND checkpoint_ns = ? AND checkpoint_id IN ({', '.join('?' * count)}) "
+        "ORDER BY checkpoint_id, seq"
+    )
+
+
 BLOB_META = "key, version, start, base, chain_bytes, full_bytes, items"
+SELECT_BLOB = (
+    f"SELECT {BLOB_META} FROM blobs"
+    " WHERE thread_id = ? AND checkpoint_ns = ? AND key = ? AND version = ?"
+)
+JOINED_META = "b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes, b.items"
+# Large data comes in a second query, unless the process has it already (``ByteCache``).
+JOINED_DATA = JOINED_META + f", CASE WHEN length(b.data) < {MIN_BYTES} THEN b.data END, b.crc32"
+BY_PAIR = "b.key = w.k AND b.version = w.v"  # ``join_blobs`` of (key, version) pairs
+CHUNK = 400  # pairs per query: 802 parameters, under the 999 of older SQLite builds
+
+
+def join_blobs(width: int, count: int, columns: str, where: str) -> str:
+    """``columns`` of the blob rows matching ``where`` for each of ``count`` tuples of ``width``
+    parameters (``w.k, w.v[, w.last]``), then thread and namespace.
+
+    The tuples are a ``VALUES`` list joined (in that order: ``CROSS JOIN``) to the table, so
+    SQLite probes the primary key once per tuple whatever its statistics say.
+    """
+    marks = "(" + ", ".join("?" * width) + ")"
+    return (
+        f"WITH w ({', '.join(('k', 'v', 'last')[:width])}) AS (VALUES {', '.join([marks] * count)})"
+        f" SELECT {columns} FROM w CROSS JOIN blobs AS b"
+        f" WHERE b.thread_id = ? AND b.checkpoint_ns = ? AND {where}"
+    )
