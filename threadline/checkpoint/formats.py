@@ -6,7 +6,7 @@ threadline"); data of an older one is brought up to date by the backend's ``MIGR
 mapping from a version ``n`` to what rewrites data of version ``n`` as version ``n + 1``, run in
 order inside the backend's opening transaction. The package is unreleased: each backend has one
 format (version 2, with compact checkpoint rows) and no migration, so version-1 data is refused;
-the mechanism is tested with a synthetic newer format.
+each backend's tests run the mechanism on a synthetic older format.
 """
 
 from __future__ import annotations
