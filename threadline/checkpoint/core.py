@@ -26,13 +26,13 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from threadline.checkpoint.backend import (
-    Backend,
     Check,
     HeadMoved,
     Loaded,
     NotStored,
     Pair,
     Prepared,
+    RowBackend,
     StoredCheckpoint,
     Transaction,
     VersionsOf,
@@ -87,7 +87,7 @@ class CoreSaver(BaseSaver):
 
     def __init__(
         self,
-        backend: Backend,
+        backend: RowBackend | WholeThreads,
         *,
         retention: Retention | None = None,
         serde: Serializer | None = None,

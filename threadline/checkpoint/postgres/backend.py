@@ -9,7 +9,8 @@ the bytes of large values (``bytecache.HeldBlobs``, sent back as NULL) and the t
 chains it holds (``chains.HeldChains``, where the chain walk stops). A load that names a tip
 whose chain was let go meanwhile misses the rows below it, and is read again naming none.
 
-Everything else goes through ``transaction`` (``transaction.py``), one statement per call.
+Pages, thread listings and deletions go through ``transaction`` (``transaction.py``), one
+statement per call; pruning and copying a thread are one batch each (``WholeThreads``).
 """
 
 from __future__ import annotations
