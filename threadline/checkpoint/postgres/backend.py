@@ -32,7 +32,7 @@ from threadline.checkpoint.backend import (
     VersionsOf,
 )
 from threadline.checkpoint.bytecache import HeldBlobs
-from threadline.checkpoint.chains import HeldChains
+from threadline.checkpoint.chains import HeldChains, hold_put
 from threadline.checkpoint.layout import (
     BlobRow,
     CheckpointRow,
@@ -156,14 +156,9 @@ class PostgresBackend:
         """Hold what a committed put stored; returns the pairs retention deleted."""
         thread_id, ns = put.thread_id, put.ns
         self.recent.remember(thread_id, ns, put.row.checkpoint_id, put.writes)
-        for b, crc in zip(put.blobs, crcs, strict=True):
-            self.bytes.add(thread_id, ns, (b.key, b.version), b.key, b.version, crc, b.data)
-        if put.blobs:
-            self.chains.stored(thread_id, ns, put.blobs, crcs)
-        # Versions compaction turned into prefix rows no longer hold those bytes.
+        blobs = [((b.key, b.version), b) for b in put.blobs]
         gone = [*evicted, *((p.key, p.version) for p in put.prefixes)]
-        if gone:
-            self.bytes.drop(thread_id, ns, gone)
+        hold_put(self.bytes, self.chains, thread_id, ns, blobs, crcs, gone)
         return evicted
 
     # -- pending writes ------------------------------------------------------------------------
