@@ -66,7 +66,7 @@ from threadline.checkpoint.layout import (
     full_blobs,
     named,
 )
-from threadline.checkpoint.rules import check_put
+from threadline.checkpoint.rules import check_keep_last, check_put
 from threadline.checkpoint.transactional import drop
 from threadline.errors import ConcurrentUpdateError, SerializationError
 from threadline.serde import DEFAULT, Serializer
@@ -368,8 +368,7 @@ class CoreSaver(BaseSaver):
     # -- history -------------------------------------------------------------------------------
 
     def prune(self, thread_id: str, *, keep_last: int) -> int:
-        if keep_last < 0:
-            raise ValueError(f"keep_last must be 0 or more, not {keep_last}")
+        check_keep_last(keep_last)
         if isinstance(self.backend, WholeThreads):
             deleted, dropped = self.backend.prune_thread(thread_id, keep_last)
             for ns, pair in dropped:
