@@ -246,9 +246,9 @@ class Backend(Protocol):
         """Store ``put`` as one transaction (see ``Prepared``): check the compare-and-set
         (``HeadMoved``) and what it relies on (``NotStored``), insert the rows and writes, write
         (root namespace) the thread row if the status the put gives (``rules.status_of``) differs
-        from the stored one, apply ``put.retention``
-        (in the same transaction where the store allows; Redis prunes just after, atomically).
-        Returns the pairs of the blob rows retention deleted."""
+        from the stored one, apply ``put.retention`` (in the same transaction where the store
+        allows; Redis prunes just after, atomically). Returns the pairs of the blob rows
+        retention deleted."""
         ...
 
     async def acommit(self, put: Prepared) -> Sequence[Pair]: ...
