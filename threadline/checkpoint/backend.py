@@ -22,6 +22,7 @@ from typing import Protocol, runtime_checkable
 
 from threadline.checkpoint.base import Retention, ThreadStatus
 from threadline.checkpoint.layout import BlobRow, CheckpointRow, Compaction, WriteRow
+from threadline.checkpoint.rules import status_of
 
 Pair = tuple[str, str]  # (key, version) of a blob row
 Check = Callable[[BlobRow], None]  # raises ``layout.corrupted(row)`` if a row's bytes are damaged
@@ -74,6 +75,14 @@ class Prepared:
         """The compare-and-set: whether ``row`` may be stored on top of ``head``."""
         row = self.row
         return (self.fork or row.parent_id == head) and (head is None or row.checkpoint_id > head)
+
+    @property
+    def status(self) -> ThreadStatus | None:
+        """Root namespace: the thread's status after the put (read only by backends that keep
+        it; the others decide it themselves)."""
+        if self.ns != "":
+            return None
+        return status_of(self.next_names, [(w.task_id, w.kind) for w in self.writes])
 
 
 class HeadMoved(Exception):
@@ -245,10 +254,9 @@ class Backend(Protocol):
     def commit(self, put: Prepared) -> Sequence[Pair]:
         """Store ``put`` as one transaction (see ``Prepared``): check the compare-and-set
         (``HeadMoved``) and what it relies on (``NotStored``), insert the rows and writes, write
-        (root namespace) the thread row if the status the put gives (``rules.status_of``) differs
-        from the stored one, apply ``put.retention`` (in the same transaction where the store
-        allows; Redis prunes just after, atomically). Returns the pairs of the blob rows
-        retention deleted."""
+        the thread row if ``put.status`` differs from the stored one, apply ``put.retention``
+        (in the same transaction where the store allows; Redis prunes just after, atomically).
+        Returns the pairs of the blob rows retention deleted."""
         ...
 
     async def acommit(self, put: Prepared) -> Sequence[Pair]: ...

@@ -50,10 +50,8 @@ class Transactional:
             tx.insert(put.thread_id, put.ns, row, put.blobs, put.prefixes)
             if put.writes:
                 tx.add_writes(put.thread_id, put.ns, row.checkpoint_id, put.writes)
-            if put.ns == "":
-                status = status_of(put.next_names, [(w.task_id, w.kind) for w in put.writes])
-                if tx.status(put.thread_id) != status:
-                    tx.set_thread(put.thread_id, status, row.checkpoint_id, put.next_names)
+            if put.status is not None and tx.status(put.thread_id) != put.status:
+                tx.set_thread(put.thread_id, put.status, row.checkpoint_id, put.next_names)
             if put.retention is None:
                 return []
             return retain(tx, put.thread_id, put.ns, row.checkpoint_id, put.retention)
