@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from threadline.checkpoint.base import BaseSaver, ThreadInfo, ThreadStatus
 from threadline.checkpoint.ids import new_checkpoint_id
+from threadline.checkpoint.rules import check_keep_last
 from threadline.errors import CheckpointerRequiredError, ConcurrentUpdateError, ConfigError
 
 if TYPE_CHECKING:
@@ -107,7 +108,7 @@ def prune(
     finished runs only, for example. ``before`` must be timezone-aware.
     """
     statuses = _statuses(status, "status")
-    _check_keep_last(keep_last)
+    check_keep_last(keep_last)
     touched, deleted = [], 0
     for info in _older(saver.list_threads(), before, statuses):
         count = saver.prune(info.thread_id, keep_last=keep_last)
@@ -126,7 +127,7 @@ async def aprune(
 ) -> Pruned:
     """``prune`` from async code."""
     statuses = _statuses(status, "status")
-    _check_keep_last(keep_last)
+    check_keep_last(keep_last)
     touched, deleted = [], 0
     for info in _older(await saver.alist_threads(), before, statuses):
         count = await saver.aprune(info.thread_id, keep_last=keep_last)
@@ -156,11 +157,6 @@ def _older(
 def _updated(info: ThreadInfo) -> datetime:
     when = datetime.fromisoformat(info.updated_at)
     return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
-
-
-def _check_keep_last(keep_last: int) -> None:
-    if not isinstance(keep_last, int) or isinstance(keep_last, bool) or keep_last < 0:
-        raise ConfigError(f"keep_last must be an integer, 0 or more, got {keep_last!r}")
 
 
 def _statuses(value: Any, name: str) -> frozenset[str] | None:

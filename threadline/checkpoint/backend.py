@@ -3,8 +3,10 @@
 ``core.CoreSaver`` implements the saver API once over a ``Backend``, which stores the rows
 ``layout`` makes as they are and never decodes a value. A put, a put of writes and a load are
 one call each (``commit``, ``commit_writes``, ``load``), so that a backend with a server does
-each in one round trip; ``transactional.Transactional`` writes them over ``transaction`` for
-backends with cheap reads. Everything else goes through ``transaction``.
+each in one round trip; ``transactional.Transactional`` writes them over a ``PutTransaction``
+for backends with cheap reads. Everything else goes through ``transaction``: a ``RowBackend``'s
+answers row-level calls, with which the core prunes and copies threads; a ``WholeThreads``
+backend does those itself and its transaction answers only what every backend's does.
 
 Writing a backend: docs/storage.md ("Writing a backend"); ``tests/checkpoint/toy_backend.py``
 is a complete one over dicts, and ``tests/checkpoint/factories.py`` runs the conformance suite
@@ -125,9 +127,11 @@ class Transaction(Protocol):
     ``(key, version)``) and each checkpoint's pending writes (by ``(task_id, kind)``, in first-write
     order; the same key replaces in place). The root has a thread row: status, head and planned
     task names as of the last ``set_thread``, with the time it was written.
+
+    This is what the core asks of every backend; ``RowTransaction`` adds what pruning, retention
+    and copies need when the backend does not do them itself.
     """
 
-    # -- reads ---------------------------------------------------------------------------------
     def page(
         self, thread_id: str, ns: str, before: str | None, limit: int
     ) -> list[StoredCheckpoint]:
@@ -145,6 +149,19 @@ class Transaction(Protocol):
         them."""
         ...
 
+    def threads(self, status: ThreadStatus | None, limit: int | None) -> list[ThreadRow]:
+        """Threads with a root checkpoint, most recently updated first (``ThreadRow``)."""
+        ...
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete every row of the thread (checkpoints, blobs, writes, thread row)."""
+        ...
+
+
+class RowTransaction(Transaction, Protocol):
+    """What the core (``prune``, ``copy_thread``) and ``transactional`` (retention) need to prune
+    and copy row by row: a ``WholeThreads`` backend, which does those itself, needs none of it."""
+
     def all_blob_meta(self, thread_id: str, ns: str) -> dict[Pair, BlobRow]:
         """Every blob row of the namespace, without data (to collect unused ones)."""
         ...
@@ -161,28 +178,19 @@ class Transaction(Protocol):
         """The namespaces of a thread that hold checkpoints."""
         ...
 
-    # -- writes --------------------------------------------------------------------------------
     def delete(self, thread_id: str, ns: str, ids: Collection[str]) -> None:
         """Delete checkpoints and their writes; the thread row too once the root is empty."""
         ...
 
     def delete_blobs(self, thread_id: str, ns: str, pairs: Collection[Pair]) -> None: ...
 
-    def delete_thread(self, thread_id: str) -> None:
-        """Delete every row of the thread (checkpoints, blobs, writes, thread row)."""
-        ...
-
     def copy_thread(self, source: str, target: str) -> None:
         """Copy every row of ``source`` to ``target``, which has no checkpoints (rows it still
         has, writes or blobs without checkpoints, are replaced); its thread row's time: now."""
         ...
 
-    def threads(self, status: ThreadStatus | None, limit: int | None) -> list[ThreadRow]:
-        """Threads with a root checkpoint, most recently updated first (``ThreadRow``)."""
-        ...
 
-
-class PutTransaction(Transaction, Protocol):
+class PutTransaction(RowTransaction, Protocol):
     """What ``transactional.Transactional`` needs to commit a put or writes and load a
     checkpoint: a backend with its own ``commit``, ``commit_writes`` and ``load`` needs none of it.
     """
@@ -235,7 +243,8 @@ class PutTransaction(Transaction, Protocol):
 
 
 class Backend(Protocol):
-    """Where rows live. ``in_process``: calls do no I/O (async calls run inline)."""
+    """Where rows live. ``in_process``: calls do no I/O (async calls run inline). The core takes a
+    ``RowBackend`` or a ``WholeThreads``."""
 
     compaction: Compaction
     in_process: bool
@@ -304,7 +313,7 @@ class Backend(Protocol):
 
 
 class KeptVersions(Protocol):
-    """Optional, for a ``Transaction`` that keeps each checkpoint's blob versions apart from its
+    """Optional, for a ``RowTransaction`` that keeps each checkpoint's blob versions apart from its
     body: pruning and retention then decode no body to see which blobs are still used (found
     by name, ``transactional.drop``)."""
 
@@ -313,10 +322,16 @@ class KeptVersions(Protocol):
         ...
 
 
+class RowBackend(Backend, Protocol):
+    """A backend whose threads the core prunes and copies through its row-level transaction."""
+
+    def transaction(self, write: bool) -> AbstractContextManager[RowTransaction]: ...
+
+
 @runtime_checkable
-class WholeThreads(Protocol):
-    """Optional, for a backend that prunes or copies a whole thread faster than the core does
-    through ``transaction`` (one SQL statement instead of a round trip per read)."""
+class WholeThreads(Backend, Protocol):
+    """A backend that prunes and copies a whole thread itself, faster than the core does through
+    ``transaction`` (one SQL statement instead of a round trip per read)."""
 
     def prune_thread(self, thread_id: str, keep_last: int) -> tuple[int, list[tuple[str, Pair]]]:
         """``CoreSaver.prune`` as one transaction: returns how many checkpoints went and the
@@ -324,6 +339,6 @@ class WholeThreads(Protocol):
         ...
 
     def copy_whole(self, source: str, target: str) -> bool:
-        """``Transaction.copy_thread`` as one transaction, if ``target`` has no checkpoints
-        (else nothing is done: returns False)."""
+        """``CoreSaver.copy_thread`` as one transaction, if ``target`` has no checkpoints (else
+        nothing is done: returns False)."""
         ...

@@ -21,14 +21,15 @@ import functools
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID
 
 from threadline import serde
+from threadline.checkpoint.bytecache import HeldBlobs
 from threadline.checkpoint.layout import BlobRow
 from threadline.errors import SerializationError
 from threadline.serde import Serializer
@@ -371,6 +372,30 @@ class HeldChains:
             self._size += chain.size
             self._chains.move_to_end((thread_id, ns))
             self._evict()
+
+
+H = TypeVar("H", bound=Hashable)
+
+
+def hold_put(
+    held: HeldBlobs[H],
+    chains: HeldChains,
+    thread_id: str,
+    ns: str,
+    blobs: Sequence[tuple[H, BlobRow]],
+    crcs: Sequence[int] | None,
+    gone: Collection[H],
+) -> None:
+    """What a backend with a server holds once a put committed: the bytes of its large
+    ``blobs`` (each with the handle ``held`` names it by; ``crcs``: their CRC-32s, if known) and
+    the chains they start or grow; the blobs ``gone`` (deleted by retention, or rewritten as
+    prefix rows, which no longer hold those bytes) are named no more."""
+    for i, (handle, b) in enumerate(blobs):
+        crc = None if crcs is None else crcs[i]
+        held.add(thread_id, ns, handle, b.key, b.version, crc, b.data)
+    chains.stored(thread_id, ns, [b for _, b in blobs], crcs)
+    if gone:
+        held.drop(thread_id, ns, gone)
 
 
 def _current(held: _Chain, row: BlobRow | None) -> bool:

@@ -26,13 +26,13 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from threadline.checkpoint.backend import (
-    Backend,
     Check,
     HeadMoved,
     Loaded,
     NotStored,
     Pair,
     Prepared,
+    RowBackend,
     StoredCheckpoint,
     Transaction,
     VersionsOf,
@@ -66,7 +66,7 @@ from threadline.checkpoint.layout import (
     full_blobs,
     named,
 )
-from threadline.checkpoint.rules import check_put
+from threadline.checkpoint.rules import check_keep_last, check_put
 from threadline.checkpoint.transactional import drop
 from threadline.errors import ConcurrentUpdateError, SerializationError
 from threadline.serde import DEFAULT, Serializer
@@ -87,7 +87,7 @@ class CoreSaver(BaseSaver):
 
     def __init__(
         self,
-        backend: Backend,
+        backend: RowBackend | WholeThreads,
         *,
         retention: Retention | None = None,
         serde: Serializer | None = None,
@@ -368,8 +368,7 @@ class CoreSaver(BaseSaver):
     # -- history -------------------------------------------------------------------------------
 
     def prune(self, thread_id: str, *, keep_last: int) -> int:
-        if keep_last < 0:
-            raise ValueError(f"keep_last must be 0 or more, not {keep_last}")
+        check_keep_last(keep_last)
         if isinstance(self.backend, WholeThreads):
             deleted, dropped = self.backend.prune_thread(thread_id, keep_last)
             for ns, pair in dropped:

@@ -36,4 +36,3 @@ def run_on(home: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, _T], saver
             "only possible from another thread"
         )
     return asyncio.run_coroutine_threadsafe(coro, home).result()
-

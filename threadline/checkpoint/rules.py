@@ -11,7 +11,13 @@ from datetime import UTC, datetime
 from threadline.checkpoint.base import CheckpointRecord, Retention
 from threadline.checkpoint.base import status_of as status_of  # backends import it from here
 from threadline.clock import increasing_iso, micros_of
-from threadline.errors import ConcurrentUpdateError
+from threadline.errors import ConcurrentUpdateError, ConfigError
+
+
+def check_keep_last(keep_last: int) -> None:
+    """A prune's ``keep_last``: an integer, 0 or more (else ``ConfigError``, a ``ValueError``)."""
+    if not isinstance(keep_last, int) or isinstance(keep_last, bool) or keep_last < 0:
+        raise ConfigError(f"keep_last must be an integer, 0 or more, got {keep_last!r}")
 
 
 def check_put(record: CheckpointRecord, head: str | None, *, fork: bool) -> None:

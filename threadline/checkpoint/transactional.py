@@ -19,7 +19,7 @@ from threadline.checkpoint.backend import (
     Pair,
     Prepared,
     PutTransaction,
-    Transaction,
+    RowTransaction,
     VersionsOf,
 )
 from threadline.checkpoint.base import Retention
@@ -139,7 +139,9 @@ def check_stored(put: Prepared, head: str | None, blob_meta: BlobMeta) -> None:
         raise NotStored(gone)
 
 
-def retain(tx: Transaction, thread_id: str, ns: str, head: str, retention: Retention) -> list[Pair]:
+def retain(
+    tx: RowTransaction, thread_id: str, ns: str, head: str, retention: Retention
+) -> list[Pair]:
     """Apply ``retention`` to a namespace whose newest checkpoint is ``head``; returns the pairs
     of the blob rows deleted."""
     ids = tx.ids(thread_id, ns)
@@ -155,7 +157,7 @@ def retain(tx: Transaction, thread_id: str, ns: str, head: str, retention: Reten
     return drop(tx, thread_id, ns, doomed)
 
 
-def drop(tx: Transaction, thread_id: str, ns: str, ids: Collection[str]) -> list[Pair]:
+def drop(tx: RowTransaction, thread_id: str, ns: str, ids: Collection[str]) -> list[Pair]:
     """Delete checkpoints of one namespace and their writes, then the blob rows no remaining
     checkpoint uses; returns the pairs of those blob rows."""
     if not ids:

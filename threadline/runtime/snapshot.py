@@ -8,6 +8,7 @@ from typing import Any
 from threadline.checkpoint.base import CheckpointRecord, PlannedTask, TaskWrite, WriteKind
 from threadline.checkpoint.changes import SET, ChangedRecord
 from threadline.checkpoint.ids import new_checkpoint_id
+from threadline.checkpoint.langgraph_api import checkpoint_config
 from threadline.clock import now_iso
 from threadline.constants import START
 from threadline.errors import InvalidUpdateError
@@ -20,16 +21,6 @@ from threadline.runtime.routing import routes_after
 from threadline.runtime.task_ids import task_id
 from threadline.runtime.writes import applied, apply_writes, finished_updates, normalize_output
 from threadline.types import Command, SnapshotTask, StateSnapshot
-
-
-def checkpoint_config(thread_id: str, ns: str, checkpoint_id: str | None) -> dict[str, Any]:
-    return {
-        "configurable": {
-            "thread_id": thread_id,
-            "checkpoint_ns": ns,
-            "checkpoint_id": checkpoint_id,
-        }
-    }
 
 
 def snapshot_of(spec: GraphSpec, record: CheckpointRecord, live: bool = False) -> StateSnapshot:

@@ -9,7 +9,8 @@ the bytes of large values (``bytecache.HeldBlobs``, sent back as NULL) and the t
 chains it holds (``chains.HeldChains``, where the chain walk stops). A load that names a tip
 whose chain was let go meanwhile misses the rows below it, and is read again naming none.
 
-Everything else goes through ``transaction`` (``transaction.py``), one statement per call.
+Pages, thread listings and deletions go through ``transaction`` (``transaction.py``), one
+statement per call; pruning and copying a thread are one batch each (``WholeThreads``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from threadline.checkpoint.backend import (
     VersionsOf,
 )
 from threadline.checkpoint.bytecache import HeldBlobs
-from threadline.checkpoint.chains import HeldChains
+from threadline.checkpoint.chains import HeldChains, hold_put
 from threadline.checkpoint.layout import (
     BlobRow,
     CheckpointRow,
@@ -155,14 +156,9 @@ class PostgresBackend:
         """Hold what a committed put stored; returns the pairs retention deleted."""
         thread_id, ns = put.thread_id, put.ns
         self.recent.remember(thread_id, ns, put.row.checkpoint_id, put.writes)
-        for b, crc in zip(put.blobs, crcs, strict=True):
-            self.bytes.add(thread_id, ns, (b.key, b.version), b.key, b.version, crc, b.data)
-        if put.blobs:
-            self.chains.stored(thread_id, ns, put.blobs, crcs)
-        # Versions compaction turned into prefix rows no longer hold those bytes.
+        blobs = [((b.key, b.version), b) for b in put.blobs]
         gone = [*evicted, *((p.key, p.version) for p in put.prefixes)]
-        if gone:
-            self.bytes.drop(thread_id, ns, gone)
+        hold_put(self.bytes, self.chains, thread_id, ns, blobs, crcs, gone)
         return evicted
 
     # -- pending writes ------------------------------------------------------------------------

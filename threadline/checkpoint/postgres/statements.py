@@ -27,7 +27,6 @@ _PIECES = {
      WHERE p.thread_id = c.thread_id AND p.checkpoint_ns = c.checkpoint_ns
        AND p.checkpoint_id < c.checkpoint_id) END""",
     "meta": "b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes, b.items",
-    "in_ns": "thread_id = %(thread)s AND checkpoint_ns = %(ns)s",
 }
 
 _THREADS = """
@@ -48,49 +47,11 @@ SELECT h.thread_id, h.head, h.updated_at, c.body,
 
 # One statement per ``Transaction`` read or write (``transaction.py``).
 TX_STATEMENTS = {
-    # Every blob row rebuilding the named values needs, down each chain to a full blob.
-    "values": """
-WITH RECURSIVE need(key, version) AS (
-    SELECT * FROM unnest(%(keys)s::text[], %(versions)s::text[])
-  UNION
-    SELECT b.key, b.base FROM need n JOIN {blobs} b
-        ON b.thread_id = %(thread)s AND b.checkpoint_ns = %(ns)s
-       AND b.key = n.key AND b.version = n.version
-     WHERE b.base IS NOT NULL
-)
-SELECT {meta}, {data}, b.crc32
-  FROM need n JOIN {blobs} b
-    ON b.thread_id = %(thread)s AND b.checkpoint_ns = %(ns)s
-   AND b.key = n.key AND b.version = n.version""",
     "blob_meta": """
 SELECT {meta} FROM {blobs} b
   JOIN unnest(%(keys)s::text[], %(versions)s::text[]) AS n(key, version)
     ON b.key = n.key AND b.version = n.version
  WHERE b.thread_id = %(thread)s AND b.checkpoint_ns = %(ns)s""",
-    "all_blob_meta": "SELECT {meta} FROM {blobs} b WHERE b.{in_ns}",
-    "ids": "SELECT c.checkpoint_id, {micros}, c.created_raw FROM {cps} c WHERE c.{in_ns}"
-    " ORDER BY c.checkpoint_id DESC",
-    "bodies": "SELECT checkpoint_id, body FROM {cps} WHERE {in_ns}",
-    "namespaces": "SELECT DISTINCT checkpoint_ns FROM {cps} WHERE thread_id = %(thread)s",
-    # Before checkpoints go: blobs whose bytes are inside their writes get them in their own
-    # row, and checkpoints whose implied parent (the previous one) goes name it.
-    "keep_sources": """
-UPDATE {blobs} b
-   SET data = {data}, src_id = NULL, src_task = NULL, src_at = NULL, src_len = NULL
- WHERE b.thread_id = %(thread)s AND b.checkpoint_ns = %(ns)s AND b.src_id = ANY(%(ids)s::text[])""",
-    "keep_parents": """
-UPDATE {cps} c SET parent_id = {parent}
- WHERE c.thread_id = %(thread)s AND c.checkpoint_ns = %(ns)s AND c.parent_id IS NULL
-   AND NOT c.checkpoint_id = ANY(%(ids)s::text[]) AND {parent} = ANY(%(ids)s::text[])""",
-    "delete_writes": "DELETE FROM {writes} WHERE {in_ns} AND checkpoint_id = ANY(%(ids)s::text[])",
-    "delete_cps": "DELETE FROM {cps} WHERE {in_ns} AND checkpoint_id = ANY(%(ids)s::text[])",
-    "drop_empty_head": """
-DELETE FROM {heads} h WHERE h.thread_id = %(thread)s AND h.checkpoint_ns = %(ns)s
-   AND NOT EXISTS (SELECT 1 FROM {cps} c
-                    WHERE c.thread_id = h.thread_id AND c.checkpoint_ns = h.checkpoint_ns)""",
-    "delete_blobs": """
-DELETE FROM {blobs} b USING unnest(%(keys)s::text[], %(versions)s::text[]) AS n(key, version)
- WHERE b.{in_ns} AND b.key = n.key AND b.version = n.version""",
     # ``list_threads``: root heads, newest update first, with the head's body and its writes.
     "threads": _THREADS.replace("{after}", ""),
     "threads_after": _THREADS.replace(

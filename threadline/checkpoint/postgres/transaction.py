@@ -11,7 +11,6 @@ them). What a transaction changes in what the backend holds is kept once it comm
 from __future__ import annotations
 
 import contextlib
-import zlib
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import UTC
 from typing import TYPE_CHECKING, Any
@@ -19,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from threadline.checkpoint.backend import Check, Pair, StoredCheckpoint, ThreadRow
 from threadline.checkpoint.base import ThreadStatus
 from threadline.checkpoint.bodies import body_versions
-from threadline.checkpoint.layout import BlobRow, CheckpointRow, corrupted, missing_rows
+from threadline.checkpoint.layout import BlobRow, CheckpointRow
 from threadline.checkpoint.postgres.connections import Session
 from threadline.checkpoint.postgres.driver import (
     BEGIN_READ,
@@ -30,7 +29,7 @@ from threadline.checkpoint.postgres.driver import (
     Result,
     Stmt,
 )
-from threadline.checkpoint.postgres.rows import blob_row, created_text
+from threadline.checkpoint.postgres.rows import blob_row
 from threadline.checkpoint.rules import status_of
 
 if TYPE_CHECKING:
@@ -103,48 +102,15 @@ class PostgresTx:
     def values(
         self, thread_id: str, ns: str, wanted: Sequence[Mapping[str, str]]
     ) -> tuple[dict[Pair, BlobRow], Check | None]:
-        stash = self._stash
-        if stash is not None and not any(missing_rows(versions, stash[0]) for versions in wanted):
-            return stash
-        pairs = sorted({pair for versions in wanted for pair in versions.items()})
-        rows = self._rows(
-            "values",
-            thread=thread_id,
-            ns=ns,
-            keys=[k for k, _ in pairs],
-            versions=[v for _, v in pairs],
-        )
-        pool = {(r[0], r[1]): blob_row(r[:7], r[7]) for r in rows}
-        crcs = {(r[0], r[1]): r[8] for r in rows}
-
-        def check(row: BlobRow) -> None:
-            if zlib.crc32(row.data) != crcs.get((row.key, row.version)):
-                raise corrupted(row)
-
-        return pool, check
+        """The blob rows the last ``page`` came with: its one statement read every row its
+        checkpoints' values need (rows it missed are not stored in that snapshot)."""
+        assert self._stash is not None, "values are read with a page"
+        return self._stash
 
     def blob_meta(self, thread_id: str, ns: str, pairs: Collection[Pair]) -> dict[Pair, BlobRow]:
         keys, versions = [k for k, _ in pairs], [v for _, v in pairs]
         rows = self._rows("blob_meta", thread=thread_id, ns=ns, keys=keys, versions=versions)
         return {(r[0], r[1]): blob_row(r) for r in rows}
-
-    def all_blob_meta(self, thread_id: str, ns: str) -> dict[Pair, BlobRow]:
-        rows = self._rows("all_blob_meta", thread=thread_id, ns=ns)
-        return {(r[0], r[1]): blob_row(r) for r in rows}
-
-    def ids(self, thread_id: str, ns: str) -> list[tuple[str, str]]:
-        rows = self._rows("ids", thread=thread_id, ns=ns)
-        return [(cid, created_text(micros, raw)) for cid, micros, raw in rows]
-
-    def bodies(self, thread_id: str, ns: str) -> list[tuple[str, bytes]]:
-        return [(cid, body) for cid, body in self._rows("bodies", thread=thread_id, ns=ns)]
-
-    def namespaces(self, thread_id: str) -> list[str]:
-        params = {"thread": thread_id}
-        stmts = [Stmt(self.sql["namespaces"], params)]
-        if self.write:  # no put on this thread until the transaction ends
-            stmts.insert(0, Stmt(self.backend.q.lock_heads_update, params))
-        return [ns for (ns,) in self._run(*stmts)[-1].rows]
 
     def threads(self, status: ThreadStatus | None, limit: int | None) -> list[ThreadRow]:
         """Root heads, newest update first, a page a statement; status is worked out here."""
@@ -167,28 +133,10 @@ class PostgresTx:
 
     # -- writes --------------------------------------------------------------------------------
 
-    def delete(self, thread_id: str, ns: str, ids: Collection[str]) -> None:
-        params = {"thread": thread_id, "ns": ns, "ids": list(ids)}
-        names = ("keep_sources", "keep_parents", "delete_writes", "delete_cps", "drop_empty_head")
-        self._queued.extend(Stmt(self.sql[name], params) for name in names)
-
-    def delete_blobs(self, thread_id: str, ns: str, pairs: Collection[Pair]) -> None:
-        keys, versions = [k for k, _ in pairs], [v for _, v in pairs]
-        params = {"thread": thread_id, "ns": ns, "keys": keys, "versions": versions}
-        self._queued.append(Stmt(self.sql["delete_blobs"], params))
-        held = self.backend.bytes
-        self.committed.append(lambda: held.drop(thread_id, ns, list(pairs)))
-
     def delete_thread(self, thread_id: str) -> None:
         q, params = self.backend.q, {"thread": thread_id}
         self._queued.extend(Stmt(s, params) for s in (q.lock_heads_update, *q.delete_thread))
         self.committed.append(lambda: self.backend.forget(thread_id))
-
-    def copy_thread(self, source: str, target: str) -> None:
-        q, params = self.backend.q, {"source": source, "target": target, "thread": source}
-        # The source's heads are share-locked: no put or prune changes it while it is copied.
-        self._queued.extend(Stmt(s, params) for s in (q.lock_heads_share, *q.copy_thread))
-        self.committed.append(lambda: self.backend.forget(target))
 
 
 def _batch(stmts: list[Stmt]) -> Op[list[Result]]:

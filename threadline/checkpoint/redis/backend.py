@@ -30,7 +30,7 @@ from threadline.checkpoint.backend import (
     VersionsOf,
 )
 from threadline.checkpoint.bytecache import HeldBlobs
-from threadline.checkpoint.chains import HeldChains
+from threadline.checkpoint.chains import HeldChains, hold_put
 from threadline.checkpoint.layout import REPLACE, BlobRow, WriteRow, named
 from threadline.checkpoint.redis.connection import Connection, Eval, Op, text
 from threadline.checkpoint.redis.keys import (
@@ -164,18 +164,10 @@ class RedisBackend:
 
     def _stored(self, put: Prepared, qns: str, existed: set[str]) -> None:
         """Hold what a put stored: large blobs' bytes, chains grown (not blobs stored before)."""
-        thread_id, ns = put.thread_id, put.ns
-        new = []
-        for b in put.blobs:
-            suffix = blob_suffix(qns, b.key, b.version)
-            if suffix not in existed:
-                self.held.add(thread_id, ns, suffix, b.key, b.version, None, b.data)
-                new.append(b)
-        self.chains.stored(thread_id, ns, new)
-        if put.prefixes:
-            self.held.drop(
-                thread_id, ns, [blob_suffix(qns, p.key, p.version) for p in put.prefixes]
-            )
+        suffixes = [(blob_suffix(qns, b.key, b.version), b) for b in put.blobs]
+        new = [(suffix, b) for suffix, b in suffixes if suffix not in existed]
+        gone = [blob_suffix(qns, p.key, p.version) for p in put.prefixes]
+        hold_put(self.held, self.chains, put.thread_id, put.ns, new, None, gone)
 
     # -- writes --------------------------------------------------------------------------------
 
