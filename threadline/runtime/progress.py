@@ -105,10 +105,9 @@ class Progress:
                 self.add_write(TaskWrite(t.id, t.name, "interrupt", o.interrupts))
         return complete
 
-    def commit(
-        self, cp: Checkpoint, source: str, writes: list[TaskWrite]
-    ) -> Generator[Effect, Any, None]:
-        """Make ``cp`` current; save it now unless durability is ``exit``."""
+    def commit(self, cp: Checkpoint, source: str, writes: list[TaskWrite]) -> Iterable[Effect]:
+        """Make ``cp`` current; the effects that save it now (none with durability ``exit``, or
+        without a saver: no generator is made for nothing)."""
         self.current = cp
         s = self.s
         self.meta = {**s.metadata, "source": source, "step": cp.step, "parents": dict(s.parents)}
@@ -117,8 +116,9 @@ class Progress:
         if writes:
             self.add_writes(writes)
         self.dirty = True
-        if self.saving and self.s.durability != "exit":
-            yield from self.flush(stopping=not cp.next)
+        if self.saving and s.durability != "exit":
+            return self.flush(stopping=not cp.next)
+        return ()
 
     def flush(self, stopping: bool = True) -> Generator[Effect, Any, None]:
         """Save what is not saved yet: the current checkpoint and/or its new writes (and the
