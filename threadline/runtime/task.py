@@ -12,7 +12,7 @@ import dataclasses
 import functools
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -174,13 +174,15 @@ def _run_sync(task: Task, env: StepEnv) -> Outcome:
     return outcome
 
 
-async def run_task_async(task: Task, env: StepEnv) -> Outcome:
-    """Run a task on the event loop; a sync node's call goes to a worker thread."""
+def run_task_async(task: Task, env: StepEnv) -> Coroutine[Any, Any, Outcome]:
+    """Run a task on the event loop; a sync node's call goes to a worker thread.
+
+    Not a coroutine itself: it picks the one to await (a frame less per task)."""
     node = task.node
     assert node is not None
     if env.cache is not None and node.cache is not None:
-        return await _cached_async(task, env, env.cache, node.cache)
-    return await _run_async(task, env)
+        return _cached_async(task, env, env.cache, node.cache)
+    return _run_async(task, env)
 
 
 async def _run_async(task: Task, env: StepEnv) -> Outcome:
