@@ -123,10 +123,13 @@ def drive_sync(loop: RunLoop, input: Any) -> Iterator[Emit | Done]:
             elif isinstance(effect, Execute):
                 if saves.pending is not None and effect.env.calls is not None:
                     effect.env.calls.after(saves.pending)  # task results go after it
-                out = loop.out
-                if events is None and not _streams_each_task(out, effect.tasks):
+                out, tasks, env = loop.out, effect.tasks, effect.env
+                if events is None and not _streams_each_task(out, tasks):
                     # Nothing to stream while tasks run: this thread takes part, saving hand-offs
-                    value = finished = _run_here(effect)
+                    if len(tasks) == 1:
+                        value = finished = [run_task_sync(tasks[0], env)]
+                    else:
+                        value = finished = _Batch(tasks, env).run()
                     if out is not None:
                         for outcome in finished:
                             yield from out.task_done(outcome)
@@ -147,12 +150,6 @@ def drive_sync(loop: RunLoop, input: Any) -> Iterator[Emit | Done]:
         raise
     finally:
         saves.wait()
-
-
-def _run_here(effect: Execute) -> list[Outcome]:
-    """Run the step's tasks, in this thread and (for several) helpers from the pool."""
-    tasks, env = effect.tasks, effect.env
-    return [run_task_sync(tasks[0], env)] if len(tasks) == 1 else _Batch(tasks, env).run()
 
 
 def _streamed_sync(
