@@ -36,6 +36,18 @@ from threadline.runtime.settings import RunSettings
 from threadline.runtime.trace import RunTrace
 from threadline.types import RetryPolicy
 
+# The options invoke/stream take besides input and config
+_OPTIONS = frozenset(
+    [
+        "interrupt_before",
+        "interrupt_after",
+        "durability",
+        "stream_mode",
+        "subgraphs",
+        "debug",
+        "context",
+    ]
+)
 # LangGraph prints debug output for debug=True; we offer the same events as a stream mode.
 _DEBUG_TRUE = "debug=True is not supported; use stream_mode='debug' to receive debug events"
 DURABILITY = ("sync", "async", "exit")
@@ -213,17 +225,7 @@ class CompiledStateGraph(RunnableMethods, TraceReading, StateAccess):
     ) -> RunLoop:
         """The loop of one run; ``invoked``: started by ``invoke`` (its chunks, which a
         subgraph's parent may stream, show the output schema's keys only, as in LangGraph)."""
-        from threadline.graph.state_graph import breakpoint_names
-
-        unknown = set(options) - {
-            "interrupt_before",
-            "interrupt_after",
-            "durability",
-            "stream_mode",
-            "subgraphs",
-            "debug",
-            "context",
-        }
+        unknown = options.keys() - _OPTIONS if options else ()
         if unknown:
             raise TypeError(f"unexpected keyword argument {sorted(unknown)[0]!r}")
         if options.get("debug"):
@@ -243,8 +245,9 @@ class CompiledStateGraph(RunnableMethods, TraceReading, StateAccess):
         )
         if durability not in DURABILITY:
             raise ConfigError(f"durability must be one of {DURABILITY}, got {durability!r}")
-        before = options.get("interrupt_before")
-        after = options.get("interrupt_after")
+        before, after = self.interrupt_before, self.interrupt_after
+        if "interrupt_before" in options or "interrupt_after" in options:
+            before, after = self._breakpoints(options)
         settings = RunSettings(
             thread_id=thread_id,
             ns=inner.ns if inner is not None else "",
@@ -252,16 +255,8 @@ class CompiledStateGraph(RunnableMethods, TraceReading, StateAccess):
             config=config,
             metadata=self._metadata(config, configurable),
             stream_modes=modes,
-            interrupt_before=(
-                breakpoint_names(self.spec, before, "interrupt_before")
-                if before is not None
-                else self.interrupt_before
-            ),
-            interrupt_after=(
-                breakpoint_names(self.spec, after, "interrupt_after")
-                if after is not None
-                else self.interrupt_after
-            ),
+            interrupt_before=before,
+            interrupt_after=after,
             durability=durability,
             recursion_limit=recursion_limit(config),
             nested=nested,
@@ -289,6 +284,17 @@ class CompiledStateGraph(RunnableMethods, TraceReading, StateAccess):
         if self.trace and saver is not None and (parent is None or parent.env.trace is not None):
             settings.trace = RunTrace()
         return RunLoop(self.spec, saver, store, settings)
+
+    def _breakpoints(self, options: dict[str, Any]) -> tuple[frozenset[str], frozenset[str]]:
+        """The breakpoints of a run given ``interrupt_before``/``interrupt_after``."""
+        from threadline.graph.state_graph import breakpoint_names  # (it imports this module)
+
+        spec, before, after = self.spec, self.interrupt_before, self.interrupt_after
+        if options.get("interrupt_before") is not None:
+            before = breakpoint_names(spec, options["interrupt_before"], "interrupt_before")
+        if options.get("interrupt_after") is not None:
+            after = breakpoint_names(spec, options["interrupt_after"], "interrupt_after")
+        return before, after
 
     def _metadata(
         self, config: Mapping[str, Any], configurable: Mapping[str, Any]

@@ -159,16 +159,11 @@ class SpareAnswer:
 _current: ContextVar[TaskContext | None] = ContextVar("threadline_task", default=None)
 
 
-def current_task() -> TaskContext | None:
-    return _current.get()
-
-
-def enter_task(ctx: TaskContext) -> Any:
-    return _current.set(ctx)
-
-
-def leave_task(token: Any) -> None:
-    _current.reset(token)
+# The running task's context; entering a task gives the token that leaving it takes (the
+# ContextVar's own methods: they run for every task, and a wrapper's frame would double them).
+current_task = _current.get
+enter_task = _current.set
+leave_task = _current.reset
 
 
 def interrupt_id(ns: str, index: int) -> str:

@@ -123,8 +123,19 @@ def drive_sync(loop: RunLoop, input: Any) -> Iterator[Emit | Done]:
             elif isinstance(effect, Execute):
                 if saves.pending is not None and effect.env.calls is not None:
                     effect.env.calls.after(saves.pending)  # task results go after it
-                finished = []
-                value = yield from _execute_sync(effect, loop.out, events, runner, finished)
+                out, tasks, env = loop.out, effect.tasks, effect.env
+                if events is None and not _streams_each_task(out, tasks):
+                    # Nothing to stream while tasks run: this thread takes part, saving hand-offs
+                    if len(tasks) == 1:
+                        value = finished = [run_task_sync(tasks[0], env)]
+                    else:
+                        value = finished = _Batch(tasks, env).run()
+                    if out is not None:
+                        for outcome in finished:
+                            yield from out.task_done(outcome)
+                else:
+                    finished = []
+                    value = yield from _streamed_sync(effect, out, events, runner, finished)
                 finished = []
             else:
                 value = saves.carry_out(effect)
@@ -141,24 +152,16 @@ def drive_sync(loop: RunLoop, input: Any) -> Iterator[Emit | Done]:
         saves.wait()
 
 
-def _execute_sync(
+def _streamed_sync(
     effect: Execute,
     out: Chunks | None,
     events: queue.SimpleQueue[Any] | None,
     runner: Runner,
     finished: list[Outcome],
 ) -> Generator[Emit, None, list[Outcome]]:
-    """Run the step's tasks; ``finished`` gets each outcome before its chunks go out."""
+    """Run the step's tasks in the pool, streaming while they run; ``finished`` gets each
+    outcome before its chunks go out."""
     tasks, env = effect.tasks, effect.env
-    if events is None and not _streams_each_task(out, tasks):
-        # Nothing to stream while tasks run: this thread takes part, saving hand-offs.
-        outcomes = [run_task_sync(tasks[0], env)] if len(tasks) == 1 else _Batch(tasks, env).run()
-        finished.extend(outcomes)
-        if out is not None:
-            for outcome in outcomes:
-                yield from out.task_done(outcome)
-        return outcomes
-    # Streaming while tasks run: all of them go to the pool and report as they finish.
     inbox: queue.SimpleQueue[Any] = events if events is not None else queue.SimpleQueue()
 
     def run(task: Task) -> Outcome:

@@ -230,7 +230,8 @@ class RunLoop:
                         f"stop condition (thread {self.s.thread_id!r}, next: {self._next_names()})"
                         ". Raise config['recursion_limit'] or check the loop's exit condition."
                     )
-                if not self.progress.writes and hits(self.s.interrupt_before, runnable):
+                before = self.s.interrupt_before
+                if before and not self.progress.writes and hits(before, runnable):
                     return (yield from self._breakpoint(runnable))
                 if out is not None:
                     yield from out.step_starts(cp.step + 1, cp.values, tasks, self.progress.writes)
@@ -238,7 +239,7 @@ class RunLoop:
                 if self._keep(outcomes):
                     return (yield from self._stop(outcomes))
             yield from self._advance(tasks)
-            if hits(self.s.interrupt_after, runnable):
+            if self.s.interrupt_after and hits(self.s.interrupt_after, runnable):
                 if not self.s.nested:  # the thread shows as paused, not as a run cut short
                     self.progress.add_write(
                         TaskWrite(BREAKPOINT_TASK, BREAKPOINT_TASK, "breakpoint", ())
@@ -289,10 +290,13 @@ class RunLoop:
         cp, writes = self.progress.cp(), self.progress.writes
         updates: list[tuple[str, Update]] = []
         routes: list[tuple[str, tuple[str | Send, ...]]] = []
+        updated_by: dict[str, None] = {}  # the nodes that wrote, once each, in task order
         for t in tasks:  # one loop: three comprehensions' frames cost more here
             result: TaskResult = writes[(t.id, "result")].value
             updates.append((t.name, result.updates))
             routes.append((t.name, result.routes))
+            updated_by[t.name] = None
+        updated_by.pop(START, None)
         new_id = self._new_id()
         try:
             versions = cp.versions if self.saver is not None else None
@@ -311,9 +315,8 @@ class RunLoop:
             if error is exc:
                 raise
             raise error from exc
-        updated_by = tuple(dict.fromkeys([n for n, _ in updates if n != START]))
         new = self.progress.checkpoint(
-            values, versions, next_, barriers, updated_by, cp.step + 1, new_id
+            values, versions, next_, barriers, tuple(updated_by), cp.step + 1, new_id
         )
         self.progress.note(changes)
         yield from self.progress.commit(new, "loop", [])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from threadline.checkpoint.base import Checkpoint, PlannedTask
 from threadline.constants import START
@@ -27,14 +27,14 @@ def tasks_of(
 ) -> list[Task]:
     """The tasks ``checkpoint`` plans, each with the input it will receive."""
     tasks = []
+    cp_id, nodes = checkpoint.id, spec.nodes
     hashed = ids is task_id
     for index, planned in enumerate(checkpoint.next):
         name = planned.name
-        tid = ids(checkpoint.id, index, name)
-        task = Task(tid, name, task_ns(ns, name, tid), planned.arg, spec.nodes.get(name))
-        task.send = planned.send
+        tid = ids(cp_id, index, name)
+        task = Task(tid, name, task_ns(ns, name, tid), planned.arg, nodes.get(name), planned.send)
         if hashed:
-            task.index, task.planned_at = index, checkpoint.id
+            task.index, task.planned_at = index, cp_id
         tasks.append(task)
     return tasks
 
@@ -42,7 +42,7 @@ def tasks_of(
 def plan_next(
     spec: GraphSpec,
     barriers: Mapping[str, tuple[str, ...]],
-    finished: Iterable[tuple[str, tuple[str | Send, ...]]],
+    finished: Sequence[tuple[str, tuple[str | Send, ...]]],
 ) -> tuple[tuple[PlannedTask, ...], dict[str, tuple[str, ...]]]:
     """From ``(node, routes)`` of a step's finished tasks, plan the next step.
 
@@ -50,7 +50,6 @@ def plan_next(
     timing); ``Send`` tasks follow in the order they were sent. Join barriers collect arrivals
     across steps and fire when every source has finished.
     """
-    finished = list(finished)
     pulls: set[str] = set()
     sends: list[PlannedTask] = []
     for node, routes in finished:
@@ -72,7 +71,7 @@ def plan_next(
 def _arrivals(
     spec: GraphSpec,
     barriers: Mapping[str, tuple[str, ...]],
-    finished: list[tuple[str, tuple[str | Send, ...]]],
+    finished: Sequence[tuple[str, tuple[str | Send, ...]]],
     pulls: set[str],
 ) -> dict[str, tuple[str, ...]]:
     """Record which join sources have finished; a complete join adds its target to ``pulls``."""
@@ -115,8 +114,6 @@ def _check_target(spec: GraphSpec, source: str, target: str) -> None:
 
 def hits(names: frozenset[str], tasks: Iterable[Task]) -> bool:
     """Whether ``interrupt_before``/``interrupt_after`` (``*``: every node) names a task."""
-    if not names:
-        return False
     if "*" in names:
         return any(t.name != START for t in tasks)
     return any(t.name in names for t in tasks)

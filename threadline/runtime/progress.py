@@ -8,7 +8,7 @@ which the saver is given so it stores only that.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from threadline.checkpoint.base import (
@@ -105,10 +105,8 @@ class Progress:
                 self.add_write(TaskWrite(t.id, t.name, "interrupt", o.interrupts))
         return complete
 
-    def commit(
-        self, cp: Checkpoint, source: str, writes: list[TaskWrite]
-    ) -> Generator[Effect, Any, None]:
-        """Make ``cp`` current; save it now unless durability is ``exit``."""
+    def commit(self, cp: Checkpoint, source: str, writes: list[TaskWrite]) -> tuple[Effect, ...]:
+        """Make ``cp`` current; the effect that saves it now, unless durability is ``exit``."""
         self.current = cp
         s = self.s
         self.meta = {**s.metadata, "source": source, "step": cp.step, "parents": dict(s.parents)}
@@ -117,25 +115,30 @@ class Progress:
         if writes:
             self.add_writes(writes)
         self.dirty = True
-        if self.saving and self.s.durability != "exit":
-            yield from self.flush(stopping=not cp.next)
+        return self.flush(stopping=not cp.next) if s.durability != "exit" else ()
 
-    def flush(self, stopping: bool = True) -> Generator[Effect, Any, None]:
-        """Save what is not saved yet: the current checkpoint and/or its new writes (and the
-        trace, when the run stops here or its trace is due)."""
+    def flush(self, stopping: bool = True) -> tuple[Effect, ...]:
+        """The effect that saves what is not saved yet, if anything: the current checkpoint
+        and/or its new writes (and the trace, when the run stops here or its trace is due).
+
+        What it saves counts as saved from here on: a run whose save fails does not go on.
+        A tuple, not a generator: the loop yields from it at every step.
+        """
         if not self.saving:
-            return
+            return ()
         cp = self.cp()
         traced = self.s.trace.take(cp, stopping) if self.s.trace is not None else ()
+        effect: Effect | None = None
         if self.dirty:
-            yield Save(self._record(cp, traced), self.fork_next)
+            effect = Save(self._record(cp, traced), self.fork_next)
             self.saved = cp
             self.changes = {}
             self.fork_next = False
             self.dirty = False
         elif self.unsaved_writes or traced:
-            yield SaveWrites(cp.id, (*self.unsaved_writes, *traced))
+            effect = SaveWrites(cp.id, (*self.unsaved_writes, *traced))
         self.unsaved_writes = []
+        return (effect,) if effect is not None else ()
 
     def _record(self, cp: Checkpoint, traced: Iterable[TaskWrite]) -> CheckpointRecord:
         writes = (*self.writes.values(), *traced)

@@ -39,10 +39,12 @@ class StepSetup:
 
     def env(self, values: dict[str, Any], checkpoint_id: str) -> StepEnv:
         """What the tasks of a step share; made once per run."""
-        if self._env is None:
+        env = self._env
+        if env is None:
             outlets = live_outlets(self.s, self.put)
-            self._env = StepEnv.of_run(self.spec, self.saver, self.store, self.s, outlets)
-        return self._env.at(values, checkpoint_id)
+            env = self._env = StepEnv.of_run(self.spec, self.saver, self.store, self.s, outlets)
+        env.values, env.checkpoint_id = values, checkpoint_id
+        return env
 
     def execute(
         self,
@@ -61,11 +63,12 @@ class StepSetup:
                 resume = writes.get((task.id, "resume"))
                 if resume is not None or parent_answers:
                     task.answers = {**parent_answers, **(resume.value if resume else {})}
-        spare = writes.get((SPARE_ANSWER_TASK, "resume"))
+        spare = writes.get((SPARE_ANSWER_TASK, "resume")) if writes else None
         if s.trace is not None:
             s.trace.at(cp)
         managed = self.spec.schema.managed  # computed for each step
-        env = self.env(with_managed(cp.values, managed, cp.step + 1, stop), cp.id)
+        values = with_managed(cp.values, managed, cp.step + 1, stop) if managed else cp.values
+        env = self.env(values, cp.id)
         env.spare = SpareAnswer(spare.value) if spare is not None else s.parent_spare
         if env.calls is None:
             env.calls = StepCalls(env.saver, s.thread_id, s.ns, s.durability)

@@ -12,7 +12,7 @@ import dataclasses
 import functools
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +26,7 @@ from threadline.runtime.context import SpareAnswer, TaskContext, enter_task, lea
 from threadline.runtime.routing import branch_state, call_branch, drop_end, routes_after
 from threadline.runtime.timeouts import call_within, within
 from threadline.runtime.trace import RunTrace, note_retry
-from threadline.runtime.writes import Update, normalize_output
+from threadline.runtime.writes import Update, normalize_output, updates_of
 from threadline.types import Command, Interrupt, RetryPolicy, Send
 
 if TYPE_CHECKING:
@@ -120,7 +120,7 @@ class StepEnv:
         outlets: tuple[Callable[[Any], None], Callable[[Any], None] | None],
     ) -> StepEnv:
         """The env of a run's steps, from its settings and where what streams while tasks run
-        goes (``chunks.live_outlets``); ``at`` moves it to each step."""
+        goes (``chunks.live_outlets``); ``StepSetup.env`` moves it to each step."""
         writer, sink = outlets
         return cls(
             spec,
@@ -138,11 +138,6 @@ class StepEnv:
             cache=s.cache,
             trace=s.trace,
         )
-
-    def at(self, values: Mapping[str, Any], checkpoint_id: str) -> StepEnv:
-        self.values = values
-        self.checkpoint_id = checkpoint_id
-        return self
 
 
 def run_task_sync(task: Task, env: StepEnv) -> Outcome:
@@ -164,7 +159,7 @@ def _run_sync(task: Task, env: StepEnv) -> Outcome:
         trace.begin(ctx)
     try:
         output = _call_with_retry(node, node.sync_fn, task.node_input(env), ctx)
-        outcome = _finish_sync(task, env, output, ctx)
+        outcome = _routed(task, env, *_output_parts(task, env, output), ctx)
     except GraphInterrupt as gi:
         outcome = Outcome(task, interrupts=tuple(gi.interrupts))
     except _ParentBound as pb:
@@ -179,13 +174,15 @@ def _run_sync(task: Task, env: StepEnv) -> Outcome:
     return outcome
 
 
-async def run_task_async(task: Task, env: StepEnv) -> Outcome:
-    """Run a task on the event loop; a sync node's call goes to a worker thread."""
+def run_task_async(task: Task, env: StepEnv) -> Coroutine[Any, Any, Outcome]:
+    """Run a task on the event loop; a sync node's call goes to a worker thread.
+
+    Not a coroutine itself: it picks the one to await (a frame less per task)."""
     node = task.node
     assert node is not None
     if env.cache is not None and node.cache is not None:
-        return await _cached_async(task, env, env.cache, node.cache)
-    return await _run_async(task, env)
+        return _cached_async(task, env, env.cache, node.cache)
+    return _run_async(task, env)
 
 
 async def _run_async(task: Task, env: StepEnv) -> Outcome:
@@ -205,10 +202,11 @@ async def _run_async(task: Task, env: StepEnv) -> Outcome:
             output = await asyncio.get_running_loop().run_in_executor(None, thread_ctx.run, call)
         else:
             output = await _call_with_retry_async(node, node.async_fn, task.node_input(env), ctx)
+        parts = _output_parts(task, env, output)
         if task.name not in env.spec.branches:  # nothing to await: plain edges and gotos
-            outcome = _finish_sync(task, env, output, ctx)
+            outcome = _routed(task, env, *parts, ctx)
         else:
-            outcome = await _finish_async(task, env, output, ctx)
+            outcome = await _arouted(task, env, *parts, ctx)
     except GraphInterrupt as gi:
         outcome = Outcome(task, interrupts=tuple(gi.interrupts))
     except _ParentBound as pb:
@@ -283,9 +281,11 @@ def _call_with_retry(node: NodeSpec, fn: Callable[..., Any], arg: Any, ctx: Task
     while True:
         attempt += 1
         try:
-            if node.timeout is None:
-                return _call(node, fn, arg, ctx)
-            return call_within(node.timeout, node.name, "node", _call, node, fn, arg, ctx)
+            if node.timeout is not None:
+                return call_within(node.timeout, node.name, "node", _call, node, fn, arg, ctx)
+            return fn(arg) if node.style.plain else fn(arg, **node.style.kwargs(ctx))
+        except ParentCommand as pc:  # as in ``_call``, without its frame
+            return pc.command
         except Exception as exc:
             delay = retry_delay(node.retry, attempt, exc)
             if delay is None:
@@ -353,6 +353,8 @@ def start_result(task: Task, env: StepEnv, updates: Update) -> TaskResult:
 
 
 def _output_parts(task: Task, env: StepEnv, output: Any) -> tuple[Update, Gotos]:
+    if type(output) is dict:  # the usual case, checked without the calls below
+        return updates_of(env.spec.schema, task.name, output), ()
     if isinstance(output, Command) and output.graph is not None:
         if output.graph != Command.PARENT:
             raise InvalidUpdateError(
@@ -363,18 +365,10 @@ def _output_parts(task: Task, env: StepEnv, output: Any) -> tuple[Update, Gotos]
     return normalize_output(env.spec.schema, task.name, output)
 
 
-def _finish_sync(task: Task, env: StepEnv, output: Any, ctx: TaskContext) -> Outcome:
-    return _routed(task, env, *_output_parts(task, env, output), ctx)
-
-
 def _routed(task: Task, env: StepEnv, updates: Update, gotos: Gotos, ctx: TaskContext) -> Outcome:
     """The task's result: its updates, routed by its gotos and its node's edges and branches."""
     routes = routes_after(env.spec, task.name, env.values, updates, gotos, ctx)
     return Outcome(task, result=TaskResult(updates, routes), gotos=gotos)
-
-
-async def _finish_async(task: Task, env: StepEnv, output: Any, ctx: TaskContext) -> Outcome:
-    return await _arouted(task, env, *_output_parts(task, env, output), ctx)
 
 
 async def _arouted(

@@ -35,22 +35,22 @@ def updates_of(schema: StateSchema, node: str, update: Any) -> Update:
     """Check an update's keys against the schema (LangGraph drops unknown keys; we refuse)."""
     if update is None:
         return ()
-    pairs = _pairs(schema, node, update)
+    pairs = tuple(update.items()) if type(update) is dict else _pairs(schema, node, update)
     if schema.managed:  # computed each step: a node returning the state it got writes them back
         pairs = tuple(p for p in pairs if p[0] not in schema.managed)
     channels = schema.channels
-    unknown = [key for key, _ in pairs if key not in channels]
-    if unknown:
-        known = ", ".join(schema.channels)
-        raise InvalidUpdateError(
-            f"{node!r} wrote key {unknown[0]!r}, which is not in state schema "
-            f"{schema.cls.__name__} (keys: {known}). Add it to the schema or stop writing it."
-        )
+    for key, _ in pairs:  # a loop: a comprehension's frame costs more at every task
+        if key not in channels:
+            known = ", ".join(channels)
+            raise InvalidUpdateError(
+                f"{node!r} wrote key {key!r}, which is not in state schema "
+                f"{schema.cls.__name__} (keys: {known}). Add it to the schema or stop writing it."
+            )
     return pairs
 
 
 def _pairs(schema: StateSchema, node: str, update: Any) -> Update:
-    if type(update) is dict or isinstance(update, Mapping):  # the exact check is much cheaper
+    if isinstance(update, Mapping):
         return tuple(update.items())
     if schema.kind != "typeddict" and isinstance(update, schema.cls):
         return tuple(schema.input_values(update).items())
