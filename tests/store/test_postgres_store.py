@@ -257,8 +257,11 @@ def test_semantic_vectors_live_and_die_with_their_items(location: tuple[str, str
             )
         ).fetchall()
     assert rows == [("c",)]
-    with pytest.raises(InvalidStoreInputError, match="vectors of 2 dims, but index says dims=3"):
-        PostgresStore(url, schema=schema, index={**index, "dims": 3}).setup()
+    with (
+        PostgresStore(url, schema=schema, index={**index, "dims": 3}) as wrong,
+        pytest.raises(InvalidStoreInputError, match="vectors of 2 dims, but index says dims=3"),
+    ):
+        wrong.setup()
 
 
 def test_schema_1_database_gains_the_vectors_table(location: tuple[str, str]) -> None:
