@@ -306,7 +306,7 @@ class Backend(Protocol):
         self, thread_id: str, ns: str, versions: Mapping[str, str], pool: Mapping[Pair, BlobRow]
     ) -> None:
         """The newest checkpoint of a namespace was loaded from ``pool`` and every row it used
-        passed its check: a backend that holds chains (``chains.HeldChains``) may hold them."""
+        passed its check: a backend may hold its chains (``chains.HoldsChains`` does)."""
         ...
 
     def close(self) -> None: ...

@@ -32,7 +32,7 @@ from threadline.checkpoint.backend import (
     VersionsOf,
 )
 from threadline.checkpoint.bytecache import HeldBlobs
-from threadline.checkpoint.chains import HeldChains, hold_put
+from threadline.checkpoint.chains import HeldChains, HoldsChains, hold_put
 from threadline.checkpoint.layout import (
     BlobRow,
     CheckpointRow,
@@ -67,7 +67,7 @@ Unpacked = tuple[list[StoredCheckpoint], dict[Pair, BlobRow], Check]
 _ord = operator.itemgetter(1)  # a load row's place: newest checkpoint first, writes by seq
 
 
-class PostgresBackend:
+class PostgresBackend(HoldsChains):
     """Rows in the tables of ``schema.py``, through ``db``."""
 
     compaction = COMPACTION
@@ -103,14 +103,6 @@ class PostgresBackend:
     async def aclose(self) -> None:
         await self.db.aclose()
         self.forget()
-
-    def forget(self, thread_id: str | None = None) -> None:
-        """Forget what is held of a thread's blobs (deleted, or replaced by a copy), or of all."""
-        for held in (self.bytes, self.chains):
-            if thread_id is None:
-                held.clear()
-            else:
-                held.forget_thread(thread_id)
 
     # -- a put ---------------------------------------------------------------------------------
 
@@ -336,11 +328,6 @@ class PostgresBackend:
     def blob(self, thread_id: str, ns: str, key: str, version: str) -> BlobRow | None:
         with self.transaction(False) as tx:
             return tx.blob_meta(thread_id, ns, [(key, version)]).get((key, version))
-
-    def loaded(
-        self, thread_id: str, ns: str, versions: Mapping[str, str], pool: Mapping[Pair, BlobRow]
-    ) -> None:
-        self.chains.loaded(thread_id, ns, versions, pool)
 
 
 def _first(unpacked: Unpacked) -> Loaded | None:
