@@ -5,7 +5,7 @@
 one call each (``commit``, ``commit_writes``, ``load``), so that a backend with a server does
 each in one round trip; ``transactional.Transactional`` writes them over a ``PutTransaction``
 for backends with cheap reads. Everything else goes through ``transaction``: a ``RowBackend``'s
-answers row-level calls, with which the core prunes and copies threads; a ``WholeThreads``
+answers row-level calls, with which the core prunes, copies and deletes threads; a ``WholeThreads``
 backend does those itself and its transaction answers only what every backend's does.
 
 Writing a backend: docs/storage.md ("Writing a backend"); ``tests/checkpoint/toy_backend.py``
@@ -128,8 +128,8 @@ class Transaction(Protocol):
     order; the same key replaces in place). The root has a thread row: status, head and planned
     task names as of the last ``set_thread``, with the time it was written.
 
-    This is what the core asks of every backend; ``RowTransaction`` adds what pruning, retention
-    and copies need when the backend does not do them itself.
+    This is what the core asks of every backend; ``RowTransaction`` adds what pruning, retention,
+    copies and deletions need when the backend does not do them itself.
     """
 
     def page(
@@ -153,14 +153,11 @@ class Transaction(Protocol):
         """Threads with a root checkpoint, most recently updated first (``ThreadRow``)."""
         ...
 
-    def delete_thread(self, thread_id: str) -> None:
-        """Delete every row of the thread (checkpoints, blobs, writes, thread row)."""
-        ...
-
 
 class RowTransaction(Transaction, Protocol):
-    """What the core (``prune``, ``copy_thread``) and ``transactional`` (retention) need to prune
-    and copy row by row: a ``WholeThreads`` backend, which does those itself, needs none of it."""
+    """What the core (``prune``, ``copy_thread``, ``delete_thread``) and ``transactional``
+    (retention) need to prune, copy and delete row by row: a ``WholeThreads`` backend, which does
+    those itself, needs none of it (its transactions only read)."""
 
     def all_blob_meta(self, thread_id: str, ns: str) -> dict[Pair, BlobRow]:
         """Every blob row of the namespace, without data (to collect unused ones)."""
@@ -183,6 +180,10 @@ class RowTransaction(Transaction, Protocol):
         ...
 
     def delete_blobs(self, thread_id: str, ns: str, pairs: Collection[Pair]) -> None: ...
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete every row of the thread (checkpoints, blobs, writes, thread row)."""
+        ...
 
     def copy_thread(self, source: str, target: str) -> None:
         """Copy every row of ``source`` to ``target``, which has no checkpoints (rows it still
@@ -306,7 +307,7 @@ class Backend(Protocol):
         self, thread_id: str, ns: str, versions: Mapping[str, str], pool: Mapping[Pair, BlobRow]
     ) -> None:
         """The newest checkpoint of a namespace was loaded from ``pool`` and every row it used
-        passed its check: a backend that holds chains (``chains.HeldChains``) may hold them."""
+        passed its check: a backend may hold its chains (``chains.HoldsChains`` does)."""
         ...
 
     def close(self) -> None: ...
@@ -330,8 +331,8 @@ class RowBackend(Backend, Protocol):
 
 @runtime_checkable
 class WholeThreads(Backend, Protocol):
-    """A backend that prunes and copies a whole thread itself, faster than the core does through
-    ``transaction`` (one SQL statement instead of a round trip per read)."""
+    """A backend that prunes, copies and deletes a whole thread itself, faster than the core does
+    through ``transaction`` (one SQL statement instead of a round trip per read)."""
 
     def prune_thread(self, thread_id: str, keep_last: int) -> tuple[int, list[tuple[str, Pair]]]:
         """``CoreSaver.prune`` as one transaction: returns how many checkpoints went and the
@@ -341,4 +342,8 @@ class WholeThreads(Backend, Protocol):
     def copy_whole(self, source: str, target: str) -> bool:
         """``CoreSaver.copy_thread`` as one transaction, if ``target`` has no checkpoints (else
         nothing is done: returns False)."""
+        ...
+
+    def delete_whole(self, thread_id: str) -> None:
+        """``CoreSaver.delete_thread`` as one transaction."""
         ...

@@ -139,7 +139,21 @@ def metadata_matches(metadata: Mapping[str, Any], filter: Mapping[str, Any] | No
     return all(key in metadata and metadata[key] == value for key, value in filter.items())
 
 
-class BaseSaver(ABC, LangGraphCheckpointerAPI):
+class OffLoop:
+    """Async calls made of sync ones (a saver's, ``transactional.Transactional``'s). One that
+    does no I/O sets ``in_process``: they then run on the caller's thread or event loop, because
+    handing them to another thread would cost more than the call."""
+
+    in_process: bool = False
+
+    async def _off_loop(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a sync method without blocking the event loop (directly if ``in_process``)."""
+        if self.in_process:
+            return fn(*args, **kwargs)
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+
+class BaseSaver(OffLoop, ABC, LangGraphCheckpointerAPI):
     """Where checkpoints live. Sync methods are abstract; async ones default to a worker thread.
 
     Every saver also answers LangGraph's checkpointer calls (``get_tuple(config)``,
@@ -149,17 +163,8 @@ class BaseSaver(ABC, LangGraphCheckpointerAPI):
     (so its compression and encryption apply at rest); the default is plain typed msgpack.
 
     Savers that have a native async driver override the ``a*`` methods. A saver that does no
-    I/O sets ``in_process``: its calls then run on the caller's thread or event loop, because
-    handing them to another thread would cost more than the call.
+    I/O sets ``in_process`` (``OffLoop``).
     """
-
-    in_process: bool = False
-
-    async def _off_loop(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run a sync method without blocking the event loop (directly if ``in_process``)."""
-        if self.in_process:
-            return fn(*args, **kwargs)
-        return await asyncio.to_thread(fn, *args, **kwargs)
 
     @abstractmethod
     def get_tuple(

@@ -54,6 +54,11 @@ class ByteCache:
             for key in [k for k in self._blobs if k[0] == thread_id]:
                 self._size -= len(self._blobs.pop(key))
 
+    def clear(self) -> None:
+        with self._lock:
+            self._blobs.clear()
+            self._size = 0
+
 
 H = TypeVar("H", bound=Hashable)
 
@@ -69,7 +74,6 @@ class HeldBlobs(Generic[H]):
 
     def __init__(self, per_namespace: int, max_bytes: int = MAX_BYTES) -> None:
         self._per_namespace = per_namespace
-        self._max_bytes = max_bytes
         self._bytes = ByteCache(max_bytes)
         # Namespaces beyond what the cache could hold blobs for go, least recently used first.
         self._namespaces = max(1, max_bytes // MIN_BYTES)
@@ -140,5 +144,5 @@ class HeldBlobs(Generic[H]):
 
     def clear(self) -> None:
         with self._lock:
-            self._bytes = ByteCache(self._max_bytes)
+            self._bytes.clear()
             self._index.clear()

@@ -25,11 +25,11 @@ from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 from uuid import UUID
 
 from threadline import serde
-from threadline.checkpoint.bytecache import HeldBlobs
+from threadline.checkpoint.bytecache import ByteCache, HeldBlobs
 from threadline.checkpoint.layout import BlobRow
 from threadline.errors import SerializationError
 from threadline.serde import Serializer
@@ -375,6 +375,34 @@ class HeldChains:
 
 
 H = TypeVar("H", bound=Hashable)
+
+
+class _Forgets(Protocol):
+    def forget_thread(self, thread_id: str) -> None: ...
+    def clear(self) -> None: ...
+
+
+class HoldsChains:
+    """What a durable backend holds between loads, for the core's ``Backend.loaded`` and its
+    own deletions: the chains (``chains``, set by the backend) and, if it keeps them, large
+    blobs' bytes (``bytes``: a ``ByteCache`` or ``HeldBlobs``)."""
+
+    chains: HeldChains
+    bytes: ByteCache | HeldBlobs[Any] | None = None
+
+    def loaded(
+        self, thread_id: str, ns: str, versions: Mapping[str, str], pool: Mapping[_Kv, BlobRow]
+    ) -> None:
+        self.chains.loaded(thread_id, ns, versions, pool)
+
+    def forget(self, thread_id: str | None = None) -> None:
+        """Let go of what is held of a thread (deleted, or replaced by a copy), or of all."""
+        held: list[_Forgets] = [self.chains] if self.bytes is None else [self.chains, self.bytes]
+        for h in held:
+            if thread_id is None:
+                h.clear()
+            else:
+                h.forget_thread(thread_id)
 
 
 def hold_put(

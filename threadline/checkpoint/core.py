@@ -361,8 +361,11 @@ class CoreSaver(BaseSaver):
         return body_next(row.body, self.serde)
 
     def delete_thread(self, thread_id: str) -> None:
-        with self.backend.transaction(True) as tx:
-            tx.delete_thread(thread_id)
+        if isinstance(self.backend, WholeThreads):
+            self.backend.delete_whole(thread_id)
+        else:
+            with self.backend.transaction(True) as tx:
+                tx.delete_thread(thread_id)
         self._forget(thread_id)
 
     # -- history -------------------------------------------------------------------------------

@@ -7,7 +7,6 @@ server implements ``commit`` and ``load`` in one round trip each and keeps these
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 
@@ -22,7 +21,7 @@ from threadline.checkpoint.backend import (
     RowTransaction,
     VersionsOf,
 )
-from threadline.checkpoint.base import Retention
+from threadline.checkpoint.base import OffLoop, Retention
 from threadline.checkpoint.bodies import body_versions
 from threadline.checkpoint.layout import BlobRow, WriteRow, named, referenced_blobs
 from threadline.checkpoint.rules import age_cutoff, created_ts, status_of
@@ -32,10 +31,8 @@ BlobMeta = Callable[[set[Pair]], Mapping[Pair, BlobRow]]
 """Those of some pairs that are stored, as ``PutTransaction.blob_meta`` reads them."""
 
 
-class Transactional:
+class Transactional(OffLoop):
     """``commit``/``load`` (sync and async) over the backend's own ``transaction``."""
-
-    in_process: bool
 
     def transaction(self, write: bool) -> AbstractContextManager[PutTransaction]:
         raise NotImplementedError
@@ -57,9 +54,7 @@ class Transactional:
             return retain(tx, put.thread_id, put.ns, row.checkpoint_id, put.retention)
 
     async def acommit(self, put: Prepared) -> list[Pair]:
-        if self.in_process:
-            return self.commit(put)
-        return await asyncio.to_thread(self.commit, put)
+        return await self._off_loop(self.commit, put)
 
     def commit_writes(
         self,
@@ -88,9 +83,7 @@ class Transactional:
         writes: Sequence[WriteRow],
         next_of: NextOf,
     ) -> None:
-        if self.in_process:
-            return self.commit_writes(thread_id, ns, checkpoint_id, writes, next_of)
-        await asyncio.to_thread(self.commit_writes, thread_id, ns, checkpoint_id, writes, next_of)
+        await self._off_loop(self.commit_writes, thread_id, ns, checkpoint_id, writes, next_of)
 
     def load(
         self, thread_id: str, ns: str, checkpoint_id: str | None, versions_of: VersionsOf
@@ -111,9 +104,7 @@ class Transactional:
     async def aload(
         self, thread_id: str, ns: str, checkpoint_id: str | None, versions_of: VersionsOf
     ) -> Loaded | None:
-        if self.in_process:
-            return self.load(thread_id, ns, checkpoint_id, versions_of)
-        return await asyncio.to_thread(self.load, thread_id, ns, checkpoint_id, versions_of)
+        return await self._off_loop(self.load, thread_id, ns, checkpoint_id, versions_of)
 
 
 def check_stored(put: Prepared, head: str | None, blob_meta: BlobMeta) -> None:

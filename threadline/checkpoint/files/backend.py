@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 
-from threadline.checkpoint.backend import Loaded, Pair, VersionsOf
-from threadline.checkpoint.chains import HeldChains
+from threadline.checkpoint.backend import Loaded, VersionsOf
+from threadline.checkpoint.chains import HeldChains, HoldsChains
 from threadline.checkpoint.files import disk
 from threadline.checkpoint.files.rows import read_blob, read_row
 from threadline.checkpoint.files.transaction import FilesTransaction
@@ -25,7 +25,7 @@ from threadline.errors import SerializationError
 from threadline.serde import Serializer
 
 
-class FilesBackend(Transactional):
+class FilesBackend(HoldsChains, Transactional):
     """Rows as files under ``directory/threads`` (docs/storage.md shows the layout)."""
 
     compaction = REPLACE
@@ -87,11 +87,6 @@ class FilesBackend(Transactional):
     def blob(self, thread_id: str, ns: str, key: str, version: str) -> BlobRow | None:
         return read_blob(self.ns_dir(thread_id, ns), key, version, data=False)
 
-    def loaded(
-        self, thread_id: str, ns: str, versions: Mapping[str, str], pool: Mapping[Pair, BlobRow]
-    ) -> None:
-        self.chains.loaded(thread_id, ns, versions, pool)
-
     # -- for transactions ----------------------------------------------------------------------
 
     def sweep_once(self, ns_dir: str) -> None:
@@ -124,9 +119,10 @@ class FilesBackend(Transactional):
             for path in paths:
                 self._created.pop(path, None)
 
-    def forget_thread(self, thread_dir: str) -> None:
-        """Forget the rows of a thread folder that was deleted or copied over."""
-        inside = thread_dir + os.sep
+    def forget(self, thread_id: str | None = None) -> None:
+        """Also the rows remembered of the thread's folder (deleted or copied over), or all."""
+        super().forget(thread_id)
+        inside = "" if thread_id is None else self.thread_dir(thread_id) + os.sep
         with self._guard:
             for path in [p for p in self._created if p.startswith(inside)]:
                 del self._created[path]

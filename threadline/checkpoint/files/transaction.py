@@ -342,13 +342,8 @@ class FilesTransaction:
         trash = os.path.join(self.backend.directory, f"{TRASH}{secrets.token_hex(8)}")
         os.rename(thread_dir, trash)
         disk.fsync_dir(self.backend.threads_dir)
-        self._forget(thread_id, thread_dir)
+        self.committed.append(lambda: self.backend.forget(thread_id))
         self.committed.append(lambda: shutil.rmtree(trash, ignore_errors=True))
-
-    def _forget(self, thread_id: str, thread_dir: str) -> None:
-        backend = self.backend
-        self.committed.append(lambda: backend.chains.forget_thread(thread_id))
-        self.committed.append(lambda: backend.forget_thread(thread_dir))
 
     def copy_thread(self, source: str, target: str) -> None:
         """Hard-links every file of each namespace into a staging folder renamed into place,
@@ -359,7 +354,7 @@ class FilesTransaction:
             path = os.path.join(target_dir, name)
             if name == ROOT_NS_DIR or name.startswith(("ns-", TMP)):
                 shutil.rmtree(path, ignore_errors=True)
-        self._forget(target, target_dir)
+        self.committed.append(lambda: self.backend.forget(target))
         found = sorted(disk.namespaces(source_dir).items(), key=lambda item: item[0] == "")
         for ns, ns_dir in found:
             stage = os.path.join(target_dir, f"{TMP}ns-{secrets.token_hex(6)}")

@@ -9,12 +9,13 @@ the bytes of large values (``bytecache.HeldBlobs``, sent back as NULL) and the t
 chains it holds (``chains.HeldChains``, where the chain walk stops). A load that names a tip
 whose chain was let go meanwhile misses the rows below it, and is read again naming none.
 
-Pages, thread listings and deletions go through ``transaction`` (``transaction.py``), one
-statement per call; pruning and copying a thread are one batch each (``WholeThreads``).
+Pages and thread listings go through ``transaction`` (``transaction.py``), one statement per
+call; pruning, copying and deleting a thread are one batch each (``WholeThreads``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
@@ -32,7 +33,7 @@ from threadline.checkpoint.backend import (
     VersionsOf,
 )
 from threadline.checkpoint.bytecache import HeldBlobs
-from threadline.checkpoint.chains import HeldChains, hold_put
+from threadline.checkpoint.chains import HeldChains, HoldsChains, hold_put
 from threadline.checkpoint.layout import (
     BlobRow,
     CheckpointRow,
@@ -67,7 +68,7 @@ Unpacked = tuple[list[StoredCheckpoint], dict[Pair, BlobRow], Check]
 _ord = operator.itemgetter(1)  # a load row's place: newest checkpoint first, writes by seq
 
 
-class PostgresBackend:
+class PostgresBackend(HoldsChains):
     """Rows in the tables of ``schema.py``, through ``db``."""
 
     compaction = COMPACTION
@@ -85,16 +86,16 @@ class PostgresBackend:
 
     @contextmanager
     def transaction(self, write: bool) -> Iterator[PostgresTx]:
+        """Read-only: the core writes through ``commit``, ``commit_writes`` and ``WholeThreads``."""
         with self.db.session() as session:
-            tx = PostgresTx(self, session, write)
+            tx = PostgresTx(self, session)
             try:
                 yield tx
             except BaseException:
-                tx.rollback()
+                with contextlib.suppress(Exception):
+                    tx.end()
                 raise
-            tx.commit()
-        for action in tx.committed:
-            action()
+            tx.end()
 
     def close(self) -> None:
         self.db.close()
@@ -103,14 +104,6 @@ class PostgresBackend:
     async def aclose(self) -> None:
         await self.db.aclose()
         self.forget()
-
-    def forget(self, thread_id: str | None = None) -> None:
-        """Forget what is held of a thread's blobs (deleted, or replaced by a copy), or of all."""
-        for held in (self.bytes, self.chains):
-            if thread_id is None:
-                held.clear()
-            else:
-                held.forget_thread(thread_id)
 
     # -- a put ---------------------------------------------------------------------------------
 
@@ -333,14 +326,17 @@ class PostgresBackend:
         yield Batch([Stmt(query, params) for query in self.q.copy_thread])
         return True
 
+    def delete_whole(self, thread_id: str) -> None:
+        self.db.run(self._delete_op(thread_id), BEGIN_WRITE)
+        self.forget(thread_id)
+
+    def _delete_op(self, thread_id: str) -> Op[None]:
+        params = {"thread": thread_id}  # the heads first, locked as a put locks them
+        yield Batch([Stmt(s, params) for s in (self.q.lock_heads_update, *self.q.delete_thread)])
+
     def blob(self, thread_id: str, ns: str, key: str, version: str) -> BlobRow | None:
         with self.transaction(False) as tx:
             return tx.blob_meta(thread_id, ns, [(key, version)]).get((key, version))
-
-    def loaded(
-        self, thread_id: str, ns: str, versions: Mapping[str, str], pool: Mapping[Pair, BlobRow]
-    ) -> None:
-        self.chains.loaded(thread_id, ns, versions, pool)
 
 
 def _first(unpacked: Unpacked) -> Loaded | None:

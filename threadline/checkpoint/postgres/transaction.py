@@ -1,17 +1,13 @@
 """``PostgresTx``: the core's ``Transaction`` on one PostgreSQL connection, a statement a call.
 
-A write transaction begins (``BEGIN``, in the pipeline of its first statement) before anything
-is read, and its writes wait to go with its next read or with its ``COMMIT``: deleting a thread
-is one round trip. A read transaction runs its first statement alone, which is one snapshot,
-and begins only if it needs a second (a page's values are read with the page: ``page`` stashes
-them). What a transaction changes in what the backend holds is kept once it commits
-(``committed``).
+It only reads (the backend writes in its own calls, ``WholeThreads`` among them). Its first
+statement runs alone, which is one snapshot; it begins a transaction only if it needs a second
+(a page's values are read with the page: ``page`` stashes them).
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
@@ -20,15 +16,7 @@ from threadline.checkpoint.base import ThreadStatus
 from threadline.checkpoint.bodies import body_versions
 from threadline.checkpoint.layout import BlobRow, CheckpointRow
 from threadline.checkpoint.postgres.connections import Session
-from threadline.checkpoint.postgres.driver import (
-    BEGIN_READ,
-    BEGIN_WRITE,
-    COMMIT,
-    Batch,
-    Op,
-    Result,
-    Stmt,
-)
+from threadline.checkpoint.postgres.driver import BEGIN_READ, COMMIT, Batch, Op, Result, Stmt
 from threadline.checkpoint.postgres.rows import blob_row
 from threadline.checkpoint.rules import status_of
 
@@ -39,25 +27,21 @@ _THREADS_PAGE = 256
 
 
 class PostgresTx:
-    """One transaction of a ``PostgresBackend`` (``checkpoint.backend.Transaction``)."""
+    """One read-only transaction of a ``PostgresBackend`` (``checkpoint.backend.Transaction``)."""
 
-    def __init__(self, backend: PostgresBackend, session: Session, write: bool) -> None:
+    def __init__(self, backend: PostgresBackend, session: Session) -> None:
         self.backend = backend
         self.session = session
-        self.write = write
         self.sql = backend.q.tx
         self.begun = False
         self.ran = False
-        self.committed: list[Callable[[], None]] = []  # what the backend holds, once committed
-        self._queued: list[Stmt] = []  # writes not sent yet
         self._stash: tuple[dict[Pair, BlobRow], Check] | None = None  # blobs of the last page
 
     def _run(self, *stmts: Stmt) -> list[Result]:
-        """``stmts`` in one round trip, after the queued writes (and a ``BEGIN``, if the
-        transaction begins here)."""
-        sent, self._queued = [*self._queued, *stmts], []
-        if not self.begun and (self.write or self.ran):
-            sent.insert(0, BEGIN_WRITE if self.write else BEGIN_READ)
+        """``stmts`` in one round trip (after a ``BEGIN``, if the transaction begins here)."""
+        sent = list(stmts)
+        if self.ran and not self.begun:
+            sent.insert(0, BEGIN_READ)
             self.begun = True
         self.ran = True
         results = self.session.run(_batch(sent))
@@ -67,15 +51,9 @@ class PostgresTx:
         (result,) = self._run(Stmt(self.sql[name], params))
         return result.rows
 
-    def commit(self) -> None:
-        if self._queued or self.begun:
-            self._run(COMMIT)
-
-    def rollback(self) -> None:
-        self._queued = []
+    def end(self) -> None:
         if self.begun:
-            with contextlib.suppress(Exception):
-                self.session.run(_batch([Stmt("ROLLBACK")]))
+            self.session.run(_batch([COMMIT]))
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -130,13 +108,6 @@ class PostgresTx:
                 break
             name, params["at"], params["tid"] = "threads_after", rows[-1][2], rows[-1][0]
         return found if limit is None else found[:limit]
-
-    # -- writes --------------------------------------------------------------------------------
-
-    def delete_thread(self, thread_id: str) -> None:
-        q, params = self.backend.q, {"thread": thread_id}
-        self._queued.extend(Stmt(s, params) for s in (q.lock_heads_update, *q.delete_thread))
-        self.committed.append(lambda: self.backend.forget(thread_id))
 
 
 def _batch(stmts: list[Stmt]) -> Op[list[Result]]:

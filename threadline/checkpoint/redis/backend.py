@@ -30,7 +30,7 @@ from threadline.checkpoint.backend import (
     VersionsOf,
 )
 from threadline.checkpoint.bytecache import HeldBlobs
-from threadline.checkpoint.chains import HeldChains, hold_put
+from threadline.checkpoint.chains import HeldChains, HoldsChains, hold_put
 from threadline.checkpoint.layout import REPLACE, BlobRow, WriteRow, named
 from threadline.checkpoint.redis.connection import Connection, Eval, Op, text
 from threadline.checkpoint.redis.keys import (
@@ -78,7 +78,7 @@ class Reading:
         return Eval("read", [self.keys.idx(q(self.ns))], args)
 
 
-class RedisBackend:
+class RedisBackend(HoldsChains):
     """Rows under key ``prefix`` (``keys.py``), through ``conn``; ``ttl_ms`` 0: no TTL."""
 
     compaction = REPLACE
@@ -89,14 +89,13 @@ class RedisBackend:
         self.prefix = prefix
         self.ttl_ms = ttl_ms
         # large blobs' bytes, by key suffix: a long conversation is not resent
-        self.held: HeldBlobs[str] = HeldBlobs(per_namespace=8)
+        self.bytes: HeldBlobs[str] = HeldBlobs(per_namespace=8)
         # long lists' delta chains, joined and decoded: a load reads only the rows above the tip
         self.chains = HeldChains(codec=codec)
 
     def close(self) -> None:
         self.conn.close()
-        self.held.clear()
-        self.chains.clear()
+        self.forget()
 
     @contextmanager
     def transaction(self, write: bool) -> Iterator[RedisTx]:
@@ -167,7 +166,7 @@ class RedisBackend:
         suffixes = [(blob_suffix(qns, b.key, b.version), b) for b in put.blobs]
         new = [(suffix, b) for suffix, b in suffixes if suffix not in existed]
         gone = [blob_suffix(qns, p.key, p.version) for p in put.prefixes]
-        hold_put(self.held, self.chains, put.thread_id, put.ns, new, None, gone)
+        hold_put(self.bytes, self.chains, put.thread_id, put.ns, new, None, gone)
 
     # -- writes --------------------------------------------------------------------------------
 
@@ -227,7 +226,7 @@ class RedisBackend:
         qns = q(ns)
         chains = self.chains.tips(thread_id, ns)
         tips = {blob_suffix(qns, k, v): tip for (k, v), tip in chains.items()}
-        held = self.held.held(thread_id, ns)
+        held = self.bytes.held(thread_id, ns)
         return Reading(Keys(self.prefix, thread_id), thread_id, ns, tips, held)
 
     def decoded(self, reading: Reading, reply: Sequence[Any] | None) -> Op[Loaded | None]:
@@ -303,7 +302,7 @@ class RedisBackend:
                 "data does not match the CRC-32 in its header"
             )
         thread_id, ns = reading.thread_id, reading.ns
-        self.held.add(thread_id, ns, suffix, row.key, row.version, crc, row.data)
+        self.bytes.add(thread_id, ns, suffix, row.key, row.version, crc, row.data)
         return row, crc
 
     # -- what the core asks outside transactions -----------------------------------------------
@@ -316,11 +315,6 @@ class RedisBackend:
         keys = Keys(self.prefix, thread_id)
         (row,) = self.conn.run(blob_heads(keys, [blob_suffix(q(ns), key, version)]))
         return row
-
-    def loaded(
-        self, thread_id: str, ns: str, versions: Mapping[str, str], pool: Mapping[Pair, BlobRow]
-    ) -> None:
-        self.chains.loaded(thread_id, ns, versions, pool)
 
 
 def _due(put: Prepared, count: int, oldest: str | None) -> bool:

@@ -135,7 +135,7 @@ class RedisTx:
         if calls:
             self.run(one(Pipe(calls)))
         for (thread_id, ns), pairs in self.doomed.items():
-            self.backend.held.drop(thread_id, ns, [blob_suffix(q(ns), k, v) for k, v in pairs])
+            self.backend.bytes.drop(thread_id, ns, [blob_suffix(q(ns), k, v) for k, v in pairs])
 
     def _prune(self, thread_id: str, ns: str, ids: Sequence[str]) -> Eval:
         keys, qns = Keys(self.prefix, thread_id), q(ns)
@@ -147,8 +147,7 @@ class RedisTx:
     def delete_thread(self, thread_id: str) -> None:
         keys = Keys(self.prefix, thread_id)
         self.run(one(Eval("delete", [keys.registry, keys.threads], [keys.tag, thread_id])))
-        self.backend.held.forget_thread(thread_id)
-        self.backend.chains.forget_thread(thread_id)
+        self.backend.forget(thread_id)
 
     def copy_thread(self, source: str, target: str) -> None:
         src, dst = Keys(self.prefix, source), Keys(self.prefix, target)

@@ -21,7 +21,7 @@ from typing import Any
 from threadline.checkpoint.backend import Check, Pair, StoredCheckpoint, ThreadRow
 from threadline.checkpoint.base import ThreadStatus
 from threadline.checkpoint.bytecache import ByteCache
-from threadline.checkpoint.chains import HeldChains
+from threadline.checkpoint.chains import HeldChains, HoldsChains
 from threadline.checkpoint.layout import REPLACE, BlobRow, CheckpointRow, WriteRow
 from threadline.checkpoint.rules import now_iso
 from threadline.checkpoint.sqlite import schema as sql
@@ -33,7 +33,7 @@ from threadline.errors import SaverUnavailableError
 from threadline.serde import Serializer
 
 
-class SqliteBackend(Transactional):
+class SqliteBackend(HoldsChains, Transactional):
     """Rows in a SQLite file (``schema.py``), through ``conn``."""
 
     compaction = REPLACE
@@ -44,7 +44,7 @@ class SqliteBackend(Transactional):
         self.path = path
         self.owns = owns  # close() closes the connection (not one the program gave)
         self.lock = threading.RLock()
-        self.bytes = ByteCache()  # large values' bytes, so a long conversation is not reread
+        self.bytes: ByteCache = ByteCache()  # large values' bytes: a long conversation not reread
         self.chains = HeldChains(codec=codec)  # long delta chains, joined and decoded
 
     def connection(self) -> sqlite3.Connection:
@@ -58,7 +58,7 @@ class SqliteBackend(Transactional):
             if self.conn is not None and self.owns:
                 self.conn.close()
             self.conn = None
-            self.chains.clear()
+            self.forget()
 
     @contextmanager
     def transaction(self, write: bool) -> Iterator[_Tx]:
@@ -103,11 +103,6 @@ class SqliteBackend(Transactional):
             except sqlite3.Error as exc:
                 raise self.unavailable(exc) from exc
         return blob_row(found) if found is not None else None
-
-    def loaded(
-        self, thread_id: str, ns: str, versions: Mapping[str, str], pool: Mapping[Pair, BlobRow]
-    ) -> None:
-        self.chains.loaded(thread_id, ns, versions, pool)
 
 
 class _Tx:
@@ -330,17 +325,12 @@ class _Tx:
     def delete_thread(self, thread_id: str) -> None:
         for table in ("writes", "blobs", "checkpoints", "threads"):
             self.conn.execute(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
-        self._forget(thread_id)
-
-    def _forget(self, thread_id: str) -> None:
-        backend = self.backend
-        self.committed.append(lambda: backend.bytes.forget_thread(thread_id))
-        self.committed.append(lambda: backend.chains.forget_thread(thread_id))
+        self.committed.append(lambda: self.backend.forget(thread_id))
 
     def copy_thread(self, source: str, target: str) -> None:
         for table in ("writes", "blobs", "threads"):  # leftovers without checkpoints
             self.conn.execute(f"DELETE FROM {table} WHERE thread_id = ?", (target,))
-        self._forget(target)
+        self.committed.append(lambda: self.backend.forget(target))
         for statement in sql.COPY_THREAD:
             self.conn.execute(statement, (target, source))
         self.conn.execute(sql.COPY_THREAD_ROW, (target, now_iso(), source))
