@@ -45,6 +45,18 @@ def make_cp(
             and parent.values[key] == value
         )
         versions[key] = parent.versions[key] if unchanged else cp_id  # type: ignore[union-attr]
+    return child(parent, cp_id, values, versions, next, created_at)
+
+
+def child(
+    parent: Checkpoint | None,
+    cp_id: str,
+    values: dict[str, Any],
+    versions: dict[str, str],
+    next: tuple[PlannedTask, ...] = (),
+    created_at: str | None = None,
+) -> Checkpoint:
+    """The checkpoint ``cp_id`` one step after ``parent`` (the first of a thread without one)."""
     return Checkpoint(
         id=cp_id,
         parent_id=parent.id if parent else None,

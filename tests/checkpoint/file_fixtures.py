@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from builders import child
 
 from threadline.checkpoint.base import (
     BaseSaver,
@@ -41,15 +41,7 @@ def make(
     cid = new_checkpoint_id()
     changed = set(values) if changed is None else changed
     versions = {k: cid if k in changed or parent is None else parent.versions[k] for k in values}
-    cp = Checkpoint(
-        id=cid,
-        parent_id=parent.id if parent else None,
-        step=parent.step + 1 if parent else -1,
-        values=values,
-        versions=versions,
-        next=next,
-        created_at=created_at or datetime.now(UTC).isoformat(),
-    )
+    cp = child(parent, cid, values, versions, next, created_at)
     return cp, dict.fromkeys(changed & set(values), SET)
 
 

@@ -18,7 +18,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ import pytest
 import redis
 import redis.asyncio.connection
 import redis.connection
-from builders import changes_for
+from builders import changes_for, child
 from services import redis_url, require_redis
 
 from threadline.checkpoint.base import (
@@ -184,15 +184,7 @@ def step(
     for key, value in values.items():
         if parent is None or key not in parent.values or parent.values[key] != value:
             versions[key] = cid
-    return Checkpoint(
-        id=cid,
-        parent_id=parent.id if parent else None,
-        step=parent.step + 1 if parent else -1,
-        values=values,
-        versions=versions,
-        next=next,
-        created_at=(when or datetime.now(UTC)).isoformat(),
-    )
+    return child(parent, cid, values, versions, next, when.isoformat() if when else None)
 
 
 def record(
