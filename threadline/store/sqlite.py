@@ -34,6 +34,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from threadline.errors import InvalidStoreInputError, StoreUnavailableError
+from threadline.sqlite_tx import immediate
 from threadline.store.base import BaseStore, namespace_matches
 from threadline.store.encoding import (
     check_utf8,
@@ -219,14 +220,9 @@ class SqliteStore(BaseStore):
                 conn.execute(_UPSERT, params)
                 return
             rows = [(params["prefix"], key, field, pack_vector(v), norm(v)) for field, v in vectors]
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with immediate(conn):
                 conn.execute(_UPSERT, params)  # its trigger drops the old vectors
                 conn.executemany(_INSERT_VECTOR, rows)
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
 
     def _get(self, namespace: Namespace, key: str, now: datetime, refresh: bool) -> Item | None:
         if not utf8_encodable(namespace, key):

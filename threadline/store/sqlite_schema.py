@@ -34,6 +34,7 @@ from __future__ import annotations
 import sqlite3
 
 from threadline.errors import InvalidStoreInputError, StoreUnavailableError
+from threadline.sqlite_tx import immediate
 
 #: The version of the table layout; a database written by a newer layout is refused.
 #: Version 2 added the vectors table and its triggers (created on opening a version 1 file).
@@ -95,8 +96,7 @@ _VERSIONS = "threadline_store_schema_version"
 def create_schema(conn: sqlite3.Connection, path: str, dims: int | None) -> None:
     """Create or upgrade the tables in one transaction; refuse a newer layout, and ``dims``
     that differ from the vectors already stored."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with immediate(conn):
         for statement in _SCHEMA:
             conn.execute(statement)
         (found,) = conn.execute(
@@ -118,11 +118,6 @@ def create_schema(conn: sqlite3.Connection, path: str, dims: int | None) -> None
             )
         if dims is not None:
             _check_dims(conn, path, dims)
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
 
 
 def _check_dims(conn: sqlite3.Connection, path: str, dims: int) -> None:

@@ -21,6 +21,7 @@ from threadline.checkpoint.formats import migrations_from
 from threadline.checkpoint.sqlite.schema import CREATED_AT, SCHEMA, SCHEMA_VERSION
 from threadline.checkpoint.stamps import created_text
 from threadline.errors import ConfigError, SaverUnavailableError
+from threadline.sqlite_tx import immediate
 
 SYNCHRONOUS = ("normal", "full")  # what each guarantees in WAL mode: docs/storage.md
 DEFAULT_TIMEOUT = 30.0  # seconds a connection the saver opens waits for another's write lock
@@ -132,18 +133,12 @@ def _prepare(conn: sqlite3.Connection, path: str, timeout: float, synchronous: s
             time.sleep(delay)
             delay = min(delay * 2, 0.05)
         conn.execute(f"PRAGMA synchronous={synchronous}")
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with immediate(conn):
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS threadline_schema_version (version INTEGER NOT NULL)"
             )
             (found,) = conn.execute("SELECT MAX(version) FROM threadline_schema_version").fetchone()
             _upgrade(conn, path, found)
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
     except sqlite3.Error as exc:
         raise SaverUnavailableError(
             f"cannot open SQLite checkpoint database {path!r}: {exc} "
