@@ -28,7 +28,8 @@ def run_on(home: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, _T], saver
         coro.close()
         if home.is_closed():
             raise SaverUnavailableError(
-                f"{saver}: the event loop its connection belongs to is closed"
+                f"{saver}: the event loop its connection belongs to is closed; make the "
+                "saver again on a connection of a running event loop"
             )
         raise ConfigError(
             f"{saver} runs on an async connection: from its event loop, use the async "
