@@ -18,7 +18,7 @@ from storage import Change, reopened, rewrite_value
 
 from threadline.checkpoint import BaseSaver, Checkpoint
 from threadline.errors import SerializationError
-from threadline.serde import _format as fmt
+from threadline.serde import wire as fmt
 
 DURABLE = ["files", "postgres", "redis", "sqlite"]
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from threadline.messages import _light
+from threadline.messages import light
 from threadline.messages._chunks import parse_partial_json
 from threadline.messages._convert import convert_to_messages, message_chunk_to_message
 
@@ -38,7 +38,7 @@ CASES: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
 def both(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
     import langchain_core.messages as lc
 
-    return getattr(_light, name)(*args, **kwargs), getattr(lc, name)(*args, **kwargs)
+    return getattr(light, name)(*args, **kwargs), getattr(lc, name)(*args, **kwargs)
 
 
 @needs_langchain
@@ -46,11 +46,11 @@ def both(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any,
 def test_same_fields_repr_and_pretty_repr_as_langchain(
     name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> None:
-    light, lc = both(name, args, kwargs)
-    assert light.model_dump() == lc.model_dump()
-    assert repr(light) == repr(lc)
-    assert light.pretty_repr() == lc.pretty_repr()
-    assert light.text == lc.text
+    ours, lc = both(name, args, kwargs)
+    assert ours.model_dump() == lc.model_dump()
+    assert repr(ours) == repr(lc)
+    assert ours.pretty_repr() == lc.pretty_repr()
+    assert ours.text == lc.text
 
 
 def chunk_pairs() -> list[tuple[Any, ...]]:
@@ -96,14 +96,14 @@ def test_chunks_join_as_langchains_do(
 
 def test_streamed_tool_call_pieces_become_one_tool_call() -> None:
     pieces = ['{"ci', 'ty": "Pa', 'ris"}']
-    total = _light.AIMessageChunk("", id="run-1")
+    total = light.AIMessageChunk("", id="run-1")
     for i, piece in enumerate(pieces):
         first = {"name": "weather", "id": "c1"} if i == 0 else {"name": None, "id": None}
-        total = total + _light.AIMessageChunk(
+        total = total + light.AIMessageChunk(
             "", tool_call_chunks=[{**first, "args": piece, "index": 0}]
         )
     message = message_chunk_to_message(total)
-    assert type(message) is _light.AIMessage
+    assert type(message) is light.AIMessage
     assert message.tool_calls == [
         {"name": "weather", "args": {"city": "Paris"}, "id": "c1", "type": "tool_call"}
     ]
@@ -111,9 +111,9 @@ def test_streamed_tool_call_pieces_become_one_tool_call() -> None:
 
 def test_a_chunk_adds_only_chunks() -> None:
     with pytest.raises(TypeError):
-        _light.AIMessageChunk("a") + _light.AIMessage("b")
-    rest = [_light.AIMessageChunk("b"), _light.AIMessageChunk("c")]
-    joined = _light.AIMessageChunk("a") + rest
+        light.AIMessageChunk("a") + light.AIMessage("b")
+    rest = [light.AIMessageChunk("b"), light.AIMessageChunk("c")]
+    joined = light.AIMessageChunk("a") + rest
     assert joined.content == "abc"
 
 
@@ -134,28 +134,28 @@ def test_partial_json(text: str, value: Any) -> None:
 
 def test_constructor_errors_are_clear() -> None:
     with pytest.raises(TypeError, match="needs a content"):
-        _light.HumanMessage()
+        light.HumanMessage()
     with pytest.raises(TypeError, match="str or a list"):
-        _light.HumanMessage(42)
+        light.HumanMessage(42)
     with pytest.raises(ValueError, match="has type 'human', not 'ai'"):
-        _light.HumanMessage("x", type="ai")
+        light.HumanMessage("x", type="ai")
     with pytest.raises(TypeError, match="needs a tool_call_id"):
-        _light.ToolMessage("x")
+        light.ToolMessage("x")
     with pytest.raises(ValueError, match="'success' or 'error'"):
-        _light.ToolMessage("x", tool_call_id="1", status="maybe")
+        light.ToolMessage("x", tool_call_id="1", status="maybe")
     with pytest.raises(ValueError, match="does not support 'content'"):
-        _light.RemoveMessage(id="1", content="x")
+        light.RemoveMessage(id="1", content="x")
     with pytest.raises(ValueError, match="the keys 'name', 'args', 'id'"):
-        _light.AIMessage("x", tool_calls=[{"name": "s"}])
+        light.AIMessage("x", tool_calls=[{"name": "s"}])
     with pytest.raises(TypeError, match="id must be a str"):
-        _light.HumanMessage("x", id=5)
+        light.HumanMessage("x", id=5)
 
 
 def test_messages_compare_by_class_and_fields_and_copy() -> None:
-    message = _light.AIMessage("x", id="1", tool_calls=[CALL])
-    assert message == _light.AIMessage("x", id="1", tool_calls=[CALL])
-    assert message != _light.AIMessageChunk("x", id="1", tool_calls=[CALL])
-    assert message != _light.AIMessage("y", id="1", tool_calls=[CALL])
+    message = light.AIMessage("x", id="1", tool_calls=[CALL])
+    assert message == light.AIMessage("x", id="1", tool_calls=[CALL])
+    assert message != light.AIMessageChunk("x", id="1", tool_calls=[CALL])
+    assert message != light.AIMessage("y", id="1", tool_calls=[CALL])
     copy = message.model_copy(update={"content": "z"})
     assert (copy.content, copy.id, message.content) == ("z", "1", "x")
     deep = message.model_copy(deep=True)
@@ -177,10 +177,10 @@ def test_conversions_follow_langchain() -> None:
             {"lc": 1, "type": "constructor", "id": ["x", "AIMessage"], "kwargs": {"content": "k"}},
         ]
     )
-    assert type(developer) is _light.SystemMessage
+    assert type(developer) is light.SystemMessage
     assert developer.additional_kwargs == {"__openai_role__": "developer"}
     assert (tool.artifact, tool.status, tool.additional_kwargs) == ([1], "error", {})
-    assert type(built) is _light.AIMessage and built.content == "k"
+    assert type(built) is light.AIMessage and built.content == "k"
     with pytest.raises(NotImplementedError, match="role string, template"):
         convert_to_messages([("human", "a", "b")])
 
@@ -196,16 +196,16 @@ def test_conversions_give_what_langchain_gives() -> None:
         {"type": "ai", "content": "c", "response_metadata": {"m": 1}, "tool_calls": [CALL]},
         {"role": "tool", "content": "r", "tool_call_id": "c", "artifact": [1]},
     ]
-    for light, lc in zip(convert_to_messages(values), lc_convert(values), strict=True):
-        assert light.model_dump() == lc.model_dump()
+    for ours, lc in zip(convert_to_messages(values), lc_convert(values), strict=True):
+        assert ours.model_dump() == lc.model_dump()
 
 
 def test_a_pydantic_state_can_hold_light_messages() -> None:
     pydantic = pytest.importorskip("pydantic")
 
     class State(pydantic.BaseModel):
-        messages: list[_light.HumanMessage]
+        messages: list[light.HumanMessage]
 
-    assert State(messages=[_light.HumanMessage("hi")]).messages[0].content == "hi"
+    assert State(messages=[light.HumanMessage("hi")]).messages[0].content == "hi"
     with pytest.raises(pydantic.ValidationError):
         State(messages=["not a message"])

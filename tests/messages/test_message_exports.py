@@ -50,10 +50,10 @@ def test_message_classes_are_langchain_cores_when_it_is_installed() -> None:
         for name in names:
             assert getattr(threadline.messages, name) is getattr(lc, name), name
     else:
-        from threadline.messages import _light
+        from threadline.messages import light
 
         for name in names:
-            assert getattr(threadline.messages, name) is getattr(_light, name), name
+            assert getattr(threadline.messages, name) is getattr(light, name), name
 
 
 def run(code: str) -> str:
@@ -109,5 +109,5 @@ def test_loading_a_stored_message_imports_the_classes_it_needs() -> None:
         print(type(message).__module__, message.content, message.id)
         """
     )
-    module = "langchain_core.messages.human" if USES_LANGCHAIN else "threadline.messages._light"
+    module = "langchain_core.messages.human" if USES_LANGCHAIN else "threadline.messages.light"
     assert out.splitlines() == ["False", f"{module} hi 1"]

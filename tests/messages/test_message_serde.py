@@ -18,7 +18,7 @@ from threadline.messages import (
     SystemMessage,
     ToolMessage,
 )
-from threadline.serde import _format as fmt
+from threadline.serde import wire as fmt
 from threadline.serde.known import MESSAGE_CLASSES
 
 FIELDS = [

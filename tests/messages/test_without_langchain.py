@@ -80,7 +80,7 @@ def test_a_chat_graph_on_sqlite_without_langchain(tmp_path: Path) -> None:
             print(type(m).__module__, type(m).__name__, m.content, len(m.id))
         """
     )
-    light = "threadline.messages._light"
+    light = "threadline.messages.light"
     assert out.splitlines() == [
         "False",
         f"{light} HumanMessage one 36",

@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from threadline import serde
 from threadline.errors import SerializationError
 from threadline.serde import _envelope
-from threadline.serde import _format as fmt
+from threadline.serde import wire as fmt
 
 KEY_1 = bytes(range(32))
 KEY_2 = bytes(range(100, 132))

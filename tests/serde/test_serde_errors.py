@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from threadline import serde
 from threadline.errors import SerializationError
-from threadline.serde import _format as fmt
+from threadline.serde import wire as fmt
 
 HEADER = bytes([fmt.FORMAT_VERSION, 0])
 

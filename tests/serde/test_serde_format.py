@@ -11,7 +11,7 @@ import pydantic
 import pytest
 
 from threadline import serde
-from threadline.serde import _format as fmt
+from threadline.serde import wire as fmt
 
 HEADER = bytes([1, 0])
 

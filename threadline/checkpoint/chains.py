@@ -33,7 +33,7 @@ from threadline.checkpoint.bytecache import ByteCache, HeldBlobs
 from threadline.checkpoint.layout import BlobRow
 from threadline.errors import SerializationError
 from threadline.serde import Serializer
-from threadline.serde import _format as fmt
+from threadline.serde import wire as fmt
 
 #: Bytes held in all, per saver; chains are dropped least recently used first.
 MAX_BYTES = 64 * 1024 * 1024

@@ -26,7 +26,7 @@ except ImportError:
         convert_to_messages,
         message_chunk_to_message,
     )
-    from threadline.messages._light import (  # type: ignore[assignment]
+    from threadline.messages.light import (  # type: ignore[assignment]
         AIMessage,
         AIMessageChunk,
         AnyMessage,

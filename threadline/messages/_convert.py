@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from threadline.messages._light import (
+from threadline.messages.light import (
     AIMessage,
     AIMessageChunk,
     BaseMessage,

@@ -1,6 +1,6 @@
 """Per-blob zstd compression and AES-256-GCM encryption around the msgpack body.
 
-The header layout is documented in ``_format``. ``zstandard`` and ``cryptography`` are optional:
+The header layout is documented in ``wire``. ``zstandard`` and ``cryptography`` are optional:
 they are imported only when a ``Serializer`` is configured to use them, or when a compressed
 blob is read.
 
@@ -18,7 +18,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from threadline.errors import SerializationError
-from threadline.serde import _format as fmt
+from threadline.serde import wire as fmt
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM

@@ -17,7 +17,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import ormsgpack
 
 from threadline.errors import SerializationError
-from threadline.serde import _format as fmt
+from threadline.serde import wire as fmt
 
 Ext = ormsgpack.Ext
 _packb = ormsgpack.packb
@@ -32,7 +32,7 @@ _ZONE_KEY = re.compile(r"[A-Za-z0-9_+\-]+(?:/[A-Za-z0-9_+\-]+)*")
 
 
 def _tz_encode(value: datetime | time) -> Any:
-    """The tz field of a datetime/time (see ``_format``); foreign tzinfos become fixed offsets."""
+    """The tz field of a datetime/time (see ``wire``); foreign tzinfos become fixed offsets."""
     tz = value.tzinfo
     if tz is None:
         return None

@@ -22,7 +22,7 @@ from uuid import UUID
 import ormsgpack
 
 from threadline.errors import SerializationError
-from threadline.serde import _format as fmt
+from threadline.serde import wire as fmt
 from threadline.serde._records import EnumKind, describe, is_pydantic
 from threadline.serde.registry import name_of
 

@@ -1,6 +1,6 @@
 """Safe, typed encoding of state values: ``dumps``/``loads`` and ``Serializer``.
 
-Format (see ``_format``): a 2-byte header (version, flags) and one ormsgpack document. Types
+Format (see ``wire``): a 2-byte header (version, flags) and one ormsgpack document. Types
 msgpack would flatten (tuple, set, bytearray, datetime, UUID, Decimal, registered classes, ...)
 travel as ext values, so they load back as the same type. A ``Serializer`` may also compress
 (zstd) and encrypt (AES-256-GCM) the document; both are recorded per blob (``_envelope``).
@@ -29,7 +29,7 @@ from typing import Any, NoReturn
 import ormsgpack
 
 from threadline.errors import SerializationError
-from threadline.serde import _format as fmt
+from threadline.serde import wire as fmt
 from threadline.serde._envelope import Envelope
 from threadline.serde._records import EnumKind, Record, describe
 from threadline.serde._scalars import DECODERS as _SCALAR_DECODERS

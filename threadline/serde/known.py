@@ -19,7 +19,7 @@ from threadline.serde._records import Record, set_kind
 
 PREFIX = "threadline.messages."
 _LANGCHAIN = "langchain_core.messages"
-_LIGHT = "threadline.messages._light"
+_LIGHT = "threadline.messages.light"
 # langchain-core's message classes, all plain data (pydantic models of str, list and dict).
 MESSAGE_CLASSES = frozenset(
     {
@@ -83,7 +83,7 @@ def name_for(cls: type) -> str | None:
             return None
         set_kind(cls, LangchainMessage(cls))
     elif cls.__module__ == _LIGHT:
-        from threadline.messages._light import CLASSES
+        from threadline.messages.light import CLASSES
 
         if CLASSES.get(name) is not cls:
             return None
@@ -98,13 +98,13 @@ def class_for(name: str) -> type | None:
     short = name[len(PREFIX) :] if name.startswith(PREFIX) else ""
     if short not in MESSAGE_CLASSES:
         return None
-    from threadline.messages import _backend
+    from threadline.messages import USES_LANGCHAIN
 
-    if _backend.USES_LANGCHAIN:
+    if USES_LANGCHAIN:
         cls: type = getattr(sys.modules[_LANGCHAIN], short)
         set_kind(cls, LangchainMessage(cls))
         return cls
-    from threadline.messages._light import CLASSES
+    from threadline.messages.light import CLASSES
 
     light = CLASSES.get(short)
     if light is None:

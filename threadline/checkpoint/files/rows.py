@@ -29,7 +29,7 @@ from threadline.checkpoint.files.preview import safe_render
 from threadline.checkpoint.layout import BlobRow, CheckpointRow, WriteRow
 from threadline.errors import SerializationError
 from threadline.serde import DEFAULT, Serializer
-from threadline.serde import _format as fmt
+from threadline.serde import wire as fmt
 
 ENCRYPTED = "(encrypted)"  # what a readable field shows when the codec seals values
 _READ_ERRORS = (ValueError, KeyError, TypeError, ArithmeticError, SerializationError)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from threadline.checkpoint.layout import BlobRow, WriteRow
-from threadline.serde import _format as fmt
+from threadline.serde import wire as fmt
 
 MIN_BYTES = 64  # a shorter value is stored as it is: the reference would cost about as much
 _PLAIN = fmt.PLAIN_HEADER
