@@ -34,6 +34,7 @@ from threadline.runtime.migrate import VERSION_KEY, Migrations
 from threadline.runtime.runtime import coerce_context
 from threadline.runtime.settings import RunSettings
 from threadline.runtime.trace import RunTrace
+from threadline.store.base import BaseStore
 from threadline.types import RetryPolicy
 
 # The options invoke/stream take besides input and config
@@ -61,7 +62,7 @@ class CompiledStateGraph(RunnableMethods, TraceReading, StateAccess):
         spec: GraphSpec,
         *,
         checkpointer: BaseSaver | bool | None,
-        store: Any,
+        store: BaseStore | None,
         interrupt_before: frozenset[str],
         interrupt_after: frozenset[str],
         name: str,

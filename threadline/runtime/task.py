@@ -31,7 +31,9 @@ from threadline.types import Command, Interrupt, RetryPolicy, Send
 
 if TYPE_CHECKING:
     from threadline.cache.base import BaseCache
+    from threadline.checkpoint.base import BaseSaver
     from threadline.runtime.settings import RunSettings
+    from threadline.store.base import BaseStore
 
 Gotos = tuple[str | Send, ...]
 
@@ -93,8 +95,8 @@ class StepEnv:
     spec: GraphSpec
     values: Mapping[str, Any]
     config: dict[str, Any]
-    saver: Any
-    store: Any
+    saver: BaseSaver | None
+    store: BaseStore | None
     writer: Callable[[Any], None]
     durability: str
     sink: Callable[[Any], None] | None = None
@@ -114,8 +116,8 @@ class StepEnv:
     def of_run(
         cls,
         spec: GraphSpec,
-        saver: Any,
-        store: Any,
+        saver: BaseSaver | None,
+        store: BaseStore | None,
         s: RunSettings,
         outlets: tuple[Callable[[Any], None], Callable[[Any], None] | None],
     ) -> StepEnv:
