@@ -192,8 +192,7 @@ class CompiledStateGraph(RunnableMethods, TraceReading, StateAccess):
                 f"{async_only!r} is async; run this graph with ainvoke() or astream()"
             )
         loop = self._loop(config, modes, options, invoked)
-        # a generator; drivers.py annotates it Iterator (that module is being reworked)
-        items: Generator[Emit | Done] = drive_sync(loop, input)  # type: ignore[assignment]
+        items = drive_sync(loop, input)
         if loop.s.nested and loop.s.sink is not None:
             return forwarded(items, loop.s.sink, loop.s.ns)
         if self.release_thread is not None and not loop.s.nested:
@@ -209,8 +208,7 @@ class CompiledStateGraph(RunnableMethods, TraceReading, StateAccess):
         invoked: bool = False,
     ) -> AsyncGenerator[Emit | Done]:
         loop = self._loop(config, modes, options, invoked)
-        # an async generator; drivers.py annotates it AsyncIterator (being reworked)
-        items: AsyncGenerator[Emit | Done] = drive_async(loop, input)  # type: ignore[assignment]
+        items = drive_async(loop, input)
         if loop.s.nested and loop.s.sink is not None:
             return aforwarded(items, loop.s.sink, loop.s.ns)
         if self.release_thread is not None and not loop.s.nested:

@@ -12,7 +12,7 @@ import contextvars
 import functools
 import queue
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Generator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -96,7 +96,7 @@ def _saver(loop: RunLoop) -> BaseSaver:
     return loop.saver
 
 
-def drive_sync(loop: RunLoop, input: Any) -> Iterator[Emit | Done]:
+def drive_sync(loop: RunLoop, input: Any) -> Generator[Emit | Done]:
     """Run ``loop`` in this thread; parallel tasks go to a thread pool."""
     s = loop.s
     saves = _Saves(loop)
@@ -234,7 +234,7 @@ def _submit(fn: Any, *args: Any) -> Future[Any]:
     return _POOL.submit(contextvars.copy_context().run, fn, *args)
 
 
-async def drive_async(loop: RunLoop, input: Any) -> AsyncIterator[Emit | Done]:
+async def drive_async(loop: RunLoop, input: Any) -> AsyncGenerator[Emit | Done]:
     """Run ``loop`` on the event loop; async nodes run concurrently, sync ones in threads.
 
     A cancelled run (``task.cancel()``, ``asyncio.timeout``, a streaming client gone) stops at
