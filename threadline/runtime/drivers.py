@@ -141,8 +141,8 @@ def drive_sync(loop: RunLoop, input: Any) -> Generator[Emit | Done]:
                 value = saves.carry_out(effect)
     except GeneratorExit:
         # The stream was closed mid-run (it stops only at a yield, so no save is under way):
-        # keep what finished, as a cancelled async run does. Tasks still running in the pool
-        # cannot be stopped; their results are dropped.
+        # keep what finished, as a cancelled async run does. Tasks the pool has not started
+        # are cancelled; those running cannot be stopped, and their results are dropped.
         if loop.saver is not None:
             for effect in loop.cancelled(finished):
                 if isinstance(effect, Save | SaveWrites):
@@ -171,14 +171,19 @@ def _streamed_sync(
 
     futures = [_submit(run, t) for t in tasks]
     remaining = len(futures)
-    while remaining:
-        item = inbox.get()
-        if isinstance(item, _Finished):
-            remaining -= 1
-            finished.append(item.outcome)
-            yield from _done_chunks(out, item.outcome)
-        else:
-            yield item
+    try:
+        while remaining:
+            item = inbox.get()
+            if isinstance(item, _Finished):
+                remaining -= 1
+                finished.append(item.outcome)
+                yield from _done_chunks(out, item.outcome)
+            else:
+                yield item
+    except GeneratorExit:  # the stream was closed: tasks the pool has not started never run
+        for future in futures:
+            future.cancel()
+        raise
     return [f.result() for f in futures]
 
 
