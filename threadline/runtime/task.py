@@ -162,12 +162,8 @@ def _run_sync(task: Task, env: StepEnv) -> Outcome:
     try:
         output = _call_with_retry(node, node.sync_fn, task.node_input(env), ctx)
         outcome = _routed(task, env, *_output_parts(task, env, output), ctx)
-    except GraphInterrupt as gi:
-        outcome = Outcome(task, interrupts=tuple(gi.interrupts))
-    except _ParentBound as pb:
-        outcome = Outcome(task, parent_command=pb.command)
-    except Exception as exc:
-        outcome = Outcome(task, error=exc)
+    except (Exception, GraphInterrupt) as exc:
+        outcome = _stopped(task, exc)
     finally:
         settle_calls(ctx)
         leave_task(token)
@@ -209,12 +205,8 @@ async def _run_async(task: Task, env: StepEnv) -> Outcome:
             outcome = _routed(task, env, *parts, ctx)
         else:
             outcome = await _arouted(task, env, *parts, ctx)
-    except GraphInterrupt as gi:
-        outcome = Outcome(task, interrupts=tuple(gi.interrupts))
-    except _ParentBound as pb:
-        outcome = Outcome(task, parent_command=pb.command)
-    except Exception as exc:
-        outcome = Outcome(task, error=exc)
+    except (Exception, GraphInterrupt) as exc:
+        outcome = _stopped(task, exc)
     finally:
         await asettle_calls(ctx)
         leave_task(token)
@@ -266,6 +258,15 @@ async def _cached_async(
         return outcome
     except Exception as exc:
         return Outcome(task, error=exc)
+
+
+def _stopped(task: Task, exc: Exception | GraphInterrupt) -> Outcome:
+    """How a task ended that raised ``exc``: interrupted, routed to the parent, or failed."""
+    if isinstance(exc, GraphInterrupt):
+        return Outcome(task, interrupts=tuple(exc.interrupts))
+    if isinstance(exc, _ParentBound):
+        return Outcome(task, parent_command=exc.command)
+    return Outcome(task, error=exc)
 
 
 class _ParentBound(Exception):
