@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
+from threadline.checkpoint.base import BaseSaver
 from threadline.errors import GraphValidationError
 from threadline.func.final import PREVIOUS, final, state_update
 from threadline.func.graph import FunctionalGraph, entrypoint_spec
@@ -14,6 +15,7 @@ from threadline.func.options import retry_policies
 from threadline.graph.spec import CallStyle, NodeSpec, is_async_callable
 from threadline.runtime.context import current_task
 from threadline.runtime.timeouts import seconds, within
+from threadline.store.base import BaseStore
 from threadline.types import RetryPolicy
 
 INJECTED = ("config", "previous", "runtime", "store", "writer")
@@ -31,8 +33,8 @@ class entrypoint:
 
     def __init__(
         self,
-        checkpointer: Any = None,
-        store: Any = None,
+        checkpointer: BaseSaver | bool | None = None,
+        store: BaseStore | None = None,
         cache: Any = None,
         context_schema: type | None = None,
         cache_policy: Any = None,

@@ -34,6 +34,7 @@ from threadline.runtime.migrate import VERSION_KEY, Migrations
 from threadline.runtime.runtime import coerce_context
 from threadline.runtime.settings import RunSettings
 from threadline.runtime.trace import RunTrace
+from threadline.store.base import BaseStore
 from threadline.types import RetryPolicy
 
 # The options invoke/stream take besides input and config
@@ -61,7 +62,7 @@ class CompiledStateGraph(RunnableMethods, TraceReading, StateAccess):
         spec: GraphSpec,
         *,
         checkpointer: BaseSaver | bool | None,
-        store: Any,
+        store: BaseStore | None,
         interrupt_before: frozenset[str],
         interrupt_after: frozenset[str],
         name: str,
@@ -191,8 +192,7 @@ class CompiledStateGraph(RunnableMethods, TraceReading, StateAccess):
                 f"{async_only!r} is async; run this graph with ainvoke() or astream()"
             )
         loop = self._loop(config, modes, options, invoked)
-        # a generator; drivers.py annotates it Iterator (that module is being reworked)
-        items: Generator[Emit | Done] = drive_sync(loop, input)  # type: ignore[assignment]
+        items = drive_sync(loop, input)
         if loop.s.nested and loop.s.sink is not None:
             return forwarded(items, loop.s.sink, loop.s.ns)
         if self.release_thread is not None and not loop.s.nested:
@@ -208,8 +208,7 @@ class CompiledStateGraph(RunnableMethods, TraceReading, StateAccess):
         invoked: bool = False,
     ) -> AsyncGenerator[Emit | Done]:
         loop = self._loop(config, modes, options, invoked)
-        # an async generator; drivers.py annotates it AsyncIterator (being reworked)
-        items: AsyncGenerator[Emit | Done] = drive_async(loop, input)  # type: ignore[assignment]
+        items = drive_async(loop, input)
         if loop.s.nested and loop.s.sink is not None:
             return aforwarded(items, loop.s.sink, loop.s.ns)
         if self.release_thread is not None and not loop.s.nested:

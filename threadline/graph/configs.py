@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from threadline.checkpoint.base import CheckpointRecord
+from threadline.checkpoint.base import BaseSaver, CheckpointRecord
 from threadline.errors import ConfigError, ThreadIdRequiredError
 
 DEFAULT_RECURSION_LIMIT = 10_000
@@ -16,7 +16,7 @@ def configurable_of(config: Mapping[str, Any] | None) -> dict[str, Any]:
     return dict((config or {}).get("configurable") or {})
 
 
-def thread_id_of(configurable: Mapping[str, Any], saver: Any) -> str | None:
+def thread_id_of(configurable: Mapping[str, Any], saver: BaseSaver | None) -> str | None:
     if saver is None:
         return None
     thread_id = configurable.get("thread_id")

@@ -17,6 +17,7 @@ from threadline.graph.schema import StateSchema
 from threadline.types import Overwrite
 
 if TYPE_CHECKING:
+    from threadline.checkpoint.base import BaseSaver
     from threadline.graph.compiled import CompiledStateGraph
     from threadline.runtime.context import TaskContext
 
@@ -25,14 +26,15 @@ if TYPE_CHECKING:
 class NestedRun:
     """Where a graph invoked inside a running task keeps its checkpoints."""
 
-    saver: Any  # None: it saves none
+    saver: BaseSaver | None  # None: it saves none
     ns: str
     parents: dict[str, str]  # the checkpoints of the runs above it, by namespace
     persistent: bool = False  # checkpointer=True: one history per thread, across parent runs
-    lent_saver: Any = None  # checkpointer=False: the saver that keeps its interrupts' answers
+    # checkpointer=False: the saver that keeps the answers to its interrupts
+    lent_saver: BaseSaver | None = None
 
 
-def nested_run(checkpointer: Any, parent: TaskContext) -> NestedRun:
+def nested_run(checkpointer: BaseSaver | bool | None, parent: TaskContext) -> NestedRun:
     """As in LangGraph, a subgraph runs on its parent's thread with the parent's saver.
 
     A saver of its own is not used there (it is for running the graph alone). The default
@@ -51,7 +53,7 @@ def nested_run(checkpointer: Any, parent: TaskContext) -> NestedRun:
     return NestedRun(parent.saver, ns, parents)
 
 
-def saved_ns(checkpointer: Any, task_ns: str) -> str:
+def saved_ns(checkpointer: BaseSaver | bool | None, task_ns: str) -> str:
     """Where the subgraph run by the task of namespace ``task_ns`` keeps its checkpoints."""
     return _without_task_ids(task_ns) if checkpointer is True else task_ns
 

@@ -14,6 +14,7 @@ import typing
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
+from threadline.checkpoint.base import BaseSaver
 from threadline.constants import END
 from threadline.errors import NotSupportedError
 from threadline.graph.compiled import CompiledStateGraph
@@ -31,6 +32,7 @@ from threadline.prebuilt.model_call import (
 from threadline.prebuilt.review import make_review_node, needs_review, review_rules
 from threadline.prebuilt.tool_node import ToolNode
 from threadline.prebuilt.tools import AnyTool, as_tool
+from threadline.store.base import BaseStore
 from threadline.types import Send
 
 
@@ -57,8 +59,8 @@ def create_react_agent(
     post_model_hook: Any = None,
     state_schema: type | None = None,
     context_schema: type | None = None,
-    checkpointer: Any = None,
-    store: Any = None,
+    checkpointer: BaseSaver | bool | None = None,
+    store: BaseStore | None = None,
     interrupt_before: list[str] | None = None,
     interrupt_after: list[str] | None = None,
     debug: bool = False,
@@ -103,8 +105,8 @@ def create_agent(
     response_format: Any = None,
     state_schema: type | None = None,
     context_schema: type | None = None,
-    checkpointer: Any = None,
-    store: Any = None,
+    checkpointer: BaseSaver | bool | None = None,
+    store: BaseStore | None = None,
     interrupt_before: list[str] | None = None,
     interrupt_after: list[str] | None = None,
     debug: bool = False,

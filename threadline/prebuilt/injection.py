@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from threadline.messages import USES_LANGCHAIN
+from threadline.store.base import BaseStore
 
 if USES_LANGCHAIN:
     from langchain_core.tools import InjectedToolArg as _InjectedBase
@@ -57,7 +58,7 @@ class ToolRuntime(_RuntimeBase, Generic[ContextT, StateT]):
     config: dict[str, Any]
     stream_writer: Callable[[Any], None]
     tool_call_id: str | None
-    store: Any
+    store: BaseStore | None
 
     def __class_getitem__(cls, params: Any) -> Any:
         """``ToolRuntime[Context]`` alone is allowed, as in LangGraph (the state type then
@@ -79,7 +80,9 @@ class Injections:
     def names(self) -> frozenset[str]:
         return frozenset(self.state) | {n for n in (self.store, self.runtime) if n}
 
-    def values(self, call: Mapping[str, Any], state: Any, store: Any) -> dict[str, Any]:
+    def values(
+        self, call: Mapping[str, Any], state: Any, store: BaseStore | None
+    ) -> dict[str, Any]:
         """The injected parameters' values for one tool call."""
         tool = call["name"]
         values: dict[str, Any] = {}
@@ -149,7 +152,9 @@ def _injections(hints: Iterable[tuple[str, Any]]) -> Injections:
     return Injections(state, store, runtime)
 
 
-def _tool_runtime(call: Mapping[str, Any], state: Any, store: Any) -> ToolRuntime[Any, Any]:
+def _tool_runtime(
+    call: Mapping[str, Any], state: Any, store: BaseStore | None
+) -> ToolRuntime[Any, Any]:
     from threadline.runtime.context import current_task
 
     ctx = current_task()

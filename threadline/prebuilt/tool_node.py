@@ -29,6 +29,7 @@ from threadline.messages import AIMessage, ToolMessage
 from threadline.prebuilt.injection import InjectedState, InjectedStore, ToolRuntime
 from threadline.prebuilt.tools import AnyTool, as_tool
 from threadline.runtime.context import current_task
+from threadline.store.base import BaseStore
 from threadline.types import Command
 
 INVALID_TOOL_NAME_ERROR_TEMPLATE = (
@@ -138,7 +139,9 @@ class ToolNode:
         )
         return self._output(_raise_first(done), kind)
 
-    def _run_as_tasks(self, calls: list[Mapping[str, Any]], state: Any, store: Any) -> list[Any]:
+    def _run_as_tasks(
+        self, calls: list[Mapping[str, Any]], state: Any, store: BaseStore | None
+    ) -> list[Any]:
         """Each call as a ``@task`` call, all started at once: a saved result comes back at
         once, the others run concurrently and are saved as each finishes."""
         started = [
@@ -156,7 +159,7 @@ class ToolNode:
                 done.append(exc)
         return _raise_first(done)
 
-    def execute(self, call: Mapping[str, Any], state: Any, store: Any) -> ToolMessage:
+    def execute(self, call: Mapping[str, Any], state: Any, store: BaseStore | None) -> ToolMessage:
         """One tool call's result message; the tool body runs here and nowhere else."""
         tool = self._tools.get(call["name"])
         if tool is None:
@@ -168,7 +171,9 @@ class ToolNode:
             return self._failed(call, exc)
         return self._message(call, output)
 
-    async def aexecute(self, call: Mapping[str, Any], state: Any, store: Any) -> ToolMessage:
+    async def aexecute(
+        self, call: Mapping[str, Any], state: Any, store: BaseStore | None
+    ) -> ToolMessage:
         tool = self._tools.get(call["name"])
         if tool is None:
             return self._unknown(call)

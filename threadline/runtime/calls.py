@@ -17,7 +17,7 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from threadline.checkpoint.base import TaskWrite, WriteKind
+from threadline.checkpoint.base import BaseSaver, TaskWrite, WriteKind
 
 if TYPE_CHECKING:
     from threadline.runtime.context import TaskContext
@@ -54,7 +54,9 @@ class StepCalls:
         "held",
     )
 
-    def __init__(self, saver: Any, thread_id: str | None, ns: str, durability: str) -> None:
+    def __init__(
+        self, saver: BaseSaver | None, thread_id: str | None, ns: str, durability: str
+    ) -> None:
         self._saver = saver
         self._thread_id = thread_id
         self._ns = ns
@@ -105,32 +107,33 @@ class StepCalls:
 
     def record(self, write: TaskWrite) -> None:
         """Keep a finished call's result; save it now unless the run saves only at its exit."""
-        if self._keep(write):
+        saver = self._keep(write)
+        if saver is not None:
             if self._after is not None:
                 concurrent.futures.wait([self._after])
-            self._saver.put_writes(self._thread_id or "", self._ns, self._checkpoint_id, (write,))
+            saver.put_writes(self._thread_id or "", self._ns, self._checkpoint_id, (write,))
 
     async def arecord(self, write: TaskWrite) -> None:
-        if self._keep(write):
+        saver = self._keep(write)
+        if saver is not None:
             if self._after is not None:
                 await asyncio.wait([asyncio.wrap_future(self._after)])
-            await self._saver.aput_writes(
-                self._thread_id or "", self._ns, self._checkpoint_id, (write,)
-            )
+            await saver.aput_writes(self._thread_id or "", self._ns, self._checkpoint_id, (write,))
 
-    def _keep(self, write: TaskWrite) -> bool:
-        """Remember ``write`` for re-runs within this run; True when it is to be saved now."""
+    def _keep(self, write: TaskWrite) -> BaseSaver | None:
+        """Remember ``write`` for re-runs within this run; the saver to save it with now, or
+        ``None`` when it is not saved now (no saver, or ``durability="exit"``)."""
         self.saved(write.task_id)  # the saved results are read before this one joins them
         with self._lock:
             assert self._saved is not None
             self._saved[write.task_id] = write
             if self._saver is None:
-                return False
+                return None
             if self._durability == "exit":
                 self._results.append(write)
                 self.held = True
-                return False
-        return True
+                return None
+        return self._saver
 
     def failed_to_save(self, error: BaseException) -> None:
         """A save made after the caller had its result failed: the step fails with it."""

@@ -16,8 +16,10 @@ from threadline.errors import CheckpointerRequiredError, GraphInterrupt
 from threadline.types import Interrupt
 
 if TYPE_CHECKING:  # task.py and runtime.py import this module
+    from threadline.checkpoint.base import BaseSaver
     from threadline.runtime.runtime import Runtime
     from threadline.runtime.task import StepEnv, Task
+    from threadline.store.base import BaseStore
 
 
 class TaskContext:
@@ -73,11 +75,11 @@ class TaskContext:
         return self.env.config
 
     @property
-    def saver(self) -> Any:
+    def saver(self) -> BaseSaver | None:
         return self.env.saver
 
     @property
-    def store(self) -> Any:
+    def store(self) -> BaseStore | None:
         return self.env.store
 
     @property
@@ -211,7 +213,7 @@ def _answer_schema(schema: Any) -> Any:
     return answer_schema(schema)
 
 
-def get_store() -> Any:
+def get_store() -> BaseStore | None:
     """The store given to ``compile(store=...)``, from inside a node."""
     return _require_task("get_store()").store
 

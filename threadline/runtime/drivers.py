@@ -12,7 +12,7 @@ import contextvars
 import functools
 import queue
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Generator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -96,7 +96,7 @@ def _saver(loop: RunLoop) -> BaseSaver:
     return loop.saver
 
 
-def drive_sync(loop: RunLoop, input: Any) -> Iterator[Emit | Done]:
+def drive_sync(loop: RunLoop, input: Any) -> Generator[Emit | Done]:
     """Run ``loop`` in this thread; parallel tasks go to a thread pool."""
     s = loop.s
     saves = _Saves(loop)
@@ -141,8 +141,8 @@ def drive_sync(loop: RunLoop, input: Any) -> Iterator[Emit | Done]:
                 value = saves.carry_out(effect)
     except GeneratorExit:
         # The stream was closed mid-run (it stops only at a yield, so no save is under way):
-        # keep what finished, as a cancelled async run does. Tasks still running in the pool
-        # cannot be stopped; their results are dropped.
+        # keep what finished, as a cancelled async run does. Tasks the pool has not started
+        # are cancelled; those running cannot be stopped, and their results are dropped.
         if loop.saver is not None:
             for effect in loop.cancelled(finished):
                 if isinstance(effect, Save | SaveWrites):
@@ -171,14 +171,19 @@ def _streamed_sync(
 
     futures = [_submit(run, t) for t in tasks]
     remaining = len(futures)
-    while remaining:
-        item = inbox.get()
-        if isinstance(item, _Finished):
-            remaining -= 1
-            finished.append(item.outcome)
-            yield from _done_chunks(out, item.outcome)
-        else:
-            yield item
+    try:
+        while remaining:
+            item = inbox.get()
+            if isinstance(item, _Finished):
+                remaining -= 1
+                finished.append(item.outcome)
+                yield from _done_chunks(out, item.outcome)
+            else:
+                yield item
+    except GeneratorExit:  # the stream was closed: tasks the pool has not started never run
+        for future in futures:
+            future.cancel()
+        raise
     return [f.result() for f in futures]
 
 
@@ -234,7 +239,7 @@ def _submit(fn: Any, *args: Any) -> Future[Any]:
     return _POOL.submit(contextvars.copy_context().run, fn, *args)
 
 
-async def drive_async(loop: RunLoop, input: Any) -> AsyncIterator[Emit | Done]:
+async def drive_async(loop: RunLoop, input: Any) -> AsyncGenerator[Emit | Done]:
     """Run ``loop`` on the event loop; async nodes run concurrently, sync ones in threads.
 
     A cancelled run (``task.cancel()``, ``asyncio.timeout``, a streaming client gone) stops at

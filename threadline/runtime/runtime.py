@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from threadline.runtime.context import current_task
+from threadline.store.base import BaseStore
 
 if TYPE_CHECKING:
     from threadline.runtime.context import TaskContext
@@ -46,7 +47,7 @@ class Runtime(Generic[Context]):
     its functional API only); ``server_info`` is ``None`` (there is no LangGraph server)."""
 
     context: Context = field(default=None)  # type: ignore[assignment]
-    store: Any = None
+    store: BaseStore | None = None
     stream_writer: Callable[[Any], None] = _discard
     previous: Any = None
     execution_info: ExecutionInfo | None = None

@@ -6,7 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from threadline.checkpoint.base import CheckpointRecord
+from threadline.cache.base import BaseCache
+from threadline.checkpoint.base import BaseSaver, CheckpointRecord
 from threadline.runtime.chunks import Emit
 from threadline.runtime.context import SpareAnswer
 from threadline.runtime.trace import RunTrace
@@ -31,7 +32,7 @@ class RunSettings:
     persistent: bool = False
     # A nested run of a checkpointer=False subgraph: the saver above it, which keeps the answers
     # to its interrupts (it saves nothing itself)
-    lent_saver: Any = None
+    lent_saver: BaseSaver | None = None
     # A nested run: the checkpoints of the runs above it, by namespace (metadata ``parents``)
     parents: dict[str, str] = field(default_factory=dict)
     parent_answers: dict[str, Any] = field(default_factory=dict)
@@ -41,7 +42,8 @@ class RunSettings:
     subgraphs: bool = False
     sink: Callable[[Emit], None] | None = None
     context: Any = None  # invoke(..., context=...): what ``Runtime.context`` holds
-    cache: Any = None  # compile(cache=...): where nodes with a CachePolicy keep results
+    # compile(cache=...): where nodes with a CachePolicy keep their results
+    cache: BaseCache[Any] | None = None
     invoked: bool = False  # started by invoke(): chunks show the output schema's keys only
     # A graph with state migrations: a loaded record as this graph reads it (runtime/migrate.py)
     upgrade: Callable[[CheckpointRecord], CheckpointRecord] | None = None

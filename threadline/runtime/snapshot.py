@@ -5,7 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from threadline.checkpoint.base import CheckpointRecord, PlannedTask, TaskWrite, WriteKind
+from threadline.checkpoint.base import (
+    Checkpoint,
+    CheckpointRecord,
+    PlannedTask,
+    TaskWrite,
+    WriteKind,
+)
 from threadline.checkpoint.changes import SET, ChangedRecord
 from threadline.checkpoint.ids import new_checkpoint_id
 from threadline.checkpoint.langgraph_api import checkpoint_config
@@ -149,9 +155,7 @@ def _new_checkpoint(
     next_: tuple[PlannedTask, ...],
     barriers: dict[str, tuple[str, ...]],
     node: str,
-) -> Any:
-    from threadline.checkpoint.base import Checkpoint
-
+) -> Checkpoint:
     return Checkpoint(
         id=cp_id,
         parent_id=parent,

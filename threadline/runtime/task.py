@@ -31,7 +31,9 @@ from threadline.types import Command, Interrupt, RetryPolicy, Send
 
 if TYPE_CHECKING:
     from threadline.cache.base import BaseCache
+    from threadline.checkpoint.base import BaseSaver
     from threadline.runtime.settings import RunSettings
+    from threadline.store.base import BaseStore
 
 Gotos = tuple[str | Send, ...]
 
@@ -93,8 +95,8 @@ class StepEnv:
     spec: GraphSpec
     values: Mapping[str, Any]
     config: dict[str, Any]
-    saver: Any
-    store: Any
+    saver: BaseSaver | None
+    store: BaseStore | None
     writer: Callable[[Any], None]
     durability: str
     sink: Callable[[Any], None] | None = None
@@ -114,8 +116,8 @@ class StepEnv:
     def of_run(
         cls,
         spec: GraphSpec,
-        saver: Any,
-        store: Any,
+        saver: BaseSaver | None,
+        store: BaseStore | None,
         s: RunSettings,
         outlets: tuple[Callable[[Any], None], Callable[[Any], None] | None],
     ) -> StepEnv:
@@ -160,12 +162,8 @@ def _run_sync(task: Task, env: StepEnv) -> Outcome:
     try:
         output = _call_with_retry(node, node.sync_fn, task.node_input(env), ctx)
         outcome = _routed(task, env, *_output_parts(task, env, output), ctx)
-    except GraphInterrupt as gi:
-        outcome = Outcome(task, interrupts=tuple(gi.interrupts))
-    except _ParentBound as pb:
-        outcome = Outcome(task, parent_command=pb.command)
-    except Exception as exc:
-        outcome = Outcome(task, error=exc)
+    except (Exception, GraphInterrupt) as exc:
+        outcome = _stopped(task, exc)
     finally:
         settle_calls(ctx)
         leave_task(token)
@@ -207,12 +205,8 @@ async def _run_async(task: Task, env: StepEnv) -> Outcome:
             outcome = _routed(task, env, *parts, ctx)
         else:
             outcome = await _arouted(task, env, *parts, ctx)
-    except GraphInterrupt as gi:
-        outcome = Outcome(task, interrupts=tuple(gi.interrupts))
-    except _ParentBound as pb:
-        outcome = Outcome(task, parent_command=pb.command)
-    except Exception as exc:
-        outcome = Outcome(task, error=exc)
+    except (Exception, GraphInterrupt) as exc:
+        outcome = _stopped(task, exc)
     finally:
         await asettle_calls(ctx)
         leave_task(token)
@@ -264,6 +258,15 @@ async def _cached_async(
         return outcome
     except Exception as exc:
         return Outcome(task, error=exc)
+
+
+def _stopped(task: Task, exc: Exception | GraphInterrupt) -> Outcome:
+    """How a task ended that raised ``exc``: interrupted, routed to the parent, or failed."""
+    if isinstance(exc, GraphInterrupt):
+        return Outcome(task, interrupts=tuple(exc.interrupts))
+    if isinstance(exc, _ParentBound):
+        return Outcome(task, parent_command=exc.command)
+    return Outcome(task, error=exc)
 
 
 class _ParentBound(Exception):
