@@ -9,7 +9,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from builders import item, make_cp, rec, step
+from builders import item, make_cp, rec, step, w
 from sqlite_files import TABLES, execute, query
 
 from threadline.checkpoint import Retention, SqliteSaver, TaskWrite
@@ -159,6 +159,66 @@ def test_an_older_schema_is_migrated_on_open_in_one_transaction(
     execute(path, "UPDATE threadline_schema_version SET version = 1")
     with pytest.raises(SaverUnavailableError, match="format version 1, which this threadline"):
         SqliteSaver(path)
+
+
+# ``writes`` as schema version 2 made it: ``seq`` counted per checkpoint (rowid apart).
+WRITES_V2 = """
+    CREATE TABLE writes (
+        thread_id     TEXT    NOT NULL,
+        checkpoint_ns TEXT    NOT NULL DEFAULT '',
+        checkpoint_id TEXT    NOT NULL,
+        task_id       TEXT    NOT NULL,
+        kind          TEXT    NOT NULL,
+        task_name     TEXT    NOT NULL,
+        seq           INTEGER NOT NULL,
+        value         BLOB    NOT NULL,
+        PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, kind)
+    )
+"""
+
+
+def test_a_version_2_file_keeps_its_checkpoints_and_writes_in_order(tmp_path: Path) -> None:
+    """A file whose ``writes`` table is version 2's (the other tables did not change) is
+    migrated to the current version on open: its checkpoints load as they did, each with its
+    writes in their old ``seq`` order (rows inserted in the reverse order, so the rowid would
+    get it wrong), and writes added later go after them."""
+    path, fresh = tmp_path / "v2.db", tmp_path / "fresh.db"
+    SqliteSaver(fresh).close()
+    with SqliteSaver(path) as saver:
+        first = step("t1", {"log": [item(0)], "n": 1}, None, writes=(w("a", value=1),))
+        second = step("t1", {"log": [item(0), item(1)], "n": 2}, first.checkpoint)
+        saver.put(first)
+        saver.put(second)
+        saver.put_writes("t1", "", first.checkpoint.id, [w("b", value=2), w("c", value=3)])
+        saver.put_writes("t1", "", second.checkpoint.id, [w("x", value=4), w("y", value=5)])
+        before = list(saver.list("t1"))
+    execute(path, "ALTER TABLE writes RENAME TO writes_v3")
+    execute(path, WRITES_V2)
+    execute(
+        path,
+        "INSERT INTO writes SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, kind,"
+        " task_name, (SELECT COUNT(*) FROM writes_v3 o WHERE o.checkpoint_id = n.checkpoint_id"
+        " AND o.seq < n.seq), value FROM writes_v3 n ORDER BY seq DESC",
+    )
+    execute(path, "DROP TABLE writes_v3")
+    execute(path, "UPDATE threadline_schema_version SET version = 2")
+    assert query(path, "SELECT seq FROM writes ORDER BY rowid") == [(1,), (0,), (2,), (1,), (0,)]
+
+    with SqliteSaver(path) as saver:
+        assert query(path, "SELECT version FROM threadline_schema_version") == [(SCHEMA_VERSION,)]
+        assert list(saver.list("t1")) == before
+        assert [x.task_id for x in before[1].pending_writes] == ["a", "b", "c"]
+        saver.put_writes("t1", "", first.checkpoint.id, [w("d", value=6), w("a", value=7)])
+        got = saver.get_tuple("t1", "", first.checkpoint.id)
+        assert got is not None
+        assert [(x.task_id, x.value) for x in got.pending_writes] == [
+            ("a", 7),
+            ("b", 2),
+            ("c", 3),
+            ("d", 6),
+        ]
+    tables = "SELECT type, name, sql FROM sqlite_master ORDER BY name"
+    assert query(path, tables) == query(fresh, tables)
 
 
 def test_another_tools_database_is_refused(tmp_path: Path) -> None:

@@ -297,7 +297,7 @@ class _Tx:
     ) -> None:
         ids = (thread_id, ns, checkpoint_id)
         self.conn.executemany(
-            sql.UPSERT_WRITE, [(*ids, w.task_id, w.kind, w.task_name, *ids, w.data) for w in writes]
+            sql.UPSERT_WRITE, [(*ids, w.task_id, w.kind, w.task_name, w.data) for w in writes]
         )
 
     def set_thread(

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from threadline.checkpoint.formats import migrations_from
-from threadline.checkpoint.sqlite.schema import CREATED_AT, SCHEMA, SCHEMA_VERSION
+from threadline.checkpoint.sqlite.schema import CREATED_AT, SCHEMA, SCHEMA_VERSION, WRITES
 from threadline.checkpoint.stamps import created_text
 from threadline.errors import ConfigError, SaverUnavailableError
 from threadline.sqlite_tx import immediate
@@ -26,10 +26,24 @@ from threadline.sqlite_tx import immediate
 SYNCHRONOUS = ("normal", "full")  # what each guarantees in WAL mode: docs/storage.md
 DEFAULT_TIMEOUT = 30.0  # seconds a connection the saver opens waits for another's write lock
 
+
+def _writes_by_rowid(conn: sqlite3.Connection) -> None:
+    """Version 2 to 3: ``writes.seq``, counted per checkpoint, becomes the rowid
+    (``schema.WRITES``); rows are copied checkpoint by checkpoint in their old order."""
+    conn.execute("ALTER TABLE writes RENAME TO writes_v2")
+    conn.execute(WRITES)
+    conn.execute(
+        "INSERT INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, kind, task_name,"
+        " value) SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, kind, task_name, value"
+        " FROM writes_v2 ORDER BY thread_id, checkpoint_ns, checkpoint_id, seq"
+    )
+    conn.execute("DROP TABLE writes_v2")
+
+
 #: ``MIGRATIONS[n]`` rewrites a file of schema version ``n`` as version ``n + 1``, inside the
-#: transaction that opens it (see ``formats``). None yet: version 1 (text ``created_at`` and
-#: metadata) is refused.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {}
+#: transaction that opens it (see ``formats``). Version 1 (text ``created_at`` and metadata)
+#: is refused.
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: _writes_by_rowid}
 
 
 def synchronous_level(value: Any) -> str:

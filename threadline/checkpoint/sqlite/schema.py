@@ -1,9 +1,11 @@
-"""The SQLite tables (schema version 2) and the statements that read and write their rows.
+"""The SQLite tables (schema version 3) and the statements that read and write their rows.
 
 ``checkpoints`` is a ``WITHOUT ROWID`` table: its primary key is the table, so a put writes one
 b-tree, not a table and an index. ``blobs`` keeps a rowid (its rows hold values of any size) and
-has no index but its primary key: a delta chain is a range of it. Every b-tree a put touches
-costs it a page written to the WAL.
+has no index but its primary key: a delta chain is a range of it. ``writes`` keeps one too: its
+rows are often over 1 KB (a batch of the execution trace), which a ``WITHOUT ROWID`` leaf would
+move to an overflow page, a page as costly as the index. Every b-tree a put touches costs it a
+page written to the WAL.
 
 A checkpoint row is compact (about 75 bytes for a step that moves a counter): its
 ``created_at`` column has no type, so it holds a small integer, the microseconds from the
@@ -15,11 +17,29 @@ is the previous checkpoint (``_SELECT``).
 
 from threadline.checkpoint.bytecache import MIN_BYTES
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 CREATED_AT = "threadline_created_at"
 """SQL function ``(checkpoint_id, created_at column) -> text`` (``stamps.created_text``),
 registered on every connection the saver uses."""
+
+# ``seq`` is the rowid: a new row's is one more than the largest in the table, so it keeps a
+# checkpoint's writes in insertion order, and an upsert that replaces a write keeps its row and
+# so its position. (Version 2 counted ``seq`` per checkpoint with a ``MAX(seq)`` subquery in
+# each insert, which read every earlier write of the checkpoint: ``connection.MIGRATIONS``.)
+WRITES = """
+    CREATE TABLE IF NOT EXISTS writes (
+        thread_id     TEXT    NOT NULL,
+        checkpoint_ns TEXT    NOT NULL DEFAULT '',
+        checkpoint_id TEXT    NOT NULL,
+        task_id       TEXT    NOT NULL,
+        kind          TEXT    NOT NULL,
+        task_name     TEXT    NOT NULL,
+        seq           INTEGER PRIMARY KEY,
+        value         BLOB    NOT NULL,
+        UNIQUE (thread_id, checkpoint_ns, checkpoint_id, task_id, kind)
+    )
+"""
 
 SCHEMA = (
     """
@@ -51,19 +71,7 @@ SCHEMA = (
         PRIMARY KEY (thread_id, checkpoint_ns, key, version)
     )
     """,
-    """
-    CREATE TABLE IF NOT EXISTS writes (
-        thread_id     TEXT    NOT NULL,
-        checkpoint_ns TEXT    NOT NULL DEFAULT '',
-        checkpoint_id TEXT    NOT NULL,
-        task_id       TEXT    NOT NULL,
-        kind          TEXT    NOT NULL,
-        task_name     TEXT    NOT NULL,
-        seq           INTEGER NOT NULL,
-        value         BLOB    NOT NULL,
-        PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, kind)
-    )
-    """,
+    WRITES,
     """
     CREATE TABLE IF NOT EXISTS threads (
         thread_id     TEXT    NOT NULL PRIMARY KEY,
@@ -105,16 +113,10 @@ def repoint_prefixes(versions: int) -> str:
     """
 
 
-# ``seq`` keeps writes in insertion order; replacing a write keeps its original position.
+# A new write takes the next ``seq`` (``WRITES``); replacing one keeps its row and position.
 UPSERT_WRITE = """
-    INSERT INTO writes (
-        thread_id, checkpoint_ns, checkpoint_id, task_id, kind, task_name, seq, value
-    ) VALUES (
-        ?, ?, ?, ?, ?, ?,
-        (SELECT COALESCE(MAX(seq), -1) + 1 FROM writes
-          WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?),
-        ?
-    )
+    INSERT INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, kind, task_name, value)
+    VALUES (?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, kind) DO UPDATE SET
         task_name = excluded.task_name,
         value = excluded.value
@@ -185,8 +187,8 @@ COPY_THREAD = (
     " body, metadata FROM checkpoints WHERE thread_id = ?",
     "INSERT INTO blobs SELECT ?, checkpoint_ns, key, version, start, base, chain_bytes,"
     " full_bytes, crc32, data, items FROM blobs WHERE thread_id = ?",
-    "INSERT INTO writes SELECT ?, checkpoint_ns, checkpoint_id, task_id, kind, task_name, seq,"
-    " value FROM writes WHERE thread_id = ?",
+    "INSERT INTO writes SELECT ?, checkpoint_ns, checkpoint_id, task_id, kind, task_name, NULL,"
+    " value FROM writes WHERE thread_id = ? ORDER BY seq",
 )
 COPY_THREAD_ROW = (
     "INSERT INTO threads SELECT ?, status, checkpoint_id, ?, next FROM threads WHERE thread_id = ?"
