@@ -15,11 +15,10 @@ call; pruning, copying and deleting a thread are one batch each (``WholeThreads`
 
 from __future__ import annotations
 
-import contextlib
 import operator
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from typing import Any
 
@@ -84,18 +83,9 @@ class PostgresBackend(HoldsChains):
         self.recent = RecentWrites()  # the run input's write, which the next put refers to
         self.batchers = PutBatchers(db, queries.put_many)  # acommit: many puts, one call
 
-    @contextmanager
-    def transaction(self, write: bool) -> Iterator[PostgresTx]:
+    def transaction(self, write: bool) -> AbstractContextManager[PostgresTx]:
         """Read-only: the core writes through ``commit``, ``commit_writes`` and ``WholeThreads``."""
-        with self.db.session() as session:
-            tx = PostgresTx(self, session)
-            try:
-                yield tx
-            except BaseException:
-                with contextlib.suppress(Exception):
-                    tx.end()
-                raise
-            tx.end()
+        return nullcontext(PostgresTx(self))
 
     def close(self) -> None:
         self.db.close()
@@ -335,8 +325,14 @@ class PostgresBackend(HoldsChains):
         yield Batch([Stmt(s, params) for s in (self.q.lock_heads_update, *self.q.delete_thread)])
 
     def blob(self, thread_id: str, ns: str, key: str, version: str) -> BlobRow | None:
-        with self.transaction(False) as tx:
-            return tx.blob_meta(thread_id, ns, [(key, version)]).get((key, version))
+        params = {"thread": thread_id, "ns": ns, "key": key, "version": version}
+        rows = self.db.run(_rows_op(Stmt(self.q.blob_meta, params)), None)
+        return BlobRow(*rows[0]) if rows else None
+
+
+def _rows_op(stmt: Stmt) -> Op[list[tuple[Any, ...]]]:
+    (result,) = yield Batch([stmt])
+    return result.rows
 
 
 def _first(unpacked: Unpacked) -> Loaded | None:

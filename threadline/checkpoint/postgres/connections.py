@@ -10,10 +10,9 @@ run concurrently up to ``pool_size`` connections.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
-from typing import Any, NamedTuple, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
@@ -30,7 +29,6 @@ from threadline.checkpoint.postgres.schema import (
 from threadline.errors import SaverUnavailableError
 
 _T = TypeVar("_T")
-Held = tuple[Any, Any]  # a pool (or ``pools.Lone``) and a connection checked out of it
 
 
 def mask_url(url: str) -> str:
@@ -84,13 +82,13 @@ class Connections:
 
     # -- running operations --------------------------------------------------------------------
 
-    def run(self, op: Op[_T], begin: Stmt | None, held: Held | None = None) -> _T:
-        """Drive ``op`` on a connection (``held``, or one borrowed for it), in a transaction
-        opened with ``begin`` (None: each batch on its own, for single-statement operations)."""
+    def run(self, op: Op[_T], begin: Stmt | None) -> _T:
+        """Drive ``op`` on a borrowed connection, in a transaction opened with ``begin`` (None:
+        each batch on its own, or the transaction the operation's statements open)."""
         try:
             if self.home is not None:
-                return self.bridge(self._aon_connection(lambda c: adrive(c, op, begin), held))
-            return self._on_connection(lambda c: drive(c, op, begin), held)
+                return self.bridge(self._aon_connection(lambda c: adrive(c, op, begin)))
+            return self._on_connection(lambda c: drive(c, op, begin))
         finally:
             op.close()
 
@@ -111,79 +109,41 @@ class Connections:
         assert self.home is not None
         return run_on(self.home, coro, "AsyncPostgresSaver")
 
-    @contextlib.contextmanager
-    def session(self) -> Iterator[Session]:
-        """One connection held for several operations (a transaction)."""
+    def _on_connection(self, work: Callable[[Any], _T]) -> _T:
+        """``work`` on a borrowed connection; driver errors become the saver's. Not a context
+        manager: this is a put's hottest path (they cost ~10 us a step)."""
         try:
-            held = self.bridge(self._acheckout()) if self.home else self._checkout()
-        except Exception as exc:
-            raise self.mapped(exc) from exc
-        try:
-            yield Session(self, held)
-        finally:
-            pool, conn = held
-            if self.home is not None:
-                self.bridge(pool.putconn(conn))
-            else:
-                pool.putconn(conn)
-
-    def _checkout(self) -> Held:
-        pool = self._sync_pool()
-        conn = pool.getconn()
-        try:
-            self._ready(conn)
-        except BaseException:
-            pool.putconn(conn)
-            raise
-        return pool, conn
-
-    async def _acheckout(self) -> Held:
-        pool = await self._async_pool()
-        conn = await pool.getconn()
-        try:
-            await self._aready(conn)
-        except BaseException:
-            await pool.putconn(conn)
-            raise
-        return pool, conn
-
-    def _on_connection(self, work: Callable[[Any], _T], held: Held | None = None) -> _T:
-        """``work`` on a connection; driver errors become the saver's. Not a context manager:
-        this is a put's hottest path (they cost ~10 us a step)."""
-        try:
-            pool, conn = held or self._checkout()
+            pool = self._sync_pool()
+            conn = pool.getconn()
             try:
+                self._ready(conn)
                 return work(conn)
             except psycopg.Error as exc:
                 if unexpected(exc) and _replaceable(pool):
                     conn.close()
                 raise
             finally:
-                if held is None:
-                    pool.putconn(conn)
+                pool.putconn(conn)
         except Exception as exc:
-            mapped = self.map_error(exc)
-            if mapped is None:
+            if (mapped := self.map_error(exc)) is None:
                 raise
             raise mapped from exc
 
-    async def _aon_connection(
-        self, work: Callable[[Any], Awaitable[_T]], held: Held | None = None
-    ) -> _T:
+    async def _aon_connection(self, work: Callable[[Any], Awaitable[_T]]) -> _T:
         try:
-            pool, conn = held or await self._acheckout()
+            pool = await self._async_pool()
+            conn = await pool.getconn()
             try:
+                await self._aready(conn)
                 return await work(conn)
             except psycopg.Error as exc:
                 if unexpected(exc) and _replaceable(pool):
                     await conn.close()
                 raise
             finally:
-                if held is None:
-                    await pool.putconn(conn)
+                await pool.putconn(conn)
         except Exception as exc:
-            mapped = self.map_error(exc)
-            if mapped is None:
+            if (mapped := self.map_error(exc)) is None:
                 raise
             raise mapped from exc
 
@@ -222,10 +182,6 @@ class Connections:
             return self.unreachable(exc)
         return None
 
-    def mapped(self, exc: Exception) -> BaseException:
-        """The saver's exception for ``exc`` (itself if it stands for none)."""
-        return self.map_error(exc) or exc
-
     def closed_error(self) -> SaverUnavailableError:
         return SaverUnavailableError(
             f"PostgresSaver({self.masked!r}, schema={self.schema!r}, closed) is closed"
@@ -243,17 +199,6 @@ class Connections:
             f"schema version {found}: they were made by a newer threadline (this one reads up "
             f"to version {SCHEMA_VERSION}); upgrade threadline to use them"
         )
-
-
-class Session(NamedTuple):
-    """A connection held for a transaction: ``run`` drives operations on it, each batch of
-    statements one round trip; driver errors become the saver's."""
-
-    db: Connections
-    held: Held
-
-    def run(self, op: Op[_T]) -> _T:
-        return self.db.run(op, None, self.held)
 
 
 def unexpected(exc: psycopg.Error) -> bool:

@@ -181,9 +181,3 @@ def normalized(row: BlobRow) -> BlobRow:
         start=str(row.start),
         base=None if row.base is None else str(row.base),
     )
-
-
-def blob_row(row: Sequence[Any], data: bytes = b"") -> BlobRow:
-    """A row from ``key, version, start, base, chain_bytes, full_bytes, items``."""
-    key, version, start, base, chain_bytes, full_bytes, items = row
-    return BlobRow(key, version, start, base, chain_bytes, full_bytes, data, items)
