@@ -15,12 +15,14 @@ call; pruning, copying and deleting a thread are one batch each (``WholeThreads`
 
 from __future__ import annotations
 
+import asyncio
 import operator
 import zlib
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from threadline.checkpoint.backend import (
     Check,
@@ -41,17 +43,17 @@ from threadline.checkpoint.layout import (
     corrupted,
     missing_rows,
 )
-from threadline.checkpoint.postgres.batcher import PutBatchers
+from threadline.checkpoint.postgres.batcher import PutBatcher
 from threadline.checkpoint.postgres.connections import Connections
-from threadline.checkpoint.postgres.driver import BEGIN_WRITE, Batch, Op, Stmt
+from threadline.checkpoint.postgres.driver import BEGIN_WRITE, Batch, Op, Result, Stmt, batch
 from threadline.checkpoint.postgres.rows import (
     PutParams,
+    RecentWrites,
     created_text,
     dedupe_writes,
     put_params,
     writes_params,
 )
-from threadline.checkpoint.postgres.sources import RecentWrites
 from threadline.checkpoint.postgres.statements import Queries
 from threadline.checkpoint.postgres.transaction import PostgresTx
 from threadline.checkpoint.rules import age_cutoff
@@ -81,7 +83,10 @@ class PostgresBackend(HoldsChains):
         self.bytes: HeldBlobs[Pair] = HeldBlobs(per_namespace=16)
         self.chains = HeldChains(codec=codec)  # long delta chains: a load walks new rows
         self.recent = RecentWrites()  # the run input's write, which the next put refers to
-        self.batchers = PutBatchers(db, queries.put_many)  # acommit: many puts, one call
+        # acommit: the puts made on one event loop meanwhile go in one call (``batcher.py``)
+        self.batchers: WeakKeyDictionary[asyncio.AbstractEventLoop, PutBatcher] = (
+            WeakKeyDictionary()
+        )
 
     def transaction(self, write: bool) -> AbstractContextManager[PostgresTx]:
         """Read-only: the core writes through ``commit``, ``commit_writes`` and ``WholeThreads``."""
@@ -113,7 +118,11 @@ class PostgresBackend(HoldsChains):
         if _retains(put):
             evicted = await self.db.arun(self._put_op(put, params), BEGIN_WRITE)
         else:
-            failure = await self.batchers.here().put(params)
+            loop = asyncio.get_running_loop()  # only this loop's thread adds its batcher
+            batcher = self.batchers.get(loop) or self.batchers.setdefault(
+                loop, PutBatcher(self.db, self.q.put_many)
+            )
+            failure = await batcher.put(params)
             if failure is not None:
                 raise failure
             evicted = []
@@ -170,10 +179,10 @@ class PostgresBackend(HoldsChains):
 
     def _writes_op(
         self, thread_id: str, ns: str, checkpoint_id: str, writes: Sequence[WriteRow]
-    ) -> Op[None]:
+    ) -> Op[list[Result]]:
         params = writes_params(thread_id, ns, checkpoint_id, dedupe_writes(writes))
         # The head first (locked only if it is this checkpoint), as a put: no deadlocks.
-        yield Batch([Stmt(self.q.touch_head, params), Stmt(self.q.upsert_writes, params)])
+        return batch(Stmt(self.q.touch_head, params), Stmt(self.q.upsert_writes, params))
 
     # -- loads ---------------------------------------------------------------------------------
 
@@ -313,26 +322,20 @@ class PostgresBackend(HoldsChains):
         exists, _ = yield Batch(stmts, last=False)
         if exists.rows[0][0]:
             return False
-        yield Batch([Stmt(query, params) for query in self.q.copy_thread])
+        clear = [Stmt(query, {"thread": target}) for query in self.q.delete_thread]
+        yield Batch([*clear, *(Stmt(query, params) for query in self.q.copy_thread)])
         return True
 
     def delete_whole(self, thread_id: str) -> None:
-        self.db.run(self._delete_op(thread_id), BEGIN_WRITE)
-        self.forget(thread_id)
-
-    def _delete_op(self, thread_id: str) -> Op[None]:
         params = {"thread": thread_id}  # the heads first, locked as a put locks them
-        yield Batch([Stmt(s, params) for s in (self.q.lock_heads_update, *self.q.delete_thread)])
+        stmts = [Stmt(s, params) for s in (self.q.lock_heads_update, *self.q.delete_thread)]
+        self.db.run(batch(*stmts), BEGIN_WRITE)
+        self.forget(thread_id)
 
     def blob(self, thread_id: str, ns: str, key: str, version: str) -> BlobRow | None:
         params = {"thread": thread_id, "ns": ns, "key": key, "version": version}
-        rows = self.db.run(_rows_op(Stmt(self.q.blob_meta, params)), None)
-        return BlobRow(*rows[0]) if rows else None
-
-
-def _rows_op(stmt: Stmt) -> Op[list[tuple[Any, ...]]]:
-    (result,) = yield Batch([stmt])
-    return result.rows
+        (result,) = self.db.run(batch(Stmt(self.q.blob_meta, params)), None)
+        return BlobRow(*result.rows[0]) if result.rows else None
 
 
 def _first(unpacked: Unpacked) -> Loaded | None:

@@ -12,7 +12,6 @@ own round trip.
 from __future__ import annotations
 
 import asyncio
-import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -76,24 +75,6 @@ class PutBatcher:
                     done.set_result(_failure(state, detail))
                 except RuntimeError as exc:  # a state this release does not know: that put only
                     done.set_exception(exc)
-
-
-class PutBatchers:
-    """One ``PutBatcher`` per event loop (a saver may serve several, one after another)."""
-
-    def __init__(self, db: Connections, query: str) -> None:
-        self._db = db
-        self._query = query
-        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, PutBatcher] = (
-            weakref.WeakKeyDictionary()
-        )
-
-    def here(self) -> PutBatcher:
-        loop = asyncio.get_running_loop()
-        batcher = self._by_loop.get(loop)
-        if batcher is None:  # only this loop's thread adds this loop's batcher
-            batcher = self._by_loop[loop] = PutBatcher(self._db, self._query)
-        return batcher
 
 
 def _put_many(query: str, puts: Sequence[PutParams]) -> Op[list[tuple[Any, ...]]]:

@@ -55,6 +55,12 @@ BEGIN_READ = Stmt("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
 COMMIT = Stmt("COMMIT")
 
 
+def batch(*stmts: Stmt) -> Op[list[Result]]:
+    """The operation of sending ``stmts`` in one round trip."""
+    results = yield Batch(stmts)
+    return results
+
+
 def drive(conn: psycopg.Connection[Any], op: Op[_T], begin: Stmt | None) -> _T:
     in_txn = False
     try:

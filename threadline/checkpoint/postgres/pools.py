@@ -52,14 +52,7 @@ def connections_for(
         options = {k: _POOL_DEFAULTS[k] if v is None else v for k, v in pools.items()}
         if options["pool_size"] < 1:
             raise ValueError(f"{saver} pool_size must be at least 1")
-        return Pools(
-            conn,
-            schema=schema,
-            version_table=version_table,
-            pool_size=int(options["pool_size"]),
-            connect_timeout=float(options["connect_timeout"]),
-            pool_timeout=float(options["pool_timeout"]),
-        )
+        return Pools(conn, schema, version_table, options)
     if not isinstance(conn, SYNC_KINDS + ASYNC_KINDS):
         raise ConfigError(
             f"{saver} takes a PostgreSQL URL, a psycopg Connection or a psycopg_pool "
@@ -187,23 +180,15 @@ class Pools(Connections):
     loop. The first connection of each is made directly, which gives a clear error (the pool
     would only time out) and checks that the tables are not from a newer threadline."""
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        schema: str,
-        version_table: str,
-        pool_size: int,
-        connect_timeout: float,
-        pool_timeout: float,
-    ) -> None:
-        super().__init__(mask_url(url), schema, version_table, pool_size, pool_timeout)
+    def __init__(self, url: str, schema: str, version_table: str, options: dict[str, Any]) -> None:
+        size, timeout = int(options["pool_size"]), float(options["pool_timeout"])
+        super().__init__(mask_url(url), schema, version_table, size, timeout)
         self.url = url
         try:
             self.secret = conninfo_to_dict(url).get("password")  # type: ignore[assignment]
         except Exception:
             self.secret = None
-        self._connect_timeout = connect_timeout
+        self._connect_timeout = float(options["connect_timeout"])
         self._lock = threading.Lock()
         self._pool: ConnectionPool | None = None
         self._apools: dict[asyncio.AbstractEventLoop, asyncio.Task[AsyncConnectionPool]] = {}

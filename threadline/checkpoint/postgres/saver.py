@@ -31,7 +31,8 @@ class PostgresSaver(CoreSaver):
     the connections of the sync pool and of each event loop's async pool opened from a URL.
     ``retention`` prunes a namespace's older checkpoints each time one is saved, in the same
     transaction. ``copy_thread`` raises ``ValueError`` if the target already has checkpoints.
-    No connection is made before the first call.
+    No connection is made before the first call. ``close`` closes an async pool on its event
+    loop when that loop can still run; in async code prefer ``await saver.aclose()``.
     """
 
     backend: PostgresBackend
@@ -119,14 +120,6 @@ class PostgresSaver(CoreSaver):
         yield Batch(stmts)
 
     # -- lifecycle -----------------------------------------------------------------------------
-
-    def close(self) -> None:
-        """Close the pools; further calls raise ``SaverUnavailableError``. Idempotent.
-
-        An async pool is closed on its event loop when that loop can still run; in async code
-        prefer ``await saver.aclose()`` (or ``async with``).
-        """
-        super().close()
 
     async def aclose(self) -> None:
         """Close the pools from async code: this loop's pool is awaited, others as in close."""

@@ -252,10 +252,8 @@ SELECT b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes, ''::bytea
 
 _THREAD_EXISTS = "SELECT EXISTS (SELECT 1 FROM {cps} WHERE thread_id = %(target)s)"
 
+# After ``_DELETE_THREAD`` of the target (rows left there without checkpoints).
 _COPY_THREAD = (
-    "DELETE FROM {writes} WHERE thread_id = %(target)s",  # leftovers without checkpoints
-    "DELETE FROM {blobs} WHERE thread_id = %(target)s",
-    "DELETE FROM {heads} WHERE thread_id = %(target)s",
     """
 INSERT INTO {heads} (thread_id, checkpoint_ns, head, next, updated_at)
 SELECT %(target)s, checkpoint_ns, head, next, clock_timestamp()
@@ -288,23 +286,26 @@ SELECT %(target)s, checkpoint_ns, checkpoint_id, task_id, kind, task_name, data
 )
 
 
+# The names the statements give the tables and functions: ``threadline_<table>`` in the schema.
+_TABLES = {
+    "version": "schema_version",
+    "heads": "heads",
+    "cps": "checkpoints",
+    "blobs": "blobs",
+    "writes": "writes",
+    "advance": "advance_head",
+    "check_refs": "check_refs",
+    "put": "put",
+    "put_many": "put_many",
+}
+
+
 class Queries:
     """Every statement, with the schema's (quoted) table names filled in once."""
 
     def __init__(self, schema: str) -> None:
-        def table(name: str) -> sql.Composable:
-            return sql.Identifier(schema, f"threadline_{name}")
-
         self.names: dict[str, sql.Composable] = {
-            "version": table("schema_version"),
-            "heads": table("heads"),
-            "cps": table("checkpoints"),
-            "blobs": table("blobs"),
-            "writes": table("writes"),
-            "advance": table("advance_head"),
-            "check_refs": table("check_refs"),
-            "put": table("put"),
-            "put_many": table("put_many"),
+            name: sql.Identifier(schema, f"threadline_{table}") for name, table in _TABLES.items()
         }
         tables = dict(self.names)
         for name, piece in _PIECES.items():
