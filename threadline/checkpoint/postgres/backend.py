@@ -44,8 +44,15 @@ from threadline.checkpoint.layout import (
     missing_rows,
 )
 from threadline.checkpoint.postgres.batcher import PutBatcher
-from threadline.checkpoint.postgres.connections import Connections
-from threadline.checkpoint.postgres.driver import BEGIN_WRITE, Batch, Op, Result, Stmt, batch
+from threadline.checkpoint.postgres.connections import (
+    BEGIN_WRITE,
+    Batch,
+    Connections,
+    Op,
+    Result,
+    Stmt,
+    batch,
+)
 from threadline.checkpoint.postgres.rows import (
     PutParams,
     RecentWrites,

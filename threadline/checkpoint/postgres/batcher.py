@@ -16,12 +16,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from threadline.checkpoint.backend import HeadMoved, NotStored
-from threadline.checkpoint.postgres.connections import Connections
-from threadline.checkpoint.postgres.driver import Batch, Op, Stmt
+from threadline.checkpoint.postgres.connections import Batch, Connections, Op, Stmt, put_failure
 from threadline.checkpoint.postgres.rows import (
-    Pieces,
     PutParams,
-    put_failure,
     to_json,
 )
 
@@ -81,8 +78,8 @@ def _put_many(query: str, puts: Sequence[PutParams]) -> Op[list[tuple[Any, ...]]
     at = 0
     for put in puts:  # each put's pieces, offset by where its bytes start in the whole
         put.fields["o"] = at
-        at += len(put.data)
-    data = Pieces.join_all(p.data for p in puts)  # each put's pieces, copied once
+        at += put.size
+    data = b"".join([part for p in puts for part in p.parts])  # each put's pieces, copied once
     params = {"puts": to_json([p.fields for p in puts]), "data": data}
     (result,) = yield Batch([Stmt(query, params, hot=True)])
     return result.rows

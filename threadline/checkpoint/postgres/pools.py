@@ -27,8 +27,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
-from threadline.checkpoint.postgres.connections import Connections, mask_url
-from threadline.checkpoint.postgres.driver import adrive, drive
+from threadline.checkpoint.postgres.connections import Connections, adrive, drive, mask_url
 from threadline.errors import ConfigError, SaverUnavailableError
 
 Given = (

@@ -1,5 +1,5 @@
-"""Rows as the PostgreSQL saver stores and loads them: a put's parameters, creation times, the
-outcomes a put can fail with, and the values stored inside the input's write.
+"""Rows as the PostgreSQL saver stores and loads them: a put's parameters, creation times, and
+the values stored inside the input's write.
 
 A run's input is saved as the ``__start__`` task's write of the input checkpoint, and the next
 checkpoint stores the values that input set: the same bytes again (a message appended to a
@@ -21,10 +21,9 @@ from datetime import UTC, datetime
 from types import NoneType
 from typing import Any
 
-from threadline.checkpoint.backend import HeadMoved, NotStored, Prepared
+from threadline.checkpoint.backend import Prepared
 from threadline.checkpoint.layout import BlobRow, WriteRow
-from threadline.checkpoint.postgres.driver import Hot
-from threadline.checkpoint.postgres.schema import CAS_SQLSTATE, REFS_SQLSTATE
+from threadline.checkpoint.postgres.connections import Hot
 from threadline.clock import iso_at, micros_of
 from threadline.serde import wire as fmt
 
@@ -61,8 +60,8 @@ def put_params(put: Prepared, recent: RecentWrites) -> tuple[PutParams, list[int
     sources = recent.sources(thread_id, ns, row.parent_id, blobs) if blobs else ()
     crcs = [zlib.crc32(b.data) for b in blobs]
     ts, raw = created_fields(row.created_at)
-    data = Pieces()
-    fields = {
+    params = PutParams()
+    params.fields = {
         "thread": thread_id,
         "ns": ns,
         "cid": row.checkpoint_id,
@@ -71,8 +70,8 @@ def put_params(put: Prepared, recent: RecentWrites) -> tuple[PutParams, list[int
         "step": row.step,
         "ts": ts,
         "raw": raw,
-        "body": data.add(row.body),
-        "meta": data.add(row.metadata),
+        "body": params.add(row.body),
+        "meta": params.add(row.metadata),
         "next": put.next_names if ns == "" else [],
         "refs": sorted(put.refs.items()),
         # All of ``put.check``, not fewer for a head this process saved (``Prepared.trusted``):
@@ -82,80 +81,50 @@ def put_params(put: Prepared, recent: RecentWrites) -> tuple[PutParams, list[int
             [
                 *(b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes, crc, b.items),
                 *(_NO_SOURCE if src is None else dataclasses.astuple(src)),
-                *data.add(b.data if src is None else b.data[:2]),
+                *params.add(b.data if src is None else b.data[:2]),
             ]
             for b, crc, src in zip(blobs, crcs, sources or [None] * len(blobs), strict=True)
         ],
-        "writes": [[r.task_id, r.kind, r.task_name, *data.add(r.data)] for r in writes],
+        "writes": [[r.task_id, r.kind, r.task_name, *params.add(r.data)] for r in writes],
         "prefixes": [
             [p.key, p.version, p.base, p.full_bytes, p.items] for p in map(normalized, put.prefixes)
         ],
     }
-    return PutParams(fields, data), crcs
+    return params, crcs
 
 
 _NO_SOURCE = (None, None, None, None)  # src_id, src_task, src_at, src_len (``Source``)
 
 
-def put_failure(state: str | None, detail: str | None) -> HeadMoved | NotStored | None:
-    """What a put's SQLSTATE and JSON detail say went wrong: a lost compare-and-set, values
-    that are not stored, or None (neither)."""
-    if state not in (CAS_SQLSTATE, REFS_SQLSTATE):
-        return None
-    try:
-        found = json.loads(detail or "null")
-    except (ValueError, TypeError):
-        found = None
-    if state == CAS_SQLSTATE:
-        return HeadMoved(found.get("actual") if isinstance(found, dict) else None)
-    return NotStored([str(k) for k in found] if isinstance(found, list) else [])
-
-
 @dataclasses.dataclass(slots=True)
 class PutParams:
     """One put as ``threadline_put`` takes it (``schema.py``): everything but bytes as JSON
-    fields, and the bytes laid end to end, each piece named in ``fields`` as [offset, length]."""
+    ``fields``, and the bytes laid end to end (``parts``, joined once with those of the puts sent
+    in the same statement), each piece named in ``fields`` by its [offset, length] (``add``)."""
 
-    fields: dict[str, Any]
-    data: Pieces  # joined once, with those of the puts sent in the same statement
+    fields: dict[str, Any] = dataclasses.field(default_factory=dict)
+    parts: list[bytes] = dataclasses.field(default_factory=list)
+    size: int = 0
+
+    def add(self, data: bytes) -> list[int]:
+        at = self.size
+        self.parts.append(data)
+        self.size += len(data)
+        return [at, len(data)]
 
     def alone(self) -> dict[str, Any]:
         """The statement's parameters for this put sent on its own."""
         self.fields["o"] = 0
-        return {"put": to_json(self.fields), "data": self.data.joined()}
+        return {"put": to_json(self.fields), "data": b"".join(self.parts)}
 
     def hot(self, name: bytes, sql: bytes) -> Hot:
         """This put sent on its own as a ``driver.Hot`` statement of ``sql``."""
         self.fields["o"] = 0
-        return Hot(name, sql, [to_json(self.fields).encode(), self.data.joined()], _TEXT_BINARY)
+        data = [to_json(self.fields).encode(), b"".join(self.parts)]
+        return Hot(name, sql, data, _TEXT_BINARY)
 
 
 _TEXT_BINARY = (0, 1)
-
-
-class Pieces:
-    """Byte strings laid end to end; ``add`` names each by its [offset, length]."""
-
-    def __init__(self) -> None:
-        self._parts: list[bytes] = []
-        self._size = 0
-
-    def __len__(self) -> int:
-        return self._size
-
-    def add(self, data: bytes) -> list[int]:
-        at = self._size
-        self._parts.append(data)
-        self._size += len(data)
-        return [at, len(data)]
-
-    def joined(self) -> bytes:
-        return b"".join(self._parts)
-
-    @staticmethod
-    def join_all(pieces: Iterable[Pieces]) -> bytes:
-        """The bytes of several, end to end, copied once."""
-        return b"".join([part for p in pieces for part in p._parts])
 
 
 _JSON = json.JSONEncoder(separators=(",", ":"))  # ``json.dumps`` with options makes one a call

@@ -9,7 +9,7 @@ from threadline.checkpoint.base import Retention
 from threadline.checkpoint.core import CoreSaver
 from threadline.checkpoint.formats import migrations_from
 from threadline.checkpoint.postgres.backend import PostgresBackend
-from threadline.checkpoint.postgres.driver import BEGIN_WRITE, Batch, Op, Stmt
+from threadline.checkpoint.postgres.connections import BEGIN_WRITE, Batch, Op, Stmt
 from threadline.checkpoint.postgres.pools import Given, connections_for
 from threadline.checkpoint.postgres.schema import MIGRATIONS, SCHEMA_VERSION
 from threadline.checkpoint.postgres.statements import Queries

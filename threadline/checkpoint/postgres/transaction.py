@@ -16,7 +16,7 @@ from threadline.checkpoint.backend import Check, Pair, StoredCheckpoint, ThreadR
 from threadline.checkpoint.base import ThreadStatus
 from threadline.checkpoint.bodies import body_versions
 from threadline.checkpoint.layout import BlobRow, CheckpointRow
-from threadline.checkpoint.postgres.driver import BEGIN_READ, COMMIT, Batch, Op, Stmt
+from threadline.checkpoint.postgres.connections import BEGIN_READ, COMMIT, Batch, Op, Stmt
 from threadline.checkpoint.rules import status_of
 
 if TYPE_CHECKING:
