@@ -9,8 +9,8 @@ the bytes of large values (``bytecache.HeldBlobs``, sent back as NULL) and the t
 chains it holds (``chains.HeldChains``, where the chain walk stops). A load that names a tip
 whose chain was let go meanwhile misses the rows below it, and is read again naming none.
 
-Pages and thread listings go through ``transaction`` (``transaction.py``), one statement per
-call; pruning, copying and deleting a thread are one batch each (``WholeThreads``).
+Pages and thread listings go through ``transaction`` (``PostgresTx``), one statement per call;
+pruning, copying and deleting a thread are one batch each (``WholeThreads``).
 """
 
 from __future__ import annotations
@@ -31,8 +31,11 @@ from threadline.checkpoint.backend import (
     Pair,
     Prepared,
     StoredCheckpoint,
+    ThreadRow,
     VersionsOf,
 )
+from threadline.checkpoint.base import ThreadStatus
+from threadline.checkpoint.bodies import body_versions
 from threadline.checkpoint.bytecache import HeldBlobs
 from threadline.checkpoint.chains import HeldChains, HoldsChains, hold_put
 from threadline.checkpoint.layout import (
@@ -59,10 +62,10 @@ from threadline.checkpoint.postgres.rows import (
     created_text,
     dedupe_writes,
     put_params,
+    threads_op,
     writes_params,
 )
 from threadline.checkpoint.postgres.statements import Queries
-from threadline.checkpoint.postgres.transaction import PostgresTx
 from threadline.checkpoint.rules import age_cutoff
 from threadline.serde import Serializer
 
@@ -353,3 +356,40 @@ def _first(unpacked: Unpacked) -> Loaded | None:
 def _retains(put: Prepared) -> bool:
     r = put.retention
     return r is not None and (r.max_checkpoints is not None or r.max_age is not None)
+
+
+class PostgresTx:
+    """One read-only transaction of a ``PostgresBackend`` (``checkpoint.backend.Transaction``),
+    a statement a call, each on a connection borrowed for it and one snapshot: a page's values
+    are read with the page (``page`` stashes them), and only ``threads`` may need more than one
+    statement (``rows.threads_op``)."""
+
+    def __init__(self, backend: PostgresBackend) -> None:
+        self.backend = backend
+        self._stash: tuple[dict[Pair, BlobRow], Check] | None = None  # blobs of the last page
+
+    def page(
+        self, thread_id: str, ns: str, before: str | None, limit: int
+    ) -> list[StoredCheckpoint]:
+        """Checkpoints with their writes and blobs in one statement (``backend.load_op``); the
+        blobs are stashed for ``values``."""
+        target = "page" if before is None else "page_before"
+        params = {"before": before, "n": limit}
+        op = self.backend.load_op(thread_id, ns, target, params, self._versions_of)
+        stored, rows, check = self.backend.db.run(op, None)
+        self._stash = (rows, check)
+        return stored
+
+    def _versions_of(self, row: CheckpointRow) -> dict[str, str] | None:
+        return body_versions(row.body, row.checkpoint_id, self.backend.codec)
+
+    def values(
+        self, thread_id: str, ns: str, wanted: Sequence[Mapping[str, str]]
+    ) -> tuple[dict[Pair, BlobRow], Check | None]:
+        """The blob rows the last ``page`` came with: its one statement read every row its
+        checkpoints' values need (rows it missed are not stored in that snapshot)."""
+        assert self._stash is not None, "values are read with a page"
+        return self._stash
+
+    def threads(self, status: ThreadStatus | None, limit: int | None) -> list[ThreadRow]:
+        return self.backend.db.run(threads_op(self.backend.q.threads, status, limit), None)

@@ -1,5 +1,5 @@
-"""Rows as the PostgreSQL saver stores and loads them: a put's parameters, creation times, and
-the values stored inside the input's write.
+"""Rows as the PostgreSQL saver stores and loads them: a put's parameters, creation times, the
+listing of threads, and the values stored inside the input's write.
 
 A run's input is saved as the ``__start__`` task's write of the input checkpoint, and the next
 checkpoint stores the values that input set: the same bytes again (a message appended to a
@@ -16,17 +16,20 @@ import json
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from types import NoneType
 from typing import Any
 
-from threadline.checkpoint.backend import Prepared
+from threadline.checkpoint.backend import Prepared, ThreadRow
+from threadline.checkpoint.base import ThreadStatus
 from threadline.checkpoint.layout import BlobRow, WriteRow
-from threadline.checkpoint.postgres.connections import Hot
+from threadline.checkpoint.postgres.connections import BEGIN_READ, COMMIT, Batch, Hot, Op, Stmt
+from threadline.checkpoint.rules import status_of
 from threadline.clock import iso_at, micros_of
 from threadline.serde import wire as fmt
 
+_THREADS_PAGE = 256
 MIN_BYTES = 64  # a shorter value is stored as it is: the reference would cost about as much
 _PLAIN = fmt.PLAIN_HEADER
 
@@ -219,3 +222,31 @@ def _find(checkpoint_id: str, writes: Sequence[tuple[str, bytes]], data: bytes) 
         if at >= 0:
             return Source(checkpoint_id, task_id, at, len(body))
     return None
+
+
+def threads_op(
+    queries: Mapping[str, str], status: ThreadStatus | None, limit: int | None
+) -> Op[list[ThreadRow]]:
+    """Root heads, newest update first, a page a statement; status is worked out here. The
+    first page is a statement alone; a transaction begins only if a second one is needed."""
+    found: list[ThreadRow] = []
+    params: dict[str, Any] = {}
+    name, begun = "threads", False
+    while limit is None or len(found) < limit:
+        n = _THREADS_PAGE if limit is None or status is not None else limit - len(found)
+        stmts = [Stmt(queries[name], {**params, "n": n})]
+        if name != "threads" and not begun:
+            stmts.insert(0, BEGIN_READ)
+            begun = True
+        rows = (yield Batch(stmts))[-1].rows
+        for thread_id, head, updated_at, body, task_ids, kinds, next_ in rows:
+            state = status_of(next_, zip(task_ids, kinds, strict=True))
+            if status is None or state == status:
+                at = updated_at.astimezone(UTC).isoformat(timespec="microseconds")
+                found.append(ThreadRow(thread_id, state, head, at, body))
+        if len(rows) < n:
+            break
+        name, params["at"], params["tid"] = "threads_after", rows[-1][2], rows[-1][0]
+    if begun:
+        yield Batch([COMMIT])
+    return found if limit is None else found[:limit]
