@@ -121,7 +121,7 @@ class PutParams:
         return {"put": to_json(self.fields), "data": b"".join(self.parts)}
 
     def hot(self, name: bytes, sql: bytes) -> Hot:
-        """This put sent on its own as a ``driver.Hot`` statement of ``sql``."""
+        """This put sent on its own as a ``connections.Hot`` statement of ``sql``."""
         self.fields["o"] = 0
         data = [to_json(self.fields).encode(), b"".join(self.parts)]
         return Hot(name, sql, data, _TEXT_BINARY)

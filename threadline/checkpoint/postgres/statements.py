@@ -29,7 +29,7 @@ _PIECES = {
 }
 
 # ``list_threads``: root heads, newest update first, with the head's body and its writes; a
-# page after the first starts below the last one's (``transaction.py``).
+# page after the first starts below the last one's (``rows.threads_op``).
 _THREADS = """
 SELECT h.thread_id, h.head, h.updated_at, c.body,
        ARRAY(SELECT w.task_id FROM {writes} w
@@ -50,7 +50,7 @@ SELECT h.thread_id, h.head, h.updated_at, c.body,
 # Two parameters whatever the put (see ``schema.py``): a JSON text and the bytes.
 _PUT = "SELECT {put}(%(put)s::jsonb, %(data)b)"
 _PUT_MANY = "SELECT state, detail FROM {put_many}(%(puts)s::jsonb, %(data)b)"
-# The same put run on libpq itself (``driver.Hot``): the JSON as text, the bytes in binary.
+# The same put run on libpq itself (``connections.Hot``): the JSON as text, the bytes in binary.
 _PUT_HOT = "SELECT {put}($1::jsonb, $2)"
 
 # ``seq`` (an identity) numbers new writes in the order given; replacing one keeps its place.
