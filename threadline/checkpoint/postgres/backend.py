@@ -52,7 +52,7 @@ from threadline.checkpoint.postgres.connections import (
     Batch,
     Connections,
     Op,
-    Result,
+    Rows,
     Stmt,
     batch,
 )
@@ -151,7 +151,7 @@ class PostgresBackend(HoldsChains):
         }
         stmts = [Stmt(self.q.put, params.alone()), Stmt(self.q.prune_ns, prune)]
         results = yield Batch(stmts)
-        _, _, keys, versions = results[-1].rows[0]
+        _, _, keys, versions = results[-1][0]
         return list(zip(keys, versions, strict=True))
 
     def _stored(self, put: Prepared, crcs: Sequence[int], evicted: list[Pair]) -> list[Pair]:
@@ -189,7 +189,7 @@ class PostgresBackend(HoldsChains):
 
     def _writes_op(
         self, thread_id: str, ns: str, checkpoint_id: str, writes: Sequence[WriteRow]
-    ) -> Op[list[Result]]:
+    ) -> Op[list[Rows]]:
         params = writes_params(thread_id, ns, checkpoint_id, dedupe_writes(writes))
         # The head first (locked only if it is this checkpoint), as a put: no deadlocks.
         return batch(Stmt(self.q.touch_head, params), Stmt(self.q.upsert_writes, params))
@@ -240,8 +240,8 @@ class PostgresBackend(HoldsChains):
                 },
                 hot=True,
             )
-            (result,) = yield Batch([stmt])
-            unpacked = self._unpack(thread_id, ns, result.rows, held, bool(named), versions_of)
+            (rows,) = yield Batch([stmt])
+            unpacked = self._unpack(thread_id, ns, rows, held, bool(named), versions_of)
             if unpacked is not None:
                 return unpacked
         raise AssertionError("a load naming no tips is complete")
@@ -315,8 +315,8 @@ class PostgresBackend(HoldsChains):
     def _prune_op(self, thread_id: str, keep_last: int) -> Op[tuple[int, list[tuple[str, Pair]]]]:
         params = {"thread": thread_id, "keep": keep_last, "cutoff": None}
         lock = Stmt(self.q.lock_heads_update, params)  # no put on this thread meanwhile
-        _, result = yield Batch([lock, Stmt(self.q.prune_thread, params)])
-        count, namespaces, keys, versions = result.rows[0]
+        _, rows = yield Batch([lock, Stmt(self.q.prune_thread, params)])
+        count, namespaces, keys, versions = rows[0]
         return count, [(ns, (k, v)) for ns, k, v in zip(namespaces, keys, versions, strict=True)]
 
     def copy_whole(self, source: str, target: str) -> bool:
@@ -330,7 +330,7 @@ class PostgresBackend(HoldsChains):
         # The source's heads are share-locked: no put or prune changes it while it is copied.
         stmts = [Stmt(self.q.thread_exists, params), Stmt(self.q.lock_heads_share, params)]
         exists, _ = yield Batch(stmts, last=False)
-        if exists.rows[0][0]:
+        if exists[0][0]:
             return False
         clear = [Stmt(query, {"thread": target}) for query in self.q.delete_thread]
         yield Batch([*clear, *(Stmt(query, params) for query in self.q.copy_thread)])
@@ -344,8 +344,8 @@ class PostgresBackend(HoldsChains):
 
     def blob(self, thread_id: str, ns: str, key: str, version: str) -> BlobRow | None:
         params = {"thread": thread_id, "ns": ns, "key": key, "version": version}
-        (result,) = self.db.run(batch(Stmt(self.q.blob_meta, params)), None)
-        return BlobRow(*result.rows[0]) if result.rows else None
+        (rows,) = self.db.run(batch(Stmt(self.q.blob_meta, params)), None)
+        return BlobRow(*rows[0]) if rows else None
 
 
 def _first(unpacked: Unpacked) -> Loaded | None:

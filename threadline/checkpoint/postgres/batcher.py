@@ -81,8 +81,8 @@ def _put_many(query: str, puts: Sequence[PutParams]) -> Op[list[tuple[Any, ...]]
         at += put.size
     data = b"".join([part for p in puts for part in p.parts])  # each put's pieces, copied once
     params = {"puts": to_json([p.fields for p in puts]), "data": data}
-    (result,) = yield Batch([Stmt(query, params, hot=True)])
-    return result.rows
+    (rows,) = yield Batch([Stmt(query, params, hot=True)])
+    return rows
 
 
 def _failure(state: str | None, detail: str | None) -> Failure | None:

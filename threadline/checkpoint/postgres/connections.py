@@ -57,17 +57,13 @@ class Stmt(NamedTuple):
     hot: bool = False
 
 
-class Result(NamedTuple):
-    rowcount: int
-    rows: list[tuple[Any, ...]]
-
-
 class Batch(NamedTuple):
     stmts: Sequence[Stmt]
     last: bool = True
 
 
-Op = Generator[Batch, list[Result], _T]
+Rows = list[tuple[Any, ...]]
+Op = Generator[Batch, list[Rows], _T]  # gets the rows of each statement of the batch it yields
 TUPLES_OK = ExecStatus.TUPLES_OK
 FATAL_ERROR = ExecStatus.FATAL_ERROR
 
@@ -76,7 +72,7 @@ BEGIN_READ = Stmt("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
 COMMIT = Stmt("COMMIT")
 
 
-def batch(*stmts: Stmt) -> Op[list[Result]]:
+def batch(*stmts: Stmt) -> Op[list[Rows]]:
     """The operation of sending ``stmts`` in one round trip."""
     results = yield Batch(stmts)
     return results
@@ -85,10 +81,10 @@ def batch(*stmts: Stmt) -> Op[list[Result]]:
 def drive(conn: psycopg.Connection[Any], op: Op[_T], begin: Stmt | None) -> _T:
     in_txn = False
     try:
-        batch = next(op)
+        sent = next(op)
         while True:
-            stmts, keep, in_txn = _frame(batch, begin, in_txn)
-            batch = op.send(_exchange(conn, stmts, keep))
+            stmts, keep, in_txn = _frame(sent, begin, in_txn)
+            sent = op.send(_exchange(conn, stmts, keep))
     except StopIteration as stop:
         if in_txn:
             conn.execute("COMMIT")
@@ -103,10 +99,10 @@ def drive(conn: psycopg.Connection[Any], op: Op[_T], begin: Stmt | None) -> _T:
 async def adrive(conn: psycopg.AsyncConnection[Any], op: Op[_T], begin: Stmt | None) -> _T:
     in_txn = False
     try:
-        batch = next(op)
+        sent = next(op)
         while True:
-            stmts, keep, in_txn = _frame(batch, begin, in_txn)
-            batch = op.send(await _aexchange(conn, stmts, keep))
+            stmts, keep, in_txn = _frame(sent, begin, in_txn)
+            sent = op.send(await _aexchange(conn, stmts, keep))
     except StopIteration as stop:
         if in_txn:
             await conn.execute("COMMIT")
@@ -204,7 +200,7 @@ def _alone(conn: Any, stmts: Sequence[Stmt]) -> bool:
     return False
 
 
-def _exchange(conn: psycopg.Connection[Any], stmts: Sequence[Stmt], keep: slice) -> list[Result]:
+def _exchange(conn: psycopg.Connection[Any], stmts: Sequence[Stmt], keep: slice) -> list[Rows]:
     """Send ``stmts`` in one round trip (see ``_alone``); the results ``keep`` selects. In a
     pipeline, the first error is raised once the pipeline block has ended cleanly (psycopg may
     notice it while still sending)."""
@@ -212,7 +208,7 @@ def _exchange(conn: psycopg.Connection[Any], stmts: Sequence[Stmt], keep: slice)
         cur = conn.cursor(binary=True, row_factory=tuple_row)
         stmt = stmts[0]
         cur.execute(stmt.query, stmt.params, prepare=stmt.prepare and stmt.hot)
-        return [Result(cur.rowcount, cur.fetchall() if _has_rows(cur) else [])][keep]
+        return [cur.fetchall() if _has_rows(cur) else []][keep]
     cursors = []
     error: psycopg.Error | None = None
     try:
@@ -230,17 +226,17 @@ def _exchange(conn: psycopg.Connection[Any], stmts: Sequence[Stmt], keep: slice)
             raise
     if error is not None:
         raise error
-    return [Result(c.rowcount, c.fetchall() if _has_rows(c) else []) for c in cursors[keep]]
+    return [c.fetchall() if _has_rows(c) else [] for c in cursors[keep]]
 
 
 async def _aexchange(
     conn: psycopg.AsyncConnection[Any], stmts: Sequence[Stmt], keep: slice
-) -> list[Result]:
+) -> list[Rows]:
     if _alone(conn, stmts):
         cur = conn.cursor(binary=True, row_factory=tuple_row)
         stmt = stmts[0]
         await cur.execute(stmt.query, stmt.params, prepare=stmt.prepare and stmt.hot)
-        return [Result(cur.rowcount, await cur.fetchall() if _has_rows(cur) else [])][keep]
+        return [await cur.fetchall() if _has_rows(cur) else []][keep]
     cursors = []
     error: psycopg.Error | None = None
     try:
@@ -258,7 +254,7 @@ async def _aexchange(
             raise
     if error is not None:
         raise error
-    return [Result(c.rowcount, await c.fetchall() if _has_rows(c) else []) for c in cursors[keep]]
+    return [await c.fetchall() if _has_rows(c) else [] for c in cursors[keep]]
 
 
 def _has_rows(cur: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> bool:
@@ -387,11 +383,11 @@ class Connections:
     def version_op(self) -> Op[None]:
         """Refuse tables a newer threadline made."""
         (found,) = yield Batch([Stmt("SELECT to_regclass(%(t)s)", {"t": self.version_table})])
-        if found.rows[0][0] is None:
+        if found[0][0] is None:
             return
         (version,) = yield Batch([Stmt(f"SELECT max(version) FROM {self.version_table}")])
-        if version.rows[0][0] is not None and version.rows[0][0] > SCHEMA_VERSION:
-            raise self.too_new(version.rows[0][0])
+        if version[0][0] is not None and version[0][0] > SCHEMA_VERSION:
+            raise self.too_new(version[0][0])
 
     # -- errors --------------------------------------------------------------------------------
 

@@ -238,7 +238,7 @@ def threads_op(
         if name != "threads" and not begun:
             stmts.insert(0, BEGIN_READ)
             begun = True
-        rows = (yield Batch(stmts))[-1].rows
+        rows = (yield Batch(stmts))[-1]
         for thread_id, head, updated_at, body, task_ids, kinds, next_ in rows:
             state = status_of(next_, zip(task_ids, kinds, strict=True))
             if status is None or state == status:

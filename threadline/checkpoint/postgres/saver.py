@@ -103,7 +103,7 @@ class PostgresSaver(CoreSaver):
             stmts.append(_once(f"CREATE SCHEMA IF NOT EXISTS {q.schema}"))
         stmts += [_once(q.ddl_version_table), _once(f"SELECT max(version) FROM {table}")]
         results = yield Batch(stmts, last=False)
-        found = results[-1].rows[0][0]
+        found = results[-1][0][0]
         if found is not None and found > SCHEMA_VERSION:
             raise self._db.too_new(found)
         stmts = [
