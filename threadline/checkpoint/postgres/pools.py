@@ -285,19 +285,12 @@ class Pools(Connections):
             self._close_apool_from_sync(loop, task)
 
     async def aclose(self) -> None:
-        """Close the pools from async code: this loop's pool is awaited, others as in close."""
-        pool, apools = self._take_pools()
-        mine = apools.pop(asyncio.get_running_loop(), None)
-        if mine is not None:
-            apool: AsyncConnectionPool | None = None
-            with contextlib.suppress(Exception):
-                apool = await mine
-            if apool is not None:
-                await apool.close()
-        if pool is not None:
-            await asyncio.to_thread(pool.close)
-        for other, task in apools.items():
-            self._close_apool_from_sync(other, task)
+        """Close the pools from async code: ``close`` on a worker thread, so that this event
+        loop, free meanwhile, closes its own pool (once it has opened, if it is opening)."""
+        opening = self._apools.get(asyncio.get_running_loop())
+        if opening is not None:
+            await asyncio.wait([opening])
+        await asyncio.to_thread(self.close)
 
     def _close_apool_from_sync(
         self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[AsyncConnectionPool]
