@@ -334,7 +334,7 @@ class Connections:
             op.close()
 
     def run_hot(self, hot: Hot) -> None:
-        """Run ``hot`` alone on a borrowed connection (see ``driver.Hot``)."""
+        """Run ``hot`` alone on a borrowed connection (see ``Hot``)."""
         self._on_connection(lambda conn: execute_hot(conn, hot))
 
     def bridge(self, coro: Coroutine[Any, Any, _T]) -> _T:
