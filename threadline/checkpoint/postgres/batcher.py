@@ -87,10 +87,8 @@ def _put_many(query: str, puts: Sequence[PutParams]) -> Op[list[tuple[Any, ...]]
 
 def _failure(state: str | None, detail: str | None) -> Failure | None:
     """A put's row: nothing (saved), a lost compare-and-set, or values that are not stored."""
-    if state is None:
-        return None
     failure = put_failure(state, detail)
-    if failure is not None:
+    if failure is not None or state is None:
         return failure
     raise RuntimeError(  # the function of this release reports only those two
         f"threadline_put_many reported SQLSTATE {state} ({detail}): the schema's functions may "
