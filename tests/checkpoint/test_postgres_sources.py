@@ -1,5 +1,5 @@
 """The PostgreSQL saver stores a run's input once: the checkpoint after the input refers to the
-bytes of the ``__start__`` write instead of storing them again (``postgres/sources.py``).
+bytes of the ``__start__`` write instead of storing them again (``postgres/rows.py``).
 
 Same server and schema conventions as ``postgres_fixtures.py``.
 """
@@ -18,7 +18,7 @@ from threadline import END, START, StateGraph
 from threadline.checkpoint import Retention
 from threadline.checkpoint.layout import BlobRow, WriteRow
 from threadline.checkpoint.postgres import PostgresSaver
-from threadline.checkpoint.postgres.sources import MIN_BYTES, RecentWrites
+from threadline.checkpoint.postgres.rows import MIN_BYTES, RecentWrites
 from threadline.errors import SerializationError
 from threadline.serde import Serializer
 

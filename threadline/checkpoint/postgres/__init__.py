@@ -19,7 +19,7 @@ Tables (in ``schema``, all named ``threadline_*``; DDL in ``schema.py``):
 
 Round trips: ``put`` is one statement, a call of the server-side function ``threadline_put``
 with two parameters (its fields as JSON, its bytes): in autocommit, one round trip and one
-transaction. A sync put alone goes straight to libpq (``driver.Hot``); concurrent ``aput``s on
+transaction. A sync put alone goes straight to libpq (``connections.Hot``); concurrent ``aput``s on
 one event loop go together as one ``threadline_put_many`` call (``batcher``); with retention,
 the prune follows the put in the same pipeline, inside ``BEGIN`` / ``COMMIT``. A load
 (``get_tuple``, a page of ``list``) is one statement returning the checkpoints, their writes
@@ -36,11 +36,10 @@ Every value goes into SQL as a bound parameter; metadata filters are applied in 
 decoding, so a filter key never reaches SQL.
 
 Modules: ``saver`` (``PostgresSaver``), ``aio`` (``AsyncPostgresSaver``), ``backend`` (puts,
-loads, whole threads), ``transaction`` (the core's ``Transaction``), ``schema`` (tables,
-functions, version), ``statements`` (SQL), ``driver`` (batches of statements, one round trip
-each), ``connections`` (running them, errors), ``pools`` (a URL's pools, the program's
-connections), ``rows`` (what is stored), ``sources`` (values stored inside the input's write),
-``batcher`` (many ``aput``s in one call).
+loads, whole threads, the core's read transaction), ``batcher`` (many ``aput``s in one call),
+``rows`` (what is stored, values stored inside the input's write), ``connections`` (operations,
+the driver, errors), ``pools`` (a URL's pools, the program's connections), ``schema`` (tables,
+functions, version) and ``statements`` (SQL).
 """
 
 from threadline.checkpoint.postgres.connections import mask_url

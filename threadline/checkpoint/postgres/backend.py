@@ -9,19 +9,20 @@ the bytes of large values (``bytecache.HeldBlobs``, sent back as NULL) and the t
 chains it holds (``chains.HeldChains``, where the chain walk stops). A load that names a tip
 whose chain was let go meanwhile misses the rows below it, and is read again naming none.
 
-Pages and thread listings go through ``transaction`` (``transaction.py``), one statement per
-call; pruning, copying and deleting a thread are one batch each (``WholeThreads``).
+Pages and thread listings go through ``transaction`` (``PostgresTx``), one statement per call;
+pruning, copying and deleting a thread are one batch each (``WholeThreads``).
 """
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import operator
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from threadline.checkpoint.backend import (
     Check,
@@ -30,8 +31,11 @@ from threadline.checkpoint.backend import (
     Pair,
     Prepared,
     StoredCheckpoint,
+    ThreadRow,
     VersionsOf,
 )
+from threadline.checkpoint.base import ThreadStatus
+from threadline.checkpoint.bodies import body_versions
 from threadline.checkpoint.bytecache import HeldBlobs
 from threadline.checkpoint.chains import HeldChains, HoldsChains, hold_put
 from threadline.checkpoint.layout import (
@@ -42,19 +46,26 @@ from threadline.checkpoint.layout import (
     corrupted,
     missing_rows,
 )
-from threadline.checkpoint.postgres.batcher import PutBatchers
-from threadline.checkpoint.postgres.connections import Connections
-from threadline.checkpoint.postgres.driver import BEGIN_WRITE, Batch, Op, Stmt
+from threadline.checkpoint.postgres.batcher import PutBatcher
+from threadline.checkpoint.postgres.connections import (
+    BEGIN_WRITE,
+    Batch,
+    Connections,
+    Op,
+    Rows,
+    Stmt,
+    batch,
+)
 from threadline.checkpoint.postgres.rows import (
     PutParams,
+    RecentWrites,
     created_text,
     dedupe_writes,
     put_params,
+    threads_op,
     writes_params,
 )
-from threadline.checkpoint.postgres.sources import RecentWrites
 from threadline.checkpoint.postgres.statements import Queries
-from threadline.checkpoint.postgres.transaction import PostgresTx
 from threadline.checkpoint.rules import age_cutoff
 from threadline.serde import Serializer
 
@@ -82,20 +93,14 @@ class PostgresBackend(HoldsChains):
         self.bytes: HeldBlobs[Pair] = HeldBlobs(per_namespace=16)
         self.chains = HeldChains(codec=codec)  # long delta chains: a load walks new rows
         self.recent = RecentWrites()  # the run input's write, which the next put refers to
-        self.batchers = PutBatchers(db, queries.put_many)  # acommit: many puts, one call
+        # acommit: the puts made on one event loop meanwhile go in one call (``batcher.py``)
+        self.batchers: WeakKeyDictionary[asyncio.AbstractEventLoop, PutBatcher] = (
+            WeakKeyDictionary()
+        )
 
-    @contextmanager
-    def transaction(self, write: bool) -> Iterator[PostgresTx]:
+    def transaction(self, write: bool) -> AbstractContextManager[PostgresTx]:
         """Read-only: the core writes through ``commit``, ``commit_writes`` and ``WholeThreads``."""
-        with self.db.session() as session:
-            tx = PostgresTx(self, session)
-            try:
-                yield tx
-            except BaseException:
-                with contextlib.suppress(Exception):
-                    tx.end()
-                raise
-            tx.end()
+        return nullcontext(PostgresTx(self))
 
     def close(self) -> None:
         self.db.close()
@@ -123,7 +128,11 @@ class PostgresBackend(HoldsChains):
         if _retains(put):
             evicted = await self.db.arun(self._put_op(put, params), BEGIN_WRITE)
         else:
-            failure = await self.batchers.here().put(params)
+            loop = asyncio.get_running_loop()  # only this loop's thread adds its batcher
+            batcher = self.batchers.get(loop) or self.batchers.setdefault(
+                loop, PutBatcher(self.db, self.q.put_many)
+            )
+            failure = await batcher.put(params)
             if failure is not None:
                 raise failure
             evicted = []
@@ -142,7 +151,7 @@ class PostgresBackend(HoldsChains):
         }
         stmts = [Stmt(self.q.put, params.alone()), Stmt(self.q.prune_ns, prune)]
         results = yield Batch(stmts)
-        _, _, keys, versions = results[-1].rows[0]
+        _, _, keys, versions = results[-1][0]
         return list(zip(keys, versions, strict=True))
 
     def _stored(self, put: Prepared, crcs: Sequence[int], evicted: list[Pair]) -> list[Pair]:
@@ -180,10 +189,10 @@ class PostgresBackend(HoldsChains):
 
     def _writes_op(
         self, thread_id: str, ns: str, checkpoint_id: str, writes: Sequence[WriteRow]
-    ) -> Op[None]:
+    ) -> Op[list[Rows]]:
         params = writes_params(thread_id, ns, checkpoint_id, dedupe_writes(writes))
         # The head first (locked only if it is this checkpoint), as a put: no deadlocks.
-        yield Batch([Stmt(self.q.touch_head, params), Stmt(self.q.upsert_writes, params)])
+        return batch(Stmt(self.q.touch_head, params), Stmt(self.q.upsert_writes, params))
 
     # -- loads ---------------------------------------------------------------------------------
 
@@ -231,8 +240,8 @@ class PostgresBackend(HoldsChains):
                 },
                 hot=True,
             )
-            (result,) = yield Batch([stmt])
-            unpacked = self._unpack(thread_id, ns, result.rows, held, bool(named), versions_of)
+            (rows,) = yield Batch([stmt])
+            unpacked = self._unpack(thread_id, ns, rows, held, bool(named), versions_of)
             if unpacked is not None:
                 return unpacked
         raise AssertionError("a load naming no tips is complete")
@@ -306,8 +315,8 @@ class PostgresBackend(HoldsChains):
     def _prune_op(self, thread_id: str, keep_last: int) -> Op[tuple[int, list[tuple[str, Pair]]]]:
         params = {"thread": thread_id, "keep": keep_last, "cutoff": None}
         lock = Stmt(self.q.lock_heads_update, params)  # no put on this thread meanwhile
-        _, result = yield Batch([lock, Stmt(self.q.prune_thread, params)])
-        count, namespaces, keys, versions = result.rows[0]
+        _, rows = yield Batch([lock, Stmt(self.q.prune_thread, params)])
+        count, namespaces, keys, versions = rows[0]
         return count, [(ns, (k, v)) for ns, k, v in zip(namespaces, keys, versions, strict=True)]
 
     def copy_whole(self, source: str, target: str) -> bool:
@@ -321,22 +330,22 @@ class PostgresBackend(HoldsChains):
         # The source's heads are share-locked: no put or prune changes it while it is copied.
         stmts = [Stmt(self.q.thread_exists, params), Stmt(self.q.lock_heads_share, params)]
         exists, _ = yield Batch(stmts, last=False)
-        if exists.rows[0][0]:
+        if exists[0][0]:
             return False
-        yield Batch([Stmt(query, params) for query in self.q.copy_thread])
+        clear = [Stmt(query, {"thread": target}) for query in self.q.delete_thread]
+        yield Batch([*clear, *(Stmt(query, params) for query in self.q.copy_thread)])
         return True
 
     def delete_whole(self, thread_id: str) -> None:
-        self.db.run(self._delete_op(thread_id), BEGIN_WRITE)
+        params = {"thread": thread_id}  # the heads first, locked as a put locks them
+        stmts = [Stmt(s, params) for s in (self.q.lock_heads_update, *self.q.delete_thread)]
+        self.db.run(batch(*stmts), BEGIN_WRITE)
         self.forget(thread_id)
 
-    def _delete_op(self, thread_id: str) -> Op[None]:
-        params = {"thread": thread_id}  # the heads first, locked as a put locks them
-        yield Batch([Stmt(s, params) for s in (self.q.lock_heads_update, *self.q.delete_thread)])
-
     def blob(self, thread_id: str, ns: str, key: str, version: str) -> BlobRow | None:
-        with self.transaction(False) as tx:
-            return tx.blob_meta(thread_id, ns, [(key, version)]).get((key, version))
+        params = {"thread": thread_id, "ns": ns, "key": key, "version": version}
+        (rows,) = self.db.run(batch(Stmt(self.q.blob_meta, params)), None)
+        return BlobRow(*rows[0]) if rows else None
 
 
 def _first(unpacked: Unpacked) -> Loaded | None:
@@ -347,3 +356,40 @@ def _first(unpacked: Unpacked) -> Loaded | None:
 def _retains(put: Prepared) -> bool:
     r = put.retention
     return r is not None and (r.max_checkpoints is not None or r.max_age is not None)
+
+
+class PostgresTx:
+    """One read-only transaction of a ``PostgresBackend`` (``checkpoint.backend.Transaction``),
+    a statement a call, each on a connection borrowed for it and one snapshot: a page's values
+    are read with the page (``page`` stashes them), and only ``threads`` may need more than one
+    statement (``rows.threads_op``)."""
+
+    def __init__(self, backend: PostgresBackend) -> None:
+        self.backend = backend
+        self._stash: tuple[dict[Pair, BlobRow], Check] | None = None  # blobs of the last page
+
+    def page(
+        self, thread_id: str, ns: str, before: str | None, limit: int
+    ) -> list[StoredCheckpoint]:
+        """Checkpoints with their writes and blobs in one statement (``backend.load_op``); the
+        blobs are stashed for ``values``."""
+        target = "page" if before is None else "page_before"
+        params = {"before": before, "n": limit}
+        op = self.backend.load_op(thread_id, ns, target, params, self._versions_of)
+        stored, rows, check = self.backend.db.run(op, None)
+        self._stash = (rows, check)
+        return stored
+
+    def _versions_of(self, row: CheckpointRow) -> dict[str, str] | None:
+        return body_versions(row.body, row.checkpoint_id, self.backend.codec)
+
+    def values(
+        self, thread_id: str, ns: str, wanted: Sequence[Mapping[str, str]]
+    ) -> tuple[dict[Pair, BlobRow], Check | None]:
+        """The blob rows the last ``page`` came with: its one statement read every row its
+        checkpoints' values need (rows it missed are not stored in that snapshot)."""
+        assert self._stash is not None, "values are read with a page"
+        return self._stash
+
+    def threads(self, status: ThreadStatus | None, limit: int | None) -> list[ThreadRow]:
+        return self.backend.db.run(threads_op(self.backend.q.threads, status, limit), None)

@@ -12,17 +12,13 @@ own round trip.
 from __future__ import annotations
 
 import asyncio
-import weakref
 from collections.abc import Sequence
 from typing import Any
 
 from threadline.checkpoint.backend import HeadMoved, NotStored
-from threadline.checkpoint.postgres.connections import Connections
-from threadline.checkpoint.postgres.driver import Batch, Op, Stmt
+from threadline.checkpoint.postgres.connections import Batch, Connections, Op, Stmt, put_failure
 from threadline.checkpoint.postgres.rows import (
-    Pieces,
     PutParams,
-    put_failure,
     to_json,
 )
 
@@ -78,41 +74,21 @@ class PutBatcher:
                     done.set_exception(exc)
 
 
-class PutBatchers:
-    """One ``PutBatcher`` per event loop (a saver may serve several, one after another)."""
-
-    def __init__(self, db: Connections, query: str) -> None:
-        self._db = db
-        self._query = query
-        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, PutBatcher] = (
-            weakref.WeakKeyDictionary()
-        )
-
-    def here(self) -> PutBatcher:
-        loop = asyncio.get_running_loop()
-        batcher = self._by_loop.get(loop)
-        if batcher is None:  # only this loop's thread adds this loop's batcher
-            batcher = self._by_loop[loop] = PutBatcher(self._db, self._query)
-        return batcher
-
-
 def _put_many(query: str, puts: Sequence[PutParams]) -> Op[list[tuple[Any, ...]]]:
     at = 0
     for put in puts:  # each put's pieces, offset by where its bytes start in the whole
         put.fields["o"] = at
-        at += len(put.data)
-    data = Pieces.join_all(p.data for p in puts)  # each put's pieces, copied once
+        at += put.size
+    data = b"".join([part for p in puts for part in p.parts])  # each put's pieces, copied once
     params = {"puts": to_json([p.fields for p in puts]), "data": data}
-    (result,) = yield Batch([Stmt(query, params, hot=True)])
-    return result.rows
+    (rows,) = yield Batch([Stmt(query, params, hot=True)])
+    return rows
 
 
 def _failure(state: str | None, detail: str | None) -> Failure | None:
     """A put's row: nothing (saved), a lost compare-and-set, or values that are not stored."""
-    if state is None:
-        return None
     failure = put_failure(state, detail)
-    if failure is not None:
+    if failure is not None or state is None:
         return failure
     raise RuntimeError(  # the function of this release reports only those two
         f"threadline_put_many reported SQLSTATE {state} ({detail}): the schema's functions may "

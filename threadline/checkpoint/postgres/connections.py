@@ -1,26 +1,39 @@
-"""Where the PostgreSQL saver's connections come from, and running operations on them.
+"""Running the PostgreSQL saver's operations on connections, and its errors.
 
-``Connections`` runs an operation (``driver.Op``) on a connection it borrows from a pool and
-gives back, sync or async, and turns driver errors into threadline's. Where the pool comes from
-is a subclass's (``pools.py``): ``Pools`` opens its own from a URL, ``GivenConnections`` lends
-the connection or pool the program made. Neither serialises calls: they
-run concurrently up to ``pool_size`` connections.
+An operation (``Op``) is a generator that yields batches of statements and gets their results
+back, so the same logic runs on a sync and on an async connection. A batch is sent in one round
+trip, whatever its size: several statements in pipeline mode, a lone one as it is (in a pipeline
+the first time a ``hot`` one goes on a connection). ``drive`` opens the transaction with the
+first batch (when the operation needs one) and commits with the batch marked ``last``. Rows come
+back as tuples whatever the connection's ``row_factory`` (LangGraph's docs make connections with
+``dict_row``).
+
+``Connections`` runs an operation on a connection it borrows from a pool and gives back, sync or
+async, and turns driver errors into threadline's. Where the pool comes from is a subclass's
+(``pools.py``): ``Pools`` opens its own from a URL, ``GivenConnections`` lends the connection or
+pool the program made. Neither serialises calls: they run concurrently up to ``pool_size``
+connections.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+import weakref
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 import psycopg
+from psycopg.errors import error_from_result
+from psycopg.pq import ExecStatus
+from psycopg.pq.abc import PGresult
+from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
+from threadline.checkpoint.backend import HeadMoved, NotStored
 from threadline.checkpoint.loopbound import run_on
-from threadline.checkpoint.postgres.driver import Batch, Hot, Op, Stmt, adrive, drive, execute_hot
-from threadline.checkpoint.postgres.rows import put_failure
 from threadline.checkpoint.postgres.schema import (
     CAS_SQLSTATE,
     MISSING_SQLSTATES,
@@ -30,7 +43,225 @@ from threadline.checkpoint.postgres.schema import (
 from threadline.errors import SaverUnavailableError
 
 _T = TypeVar("_T")
-Held = tuple[Any, Any]  # a pool (or ``pools.Lone``) and a connection checked out of it
+
+
+class Stmt(NamedTuple):
+    query: str
+    params: Mapping[str, Any] | None = None
+    # In a pipeline, server-side prepared from the first use on each connection. (Not "after
+    # a few uses": psycopg loses track of a statement that becomes prepared in a pipeline that
+    # fails, and later uses then fail with 'prepared statement "_pg3_N" does not exist'.)
+    prepare: bool = True
+    # Sent alone at almost every step (a load, the batched put): prepared even alone (see
+    # ``_alone``).
+    hot: bool = False
+
+
+class Batch(NamedTuple):
+    stmts: Sequence[Stmt]
+    last: bool = True
+
+
+Rows = list[tuple[Any, ...]]
+Op = Generator[Batch, list[Rows], _T]  # gets the rows of each statement of the batch it yields
+TUPLES_OK = ExecStatus.TUPLES_OK
+FATAL_ERROR = ExecStatus.FATAL_ERROR
+
+BEGIN_WRITE = Stmt("BEGIN")
+BEGIN_READ = Stmt("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+COMMIT = Stmt("COMMIT")
+
+
+def batch(*stmts: Stmt) -> Op[list[Rows]]:
+    """The operation of sending ``stmts`` in one round trip."""
+    results = yield Batch(stmts)
+    return results
+
+
+def drive(conn: psycopg.Connection[Any], op: Op[_T], begin: Stmt | None) -> _T:
+    in_txn = False
+    try:
+        sent = next(op)
+        while True:
+            stmts, keep, in_txn = _frame(sent, begin, in_txn)
+            sent = op.send(_exchange(conn, stmts, keep))
+    except StopIteration as stop:
+        if in_txn:
+            conn.execute("COMMIT")
+        return stop.value  # type: ignore[no-any-return]
+    except BaseException:
+        if not conn.closed and not conn.broken and conn.info.transaction_status != 0:
+            with contextlib.suppress(psycopg.Error):
+                conn.execute("ROLLBACK")
+        raise
+
+
+async def adrive(conn: psycopg.AsyncConnection[Any], op: Op[_T], begin: Stmt | None) -> _T:
+    in_txn = False
+    try:
+        sent = next(op)
+        while True:
+            stmts, keep, in_txn = _frame(sent, begin, in_txn)
+            sent = op.send(await _aexchange(conn, stmts, keep))
+    except StopIteration as stop:
+        if in_txn:
+            await conn.execute("COMMIT")
+        return stop.value  # type: ignore[no-any-return]
+    except BaseException:
+        if not conn.closed and not conn.broken and conn.info.transaction_status != 0:
+            with contextlib.suppress(psycopg.Error):
+                await conn.execute("ROLLBACK")
+        raise
+
+
+class Hot(NamedTuple):
+    """A statement sent alone at almost every step (a put), with ``$n`` placeholders and its
+    parameters already bytes (``formats``: 0 text, 1 binary).
+
+    It runs on libpq itself (``psycopg.pq``: ``prepare`` once per connection, then
+    ``exec_prepared``, which releases the GIL while it waits): psycopg's cursor layer (query
+    conversion, adapters, result objects) cost a put as much client CPU as everything else it
+    does, ~40 us of ~90 here. Only for statements whose result is not read. (Being one libpq
+    call, a Ctrl-C during it takes effect when the statement ends, not at once.)
+    """
+
+    name: bytes
+    sql: bytes
+    params: Sequence[bytes]
+    formats: Sequence[int]
+
+
+# The ``Hot`` statements each connection has prepared (a connection dropped is forgotten).
+_PREPARED: weakref.WeakKeyDictionary[psycopg.Connection[Any], set[bytes]] = (
+    weakref.WeakKeyDictionary()
+)
+_NO_SUCH_STATEMENT = "26000"
+
+
+def execute_hot(conn: psycopg.Connection[Any], hot: Hot) -> None:
+    """Run ``hot`` on ``conn`` (in autocommit: its own transaction); raise its error."""
+    prepared = _PREPARED.setdefault(conn, set())
+    for attempt in range(2):
+        if hot.name not in prepared:
+            res = conn.pgconn.prepare(hot.name, hot.sql)
+            if res.status == FATAL_ERROR:
+                raise _error(conn, res)
+            prepared.add(hot.name)
+        res = conn.pgconn.exec_prepared(hot.name, hot.params, hot.formats)
+        if res.status != FATAL_ERROR:
+            return
+        error = _error(conn, res)
+        if error.sqlstate != _NO_SUCH_STATEMENT or attempt:
+            raise error
+        prepared.discard(hot.name)  # the server forgot it (a DISCARD ALL): prepare it again
+
+
+def _error(conn: psycopg.Connection[Any], res: PGresult) -> psycopg.Error:
+    """The error of a failed result. One without a SQLSTATE is the connection failing (libpq
+    says so only in its message): an ``OperationalError``, as psycopg's own cursors raise."""
+    error = error_from_result(res, conn.info.encoding)
+    return error if error.sqlstate is not None else psycopg.OperationalError(str(error))
+
+
+def _frame(batch: Batch, begin: Stmt | None, in_txn: bool) -> tuple[list[Stmt], slice, bool]:
+    """The batch's statements with BEGIN / COMMIT around them as needed: the statements, where
+    the batch's own results are among theirs, and whether a transaction stays open."""
+    stmts = list(batch.stmts)
+    skip = 0
+    if begin is not None and not in_txn:
+        stmts.insert(0, begin)
+        skip = 1
+        in_txn = True
+    if in_txn and batch.last:
+        stmts.append(COMMIT)
+        in_txn = False
+    return stmts, slice(skip, skip + len(batch.stmts)), in_txn
+
+
+# The ``hot`` statements each connection has been sent (so psycopg has prepared them).
+_SENT_HOT: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+
+
+def _alone(conn: Any, stmts: Sequence[Stmt]) -> bool:
+    """Whether ``stmts`` go without a pipeline: a lone statement (cheaper in Python), unless it
+    is ``hot`` (a load, the batched ``put_many``) and new on ``conn``. A hot one is prepared:
+    in a pipeline the first time (outside one, preparing costs a round trip of its own), alone
+    after that, which saves the server parsing and planning it every time. (A sync put alone
+    runs on ``execute_hot``.)"""
+    if len(stmts) != 1:
+        return False
+    stmt = stmts[0]
+    if not stmt.hot:
+        return True
+    sent = _SENT_HOT.setdefault(conn, set())
+    if stmt.query in sent:
+        return True
+    sent.add(stmt.query)
+    return False
+
+
+def _exchange(conn: psycopg.Connection[Any], stmts: Sequence[Stmt], keep: slice) -> list[Rows]:
+    """Send ``stmts`` in one round trip (see ``_alone``); the results ``keep`` selects. In a
+    pipeline, the first error is raised once the pipeline block has ended cleanly (psycopg may
+    notice it while still sending)."""
+    if _alone(conn, stmts):
+        cur = conn.cursor(binary=True, row_factory=tuple_row)
+        stmt = stmts[0]
+        cur.execute(stmt.query, stmt.params, prepare=stmt.prepare and stmt.hot)
+        return [cur.fetchall() if _has_rows(cur) else []][keep]
+    cursors = []
+    error: psycopg.Error | None = None
+    try:
+        with conn.pipeline():
+            for stmt in stmts:
+                cur = conn.cursor(binary=True, row_factory=tuple_row)
+                try:
+                    cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)
+                except psycopg.Error as exc:
+                    error = exc
+                    break
+                cursors.append(cur)
+    except psycopg.Error:
+        if error is None:
+            raise
+    if error is not None:
+        raise error
+    return [c.fetchall() if _has_rows(c) else [] for c in cursors[keep]]
+
+
+async def _aexchange(
+    conn: psycopg.AsyncConnection[Any], stmts: Sequence[Stmt], keep: slice
+) -> list[Rows]:
+    if _alone(conn, stmts):
+        cur = conn.cursor(binary=True, row_factory=tuple_row)
+        stmt = stmts[0]
+        await cur.execute(stmt.query, stmt.params, prepare=stmt.prepare and stmt.hot)
+        return [await cur.fetchall() if _has_rows(cur) else []][keep]
+    cursors = []
+    error: psycopg.Error | None = None
+    try:
+        async with conn.pipeline():
+            for stmt in stmts:
+                cur = conn.cursor(binary=True, row_factory=tuple_row)
+                try:
+                    await cur.execute(stmt.query, stmt.params, prepare=stmt.prepare)
+                except psycopg.Error as exc:
+                    error = exc
+                    break
+                cursors.append(cur)
+    except psycopg.Error:
+        if error is None:
+            raise
+    if error is not None:
+        raise error
+    return [await c.fetchall() if _has_rows(c) else [] for c in cursors[keep]]
+
+
+def _has_rows(cur: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> bool:
+    """Whether the statement returned rows (``cur.description`` would tell, but builds a
+    ``Column`` per column to do so)."""
+    res = cur.pgresult
+    return res is not None and res.status == TUPLES_OK
 
 
 def mask_url(url: str) -> str:
@@ -84,13 +315,13 @@ class Connections:
 
     # -- running operations --------------------------------------------------------------------
 
-    def run(self, op: Op[_T], begin: Stmt | None, held: Held | None = None) -> _T:
-        """Drive ``op`` on a connection (``held``, or one borrowed for it), in a transaction
-        opened with ``begin`` (None: each batch on its own, for single-statement operations)."""
+    def run(self, op: Op[_T], begin: Stmt | None) -> _T:
+        """Drive ``op`` on a borrowed connection, in a transaction opened with ``begin`` (None:
+        each batch on its own, or the transaction the operation's statements open)."""
         try:
             if self.home is not None:
-                return self.bridge(self._aon_connection(lambda c: adrive(c, op, begin), held))
-            return self._on_connection(lambda c: drive(c, op, begin), held)
+                return self.bridge(self._aon_connection(lambda c: adrive(c, op, begin)))
+            return self._on_connection(lambda c: drive(c, op, begin))
         finally:
             op.close()
 
@@ -103,7 +334,7 @@ class Connections:
             op.close()
 
     def run_hot(self, hot: Hot) -> None:
-        """Run ``hot`` alone on a borrowed connection (see ``driver.Hot``)."""
+        """Run ``hot`` alone on a borrowed connection (see ``Hot``)."""
         self._on_connection(lambda conn: execute_hot(conn, hot))
 
     def bridge(self, coro: Coroutine[Any, Any, _T]) -> _T:
@@ -111,90 +342,52 @@ class Connections:
         assert self.home is not None
         return run_on(self.home, coro, "AsyncPostgresSaver")
 
-    @contextlib.contextmanager
-    def session(self) -> Iterator[Session]:
-        """One connection held for several operations (a transaction)."""
+    def _on_connection(self, work: Callable[[Any], _T]) -> _T:
+        """``work`` on a borrowed connection; driver errors become the saver's. Not a context
+        manager: this is a put's hottest path (they cost ~10 us a step)."""
         try:
-            held = self.bridge(self._acheckout()) if self.home else self._checkout()
-        except Exception as exc:
-            raise self.mapped(exc) from exc
-        try:
-            yield Session(self, held)
-        finally:
-            pool, conn = held
-            if self.home is not None:
-                self.bridge(pool.putconn(conn))
-            else:
-                pool.putconn(conn)
-
-    def _checkout(self) -> Held:
-        pool = self._sync_pool()
-        conn = pool.getconn()
-        try:
-            self._ready(conn)
-        except BaseException:
-            pool.putconn(conn)
-            raise
-        return pool, conn
-
-    async def _acheckout(self) -> Held:
-        pool = await self._async_pool()
-        conn = await pool.getconn()
-        try:
-            await self._aready(conn)
-        except BaseException:
-            await pool.putconn(conn)
-            raise
-        return pool, conn
-
-    def _on_connection(self, work: Callable[[Any], _T], held: Held | None = None) -> _T:
-        """``work`` on a connection; driver errors become the saver's. Not a context manager:
-        this is a put's hottest path (they cost ~10 us a step)."""
-        try:
-            pool, conn = held or self._checkout()
+            pool = self._sync_pool()
+            conn = pool.getconn()
             try:
+                self._ready(conn)
                 return work(conn)
             except psycopg.Error as exc:
                 if unexpected(exc) and _replaceable(pool):
                     conn.close()
                 raise
             finally:
-                if held is None:
-                    pool.putconn(conn)
+                pool.putconn(conn)
         except Exception as exc:
-            mapped = self.map_error(exc)
-            if mapped is None:
+            if (mapped := self.map_error(exc)) is None:
                 raise
             raise mapped from exc
 
-    async def _aon_connection(
-        self, work: Callable[[Any], Awaitable[_T]], held: Held | None = None
-    ) -> _T:
+    async def _aon_connection(self, work: Callable[[Any], Awaitable[_T]]) -> _T:
         try:
-            pool, conn = held or await self._acheckout()
+            pool = await self._async_pool()
+            conn = await pool.getconn()
             try:
+                await self._aready(conn)
                 return await work(conn)
             except psycopg.Error as exc:
                 if unexpected(exc) and _replaceable(pool):
                     await conn.close()
                 raise
             finally:
-                if held is None:
-                    await pool.putconn(conn)
+                await pool.putconn(conn)
         except Exception as exc:
-            mapped = self.map_error(exc)
-            if mapped is None:
+            if (mapped := self.map_error(exc)) is None:
                 raise
             raise mapped from exc
 
     def version_op(self) -> Op[None]:
         """Refuse tables a newer threadline made."""
         (found,) = yield Batch([Stmt("SELECT to_regclass(%(t)s)", {"t": self.version_table})])
-        if found.rows[0][0] is None:
+        if found[0][0] is None:
             return
         (version,) = yield Batch([Stmt(f"SELECT max(version) FROM {self.version_table}")])
-        if version.rows[0][0] is not None and version.rows[0][0] > SCHEMA_VERSION:
-            raise self.too_new(version.rows[0][0])
+        if version[0][0] is not None and version[0][0] > SCHEMA_VERSION:
+            raise self.too_new(version[0][0])
 
     # -- errors --------------------------------------------------------------------------------
 
@@ -222,10 +415,6 @@ class Connections:
             return self.unreachable(exc)
         return None
 
-    def mapped(self, exc: Exception) -> BaseException:
-        """The saver's exception for ``exc`` (itself if it stands for none)."""
-        return self.map_error(exc) or exc
-
     def closed_error(self) -> SaverUnavailableError:
         return SaverUnavailableError(
             f"PostgresSaver({self.masked!r}, schema={self.schema!r}, closed) is closed"
@@ -245,17 +434,6 @@ class Connections:
         )
 
 
-class Session(NamedTuple):
-    """A connection held for a transaction: ``run`` drives operations on it, each batch of
-    statements one round trip; driver errors become the saver's."""
-
-    db: Connections
-    held: Held
-
-    def run(self, op: Op[_T]) -> _T:
-        return self.db.run(op, None, self.held)
-
-
 def unexpected(exc: psycopg.Error) -> bool:
     """An error other than a lost compare-and-set or missing values (which the put expects).
 
@@ -270,3 +448,17 @@ def unexpected(exc: psycopg.Error) -> bool:
 def _replaceable(pool: Any) -> bool:
     """Whether a connection of ``pool`` may be closed (a lone connection is the program's)."""
     return isinstance(pool, ConnectionPool | AsyncConnectionPool)
+
+
+def put_failure(state: str | None, detail: str | None) -> HeadMoved | NotStored | None:
+    """What a put's SQLSTATE and JSON detail say went wrong: a lost compare-and-set, values
+    that are not stored, or None (neither)."""
+    if state not in (CAS_SQLSTATE, REFS_SQLSTATE):
+        return None
+    try:
+        found = json.loads(detail or "null")
+    except (ValueError, TypeError):
+        found = None
+    if state == CAS_SQLSTATE:
+        return HeadMoved(found.get("actual") if isinstance(found, dict) else None)
+    return NotStored([str(k) for k in found] if isinstance(found, list) else [])

@@ -27,8 +27,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
-from threadline.checkpoint.postgres.connections import Connections, mask_url
-from threadline.checkpoint.postgres.driver import adrive, drive
+from threadline.checkpoint.postgres.connections import Connections, adrive, drive, mask_url
 from threadline.errors import ConfigError, SaverUnavailableError
 
 Given = (
@@ -52,14 +51,7 @@ def connections_for(
         options = {k: _POOL_DEFAULTS[k] if v is None else v for k, v in pools.items()}
         if options["pool_size"] < 1:
             raise ValueError(f"{saver} pool_size must be at least 1")
-        return Pools(
-            conn,
-            schema=schema,
-            version_table=version_table,
-            pool_size=int(options["pool_size"]),
-            connect_timeout=float(options["connect_timeout"]),
-            pool_timeout=float(options["pool_timeout"]),
-        )
+        return Pools(conn, schema, version_table, options)
     if not isinstance(conn, SYNC_KINDS + ASYNC_KINDS):
         raise ConfigError(
             f"{saver} takes a PostgreSQL URL, a psycopg Connection or a psycopg_pool "
@@ -187,23 +179,15 @@ class Pools(Connections):
     loop. The first connection of each is made directly, which gives a clear error (the pool
     would only time out) and checks that the tables are not from a newer threadline."""
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        schema: str,
-        version_table: str,
-        pool_size: int,
-        connect_timeout: float,
-        pool_timeout: float,
-    ) -> None:
-        super().__init__(mask_url(url), schema, version_table, pool_size, pool_timeout)
+    def __init__(self, url: str, schema: str, version_table: str, options: dict[str, Any]) -> None:
+        size, timeout = int(options["pool_size"]), float(options["pool_timeout"])
+        super().__init__(mask_url(url), schema, version_table, size, timeout)
         self.url = url
         try:
             self.secret = conninfo_to_dict(url).get("password")  # type: ignore[assignment]
         except Exception:
             self.secret = None
-        self._connect_timeout = connect_timeout
+        self._connect_timeout = float(options["connect_timeout"])
         self._lock = threading.Lock()
         self._pool: ConnectionPool | None = None
         self._apools: dict[asyncio.AbstractEventLoop, asyncio.Task[AsyncConnectionPool]] = {}
@@ -301,19 +285,12 @@ class Pools(Connections):
             self._close_apool_from_sync(loop, task)
 
     async def aclose(self) -> None:
-        """Close the pools from async code: this loop's pool is awaited, others as in close."""
-        pool, apools = self._take_pools()
-        mine = apools.pop(asyncio.get_running_loop(), None)
-        if mine is not None:
-            apool: AsyncConnectionPool | None = None
-            with contextlib.suppress(Exception):
-                apool = await mine
-            if apool is not None:
-                await apool.close()
-        if pool is not None:
-            await asyncio.to_thread(pool.close)
-        for other, task in apools.items():
-            self._close_apool_from_sync(other, task)
+        """Close the pools from async code: ``close`` on a worker thread, so that this event
+        loop, free meanwhile, closes its own pool (once it has opened, if it is opening)."""
+        opening = self._apools.get(asyncio.get_running_loop())
+        if opening is not None:
+            await asyncio.wait([opening])
+        await asyncio.to_thread(self.close)
 
     def _close_apool_from_sync(
         self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[AsyncConnectionPool]

@@ -9,7 +9,7 @@ from threadline.checkpoint.base import Retention
 from threadline.checkpoint.core import CoreSaver
 from threadline.checkpoint.formats import migrations_from
 from threadline.checkpoint.postgres.backend import PostgresBackend
-from threadline.checkpoint.postgres.driver import BEGIN_WRITE, Batch, Op, Stmt
+from threadline.checkpoint.postgres.connections import BEGIN_WRITE, Batch, Op, Stmt
 from threadline.checkpoint.postgres.pools import Given, connections_for
 from threadline.checkpoint.postgres.schema import MIGRATIONS, SCHEMA_VERSION
 from threadline.checkpoint.postgres.statements import Queries
@@ -31,7 +31,8 @@ class PostgresSaver(CoreSaver):
     the connections of the sync pool and of each event loop's async pool opened from a URL.
     ``retention`` prunes a namespace's older checkpoints each time one is saved, in the same
     transaction. ``copy_thread`` raises ``ValueError`` if the target already has checkpoints.
-    No connection is made before the first call.
+    No connection is made before the first call. ``close`` closes an async pool on its event
+    loop when that loop can still run; in async code prefer ``await saver.aclose()``.
     """
 
     backend: PostgresBackend
@@ -102,7 +103,7 @@ class PostgresSaver(CoreSaver):
             stmts.append(_once(f"CREATE SCHEMA IF NOT EXISTS {q.schema}"))
         stmts += [_once(q.ddl_version_table), _once(f"SELECT max(version) FROM {table}")]
         results = yield Batch(stmts, last=False)
-        found = results[-1].rows[0][0]
+        found = results[-1][0][0]
         if found is not None and found > SCHEMA_VERSION:
             raise self._db.too_new(found)
         stmts = [
@@ -119,14 +120,6 @@ class PostgresSaver(CoreSaver):
         yield Batch(stmts)
 
     # -- lifecycle -----------------------------------------------------------------------------
-
-    def close(self) -> None:
-        """Close the pools; further calls raise ``SaverUnavailableError``. Idempotent.
-
-        An async pool is closed on its event loop when that loop can still run; in async code
-        prefer ``await saver.aclose()`` (or ``async with``).
-        """
-        super().close()
 
     async def aclose(self) -> None:
         """Close the pools from async code: this loop's pool is awaited, others as in close."""

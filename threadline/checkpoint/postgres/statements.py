@@ -8,7 +8,7 @@ from psycopg import sql
 
 from threadline.checkpoint.postgres.schema import DDL, DDL_VERSION_TABLE
 
-# Pieces the statements name like tables (``{data}``, ``{meta}``...; see ``Queries``).
+# Pieces the statements name like tables (``{data}``, ``{parent}``...; see ``Queries``).
 _PIECES = {
     # A blob's bytes (of a row ``b`` of the thread): its ``data``, followed, when they are inside
     # a write (``blobs.src_*``, see ``schema``), by that slice of the write. A write that is gone
@@ -26,9 +26,10 @@ _PIECES = {
     SELECT max(p.checkpoint_id) FROM {cps} p
      WHERE p.thread_id = c.thread_id AND p.checkpoint_ns = c.checkpoint_ns
        AND p.checkpoint_id < c.checkpoint_id) END""",
-    "meta": "b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes, b.items",
 }
 
+# ``list_threads``: root heads, newest update first, with the head's body and its writes; a
+# page after the first starts below the last one's (``rows.threads_op``).
 _THREADS = """
 SELECT h.thread_id, h.head, h.updated_at, c.body,
        ARRAY(SELECT w.task_id FROM {writes} w
@@ -45,24 +46,11 @@ SELECT h.thread_id, h.head, h.updated_at, c.body,
  LIMIT %(n)s
 """
 
-# One statement per ``Transaction`` read or write (``transaction.py``).
-TX_STATEMENTS = {
-    "blob_meta": """
-SELECT {meta} FROM {blobs} b
-  JOIN unnest(%(keys)s::text[], %(versions)s::text[]) AS n(key, version)
-    ON b.key = n.key AND b.version = n.version
- WHERE b.thread_id = %(thread)s AND b.checkpoint_ns = %(ns)s""",
-    # ``list_threads``: root heads, newest update first, with the head's body and its writes.
-    "threads": _THREADS.replace("{after}", ""),
-    "threads_after": _THREADS.replace(
-        "{after}", " AND (h.updated_at, h.thread_id) < (%(at)s, %(tid)s)"
-    ),
-}
 
 # Two parameters whatever the put (see ``schema.py``): a JSON text and the bytes.
 _PUT = "SELECT {put}(%(put)s::jsonb, %(data)b)"
 _PUT_MANY = "SELECT state, detail FROM {put_many}(%(puts)s::jsonb, %(data)b)"
-# The same put run on libpq itself (``driver.Hot``): the JSON as text, the bytes in binary.
+# The same put run on libpq itself (``connections.Hot``): the JSON as text, the bytes in binary.
 _PUT_HOT = "SELECT {put}($1::jsonb, $2)"
 
 # ``seq`` (an identity) numbers new writes in the order given; replacing one keeps its place.
@@ -255,12 +243,17 @@ SELECT (SELECT count(*) FROM doomed),
        ARRAY(SELECT g.version FROM gone_blobs g)
 """
 
+# A blob row without its bytes (``PostgresBackend.blob``).
+_BLOB_META = """
+SELECT b.key, b.version, b.start, b.base, b.chain_bytes, b.full_bytes, ''::bytea, b.items
+  FROM {blobs} b
+ WHERE b.thread_id = %(thread)s AND b.checkpoint_ns = %(ns)s
+   AND b.key = %(key)s AND b.version = %(version)s"""
+
 _THREAD_EXISTS = "SELECT EXISTS (SELECT 1 FROM {cps} WHERE thread_id = %(target)s)"
 
+# After ``_DELETE_THREAD`` of the target (rows left there without checkpoints).
 _COPY_THREAD = (
-    "DELETE FROM {writes} WHERE thread_id = %(target)s",  # leftovers without checkpoints
-    "DELETE FROM {blobs} WHERE thread_id = %(target)s",
-    "DELETE FROM {heads} WHERE thread_id = %(target)s",
     """
 INSERT INTO {heads} (thread_id, checkpoint_ns, head, next, updated_at)
 SELECT %(target)s, checkpoint_ns, head, next, clock_timestamp()
@@ -293,23 +286,26 @@ SELECT %(target)s, checkpoint_ns, checkpoint_id, task_id, kind, task_name, data
 )
 
 
+# The names the statements give the tables and functions: ``threadline_<table>`` in the schema.
+_TABLES = {
+    "version": "schema_version",
+    "heads": "heads",
+    "cps": "checkpoints",
+    "blobs": "blobs",
+    "writes": "writes",
+    "advance": "advance_head",
+    "check_refs": "check_refs",
+    "put": "put",
+    "put_many": "put_many",
+}
+
+
 class Queries:
     """Every statement, with the schema's (quoted) table names filled in once."""
 
     def __init__(self, schema: str) -> None:
-        def table(name: str) -> sql.Composable:
-            return sql.Identifier(schema, f"threadline_{name}")
-
         self.names: dict[str, sql.Composable] = {
-            "version": table("schema_version"),
-            "heads": table("heads"),
-            "cps": table("checkpoints"),
-            "blobs": table("blobs"),
-            "writes": table("writes"),
-            "advance": table("advance_head"),
-            "check_refs": table("check_refs"),
-            "put": table("put"),
-            "put_many": table("put_many"),
+            name: sql.Identifier(schema, f"threadline_{table}") for name, table in _TABLES.items()
         }
         tables = dict(self.names)
         for name, piece in _PIECES.items():
@@ -338,6 +334,7 @@ class Queries:
         self.prune_thread = f(thread_wide)
         self.prune_ns = f(one_ns)
         self.thread_exists = f(_THREAD_EXISTS)
+        self.blob_meta = f(_BLOB_META)
         self.copy_thread = tuple(f(stmt) for stmt in _COPY_THREAD)
         before = " AND p.checkpoint_id < %(before)s"
         targets = {
@@ -350,8 +347,11 @@ class Queries:
         }
         # The load (``_LOAD``) for each way of choosing the checkpoints.
         self.load = {name: f(_targeted(_LOAD, target)) for name, target in targets.items()}
-        # One statement per ``Transaction`` read or write (``transaction.py``).
-        self.tx = {name: f(stmt) for name, stmt in TX_STATEMENTS.items()}
+        after = " AND (h.updated_at, h.thread_id) < (%(at)s, %(tid)s)"
+        self.threads = {
+            "threads": f(_THREADS.replace("{after}", "")),
+            "threads_after": f(_THREADS.replace("{after}", after)),
+        }
 
     def format(self, template: str) -> str:
         return sql.SQL(template).format(**self.names).as_string(None)
