@@ -336,11 +336,9 @@ class CoreSaver(BaseSaver):
         checkpoint_id: str,
         writes: Sequence[TaskWrite],
     ) -> None:
-        encoded = encode_writes(writes, self.serde)
-        if encoded:
-            self.backend.commit_writes(
-                thread_id, checkpoint_ns, checkpoint_id, encoded, self._next_of
-            )
+        if encoded := encode_writes(writes, self.serde):
+            ns, cid = checkpoint_ns, checkpoint_id
+            self.backend.commit_writes(thread_id, ns, cid, encoded, self._next_of)
 
     async def aput_writes(
         self,
@@ -351,11 +349,9 @@ class CoreSaver(BaseSaver):
     ) -> None:
         if self.in_process:
             return self.put_writes(thread_id, checkpoint_ns, checkpoint_id, writes)
-        encoded = encode_writes(writes, self.serde)
-        if encoded:
-            await self.backend.acommit_writes(
-                thread_id, checkpoint_ns, checkpoint_id, encoded, self._next_of
-            )
+        if encoded := encode_writes(writes, self.serde):
+            ns, cid = checkpoint_ns, checkpoint_id
+            await self.backend.acommit_writes(thread_id, ns, cid, encoded, self._next_of)
 
     def _next_of(self, row: CheckpointRow) -> tuple[str, ...]:
         return body_next(row.body, self.serde)
