@@ -3,6 +3,7 @@ deletions that pruning and retention share.
 
 A backend whose reads are cheap (in-process, a local file) inherits ``Transactional``; one with a
 server implements ``commit`` and ``load`` in one round trip each and keeps these semantics.
+``OffLoopCalls`` gives any backend with sync calls their async forms.
 """
 
 from __future__ import annotations
