@@ -200,11 +200,6 @@ class MemoryBackend(OffLoopCalls):
         space = thread.spaces.get(ns) if thread is not None else None
         return space.blobs.get((key, version)) if space is not None else None
 
-    def loaded(
-        self, thread_id: str, ns: str, versions: Mapping[str, str], pool: Mapping[Pair, BlobRow]
-    ) -> None:
-        """Rows are in memory already: nothing to hold."""
-
     def close(self) -> None:
         """Nothing to release (the rows stay)."""
 
