@@ -22,8 +22,8 @@ def _new_tail() -> str:
 
 
 _tail = _new_tail()
-# The counter's hex digits (after the version nibble 7) from two small tables: formatting them
-# (``f"{0x7000 | counter:04x}"``) costs a quarter of making an id.
+# An id's counter group, ``-7`` and the counter's three hex digits, from two small tables:
+# formatting it (``f"-{0x7000 | counter:04x}"``) costs a quarter of making an id.
 _HIGH = [f"-7{n:x}" for n in range(16)]
 _LOW = [f"{n:02x}" for n in range(256)]
 _lock = threading.Lock()
