@@ -54,11 +54,6 @@ class DictRowsBackend(Transactional):
     def close(self) -> None:
         """Nothing to release."""
 
-    def loaded(
-        self, thread_id: str, ns: str, versions: Mapping[str, str], pool: Mapping[Pair, BlobRow]
-    ) -> None:
-        """Rows are in memory already: nothing to hold."""
-
     def next_seq(self) -> int:
         self._seq += 1
         return self._seq

@@ -303,13 +303,6 @@ class Backend(Protocol):
         transaction checks what it relies on (``Transaction.blob_meta``)."""
         ...
 
-    def loaded(
-        self, thread_id: str, ns: str, versions: Mapping[str, str], pool: Mapping[Pair, BlobRow]
-    ) -> None:
-        """The newest checkpoint of a namespace was loaded from ``pool`` and every row it used
-        passed its check: a backend may hold its chains (``chains.HoldsChains`` does)."""
-        ...
-
     def close(self) -> None: ...
 
 

@@ -67,8 +67,8 @@ def encode_metadata(
     codec: Serializer = serde.DEFAULT,
     step: int | None = None,
 ) -> bytes:
-    """The stored metadata. Given the ``step`` of a compact row, the metadata the loop gives
-    most checkpoints (``loop_metadata(step)``, keys in that order) is stored as no bytes."""
+    """The stored metadata. Given the ``step`` its row keeps, the metadata the loop gives most
+    checkpoints (``loop_metadata(step)``, keys in that order) is stored as no bytes."""
     if step is not None and _is_loop_metadata(metadata, step):
         return b""
     return dumps_named(plain(metadata), codec, "the metadata of checkpoint {}", checkpoint_id)
@@ -166,8 +166,7 @@ def decode_checkpoint(
 def decode_metadata(
     data: bytes, codec: Serializer = serde.DEFAULT, step: int | None = None
 ) -> dict[str, Any]:
-    """Stored metadata; a compact row's (given its ``step``) may be no bytes (see
-    ``encode_metadata``)."""
+    """Stored metadata; given its row's ``step`` it may be no bytes (see ``encode_metadata``)."""
     if not data and step is not None:
         return loop_metadata(step)
     value = loads_named(data, "checkpoint metadata", codec)

@@ -383,9 +383,10 @@ class _Forgets(Protocol):
 
 
 class HoldsChains:
-    """What a durable backend holds between loads, for the core's ``Backend.loaded`` and its
-    own deletions: the chains (``chains``, set by the backend) and, if it keeps them, large
-    blobs' bytes (``bytes``: a ``ByteCache`` or ``HeldBlobs``)."""
+    """What a durable backend holds between loads: the chains (``chains``, set by the backend)
+    and, if it keeps them, large blobs' bytes (``bytes``: a ``ByteCache`` or ``HeldBlobs``).
+    The core tells it each newest checkpoint loaded whose rows all passed their checks
+    (``loaded``); its own deletions and copies call ``forget``."""
 
     chains: HeldChains
     bytes: ByteCache | HeldBlobs[Any] | None = None

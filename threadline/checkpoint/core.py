@@ -54,6 +54,7 @@ from threadline.checkpoint.bodies import (
     decode_checkpoint,
     decode_metadata,
 )
+from threadline.checkpoint.chains import HoldsChains
 from threadline.checkpoint.layout import (
     BaseLookup,
     BlobRow,
@@ -99,6 +100,7 @@ class CoreSaver(BaseSaver):
         # An in-process backend answers as fast as the caches would: none then. Its bodies
         # cost memory, not I/O: they are kept whole, which is quicker to make than compact.
         self._cached = self._compact = not backend.in_process
+        self._holds = backend if isinstance(backend, HoldsChains) else None
         self._lock = threading.Lock()  # guards the two caches
         self._meta: OrderedDict[tuple[str, str, str, str], BlobRow] = OrderedDict()
         # (thread, ns) -> (id, blob versions) of the checkpoint this saver last saved there
@@ -152,15 +154,15 @@ class CoreSaver(BaseSaver):
         seen: Mapping[str, Checkpoint],
     ) -> CheckpointRecord | None:
         """The record of a ``Backend.load``; a newest checkpoint whose rows all passed their
-        checks is reported back (``Backend.loaded``) so the backend may hold its chains."""
+        checks is reported to a backend that holds chains (``HoldsChains.loaded``)."""
         if loaded is None:
             return None
         stored, pool, check = loaded
         row = stored.row
         cp = seen.get(row.checkpoint_id) or self._decode_row(thread_id, ns, row)
         record = self._record(thread_id, ns, (stored, cp, pool, check))
-        if checkpoint_id is None and pool:
-            self.backend.loaded(thread_id, ns, blob_versions(cp), pool)
+        if checkpoint_id is None and pool and self._holds is not None:
+            self._holds.loaded(thread_id, ns, blob_versions(cp), pool)
         return record
 
     def list(
@@ -336,11 +338,9 @@ class CoreSaver(BaseSaver):
         checkpoint_id: str,
         writes: Sequence[TaskWrite],
     ) -> None:
-        encoded = encode_writes(writes, self.serde)
-        if encoded:
-            self.backend.commit_writes(
-                thread_id, checkpoint_ns, checkpoint_id, encoded, self._next_of
-            )
+        if encoded := encode_writes(writes, self.serde):
+            ns, cid = checkpoint_ns, checkpoint_id
+            self.backend.commit_writes(thread_id, ns, cid, encoded, self._next_of)
 
     async def aput_writes(
         self,
@@ -351,11 +351,9 @@ class CoreSaver(BaseSaver):
     ) -> None:
         if self.in_process:
             return self.put_writes(thread_id, checkpoint_ns, checkpoint_id, writes)
-        encoded = encode_writes(writes, self.serde)
-        if encoded:
-            await self.backend.acommit_writes(
-                thread_id, checkpoint_ns, checkpoint_id, encoded, self._next_of
-            )
+        if encoded := encode_writes(writes, self.serde):
+            ns, cid = checkpoint_ns, checkpoint_id
+            await self.backend.acommit_writes(thread_id, ns, cid, encoded, self._next_of)
 
     def _next_of(self, row: CheckpointRow) -> tuple[str, ...]:
         return body_next(row.body, self.serde)

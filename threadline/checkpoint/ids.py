@@ -22,6 +22,10 @@ def _new_tail() -> str:
 
 
 _tail = _new_tail()
+# An id's counter group, ``-7`` and the counter's three hex digits, from two small tables:
+# formatting it (``f"-{0x7000 | counter:04x}"``) costs a quarter of making an id.
+_HIGH = [f"-7{n:x}" for n in range(16)]
+_LOW = [f"{n:02x}" for n in range(256)]
 _lock = threading.Lock()
 _last = (0, 0, "00000000-0000")  # (millisecond, counter, text of the millisecond) of the last id
 
@@ -48,7 +52,7 @@ def new_checkpoint_id() -> str:
             ms, counter = last_ms + 1, 0
             head = _head(ms)
         _last = (ms, counter, head)
-    return f"{head}-{0x7000 | counter:04x}{_tail}"
+    return head + _HIGH[counter >> 8] + _LOW[counter & 0xFF] + _tail
 
 
 def _head(ms: int) -> str:

@@ -156,10 +156,10 @@ def encode_record(
 ) -> EncodedCheckpoint:
     """Encode a record; raises ``SerializationError`` before anything is stored.
 
-    With ``compact``, the body leaves out what the row stores in its own columns (id, parent,
-    step, created_at: ``COMPACT_TAG``), and the metadata the loop gives most steps is no bytes;
-    only a backend that gives those fields back to ``decode_checkpoint`` and ``decode_metadata``
-    may use it.
+    The metadata the loop gives most steps is no bytes: the row's ``step`` gives it back
+    (``decode_metadata``). With ``compact``, the body also leaves out what the row stores in
+    its own columns (id, parent, step, created_at: ``COMPACT_TAG``); only a backend that gives
+    those fields back to ``decode_checkpoint`` may use it.
 
     With ``inline``, small scalar values (``inlined``) go into the body, changed or not,
     instead of blobs: a step that only bumps a counter then writes one row, not two.
@@ -198,7 +198,7 @@ def encode_record(
         cp.step,
         cp.created_at,
         encode_body(cp, codec, small, compact),
-        encode_metadata(record.metadata, cp.id, codec, cp.step if compact else None),
+        encode_metadata(record.metadata, cp.id, codec, cp.step),
     )
     writes = encode_writes(record.pending_writes, codec) if record.pending_writes else ()
     refs = {k: v for k, v in cp.versions.items() if k not in small} if small else dict(cp.versions)

@@ -34,7 +34,7 @@ from threadline.checkpoint.base import Retention, ThreadStatus
 from threadline.checkpoint.core import CoreSaver
 from threadline.checkpoint.layout import REPLACE, BlobRow, CheckpointRow, WriteRow, referenced_blobs
 from threadline.checkpoint.rules import status_of
-from threadline.checkpoint.transactional import check_stored, retain
+from threadline.checkpoint.transactional import OffLoopCalls, check_stored, retain
 from threadline.clock import iso_at
 from threadline.serde import Serializer
 
@@ -90,7 +90,7 @@ class _Thread:
         return head, space.rows[head], space
 
 
-class MemoryBackend:
+class MemoryBackend(OffLoopCalls):
     """Rows in dicts: thread -> namespace -> checkpoints (with their writes) and blobs.
 
     Rows are stored as the core made them (bytes) and never changed: a reader may keep them.
@@ -159,9 +159,6 @@ class MemoryBackend:
             space = thread.spaces[ns] = _Space()
         return thread, space
 
-    async def acommit(self, put: Prepared) -> Sequence[Pair]:
-        return self.commit(put)
-
     def commit_writes(
         self,
         thread_id: str,
@@ -177,16 +174,6 @@ class MemoryBackend:
             space.add_writes(checkpoint_id, writes)
             if ns == "" and space.head == checkpoint_id:
                 thread.updated = self._now()
-
-    async def acommit_writes(
-        self,
-        thread_id: str,
-        ns: str,
-        checkpoint_id: str,
-        writes: Sequence[WriteRow],
-        next_of: NextOf,
-    ) -> None:
-        self.commit_writes(thread_id, ns, checkpoint_id, writes, next_of)
 
     def load(
         self, thread_id: str, ns: str, checkpoint_id: str | None, versions_of: VersionsOf
@@ -206,22 +193,12 @@ class MemoryBackend:
             pool = _values(space.blobs, [refs]) if refs else {}
             return space.stored(checkpoint_id), pool, None
 
-    async def aload(
-        self, thread_id: str, ns: str, checkpoint_id: str | None, versions_of: VersionsOf
-    ) -> Loaded | None:
-        return self.load(thread_id, ns, checkpoint_id, versions_of)
-
     def blob(self, thread_id: str, ns: str, key: str, version: str) -> BlobRow | None:
         """Read without the lock: one ``dict.get`` per level sees a whole dict either way (a
         write transaction swaps threads whole, a put only adds)."""
         thread = self._threads.get(thread_id)
         space = thread.spaces.get(ns) if thread is not None else None
         return space.blobs.get((key, version)) if space is not None else None
-
-    def loaded(
-        self, thread_id: str, ns: str, versions: Mapping[str, str], pool: Mapping[Pair, BlobRow]
-    ) -> None:
-        """Rows are in memory already: nothing to hold."""
 
     def close(self) -> None:
         """Nothing to release (the rows stay)."""

@@ -3,6 +3,7 @@ deletions that pruning and retention share.
 
 A backend whose reads are cheap (in-process, a local file) inherits ``Transactional``; one with a
 server implements ``commit`` and ``load`` in one round trip each and keeps these semantics.
+``OffLoopCalls`` gives any backend with sync calls their async forms.
 """
 
 from __future__ import annotations
@@ -31,7 +32,34 @@ BlobMeta = Callable[[set[Pair]], Mapping[Pair, BlobRow]]
 """Those of some pairs that are stored, as ``PutTransaction.blob_meta`` reads them."""
 
 
-class Transactional(OffLoop):
+class OffLoopCalls(OffLoop):
+    """``acommit``, ``acommit_writes`` and ``aload``: the sync calls, run off the event loop
+    (inline for an ``in_process`` backend, which needs nothing more)."""
+
+    commit: Callable[[Prepared], Sequence[Pair]]
+    commit_writes: Callable[[str, str, str, Sequence[WriteRow], NextOf], None]
+    load: Callable[[str, str, str | None, VersionsOf], Loaded | None]
+
+    async def acommit(self, put: Prepared) -> Sequence[Pair]:
+        return await self._off_loop(self.commit, put)
+
+    async def acommit_writes(
+        self,
+        thread_id: str,
+        ns: str,
+        checkpoint_id: str,
+        writes: Sequence[WriteRow],
+        next_of: NextOf,
+    ) -> None:
+        await self._off_loop(self.commit_writes, thread_id, ns, checkpoint_id, writes, next_of)
+
+    async def aload(
+        self, thread_id: str, ns: str, checkpoint_id: str | None, versions_of: VersionsOf
+    ) -> Loaded | None:
+        return await self._off_loop(self.load, thread_id, ns, checkpoint_id, versions_of)
+
+
+class Transactional(OffLoopCalls):
     """``commit``/``load`` (sync and async) over the backend's own ``transaction``."""
 
     def transaction(self, write: bool) -> AbstractContextManager[PutTransaction]:
@@ -53,9 +81,6 @@ class Transactional(OffLoop):
                 return []
             return retain(tx, put.thread_id, put.ns, row.checkpoint_id, put.retention)
 
-    async def acommit(self, put: Prepared) -> list[Pair]:
-        return await self._off_loop(self.commit, put)
-
     def commit_writes(
         self,
         thread_id: str,
@@ -75,16 +100,6 @@ class Transactional(OffLoop):
             # A write on the head moves the thread up in list_threads.
             tx.set_thread(thread_id, status_of(names, keys), checkpoint_id, names)
 
-    async def acommit_writes(
-        self,
-        thread_id: str,
-        ns: str,
-        checkpoint_id: str,
-        writes: Sequence[WriteRow],
-        next_of: NextOf,
-    ) -> None:
-        await self._off_loop(self.commit_writes, thread_id, ns, checkpoint_id, writes, next_of)
-
     def load(
         self, thread_id: str, ns: str, checkpoint_id: str | None, versions_of: VersionsOf
     ) -> Loaded | None:
@@ -100,11 +115,6 @@ class Transactional(OffLoop):
             except SerializationError as exc:  # a damaged row read
                 raise named(exc, thread_id, ns, stored.row.checkpoint_id) from exc
         return stored, pool, check
-
-    async def aload(
-        self, thread_id: str, ns: str, checkpoint_id: str | None, versions_of: VersionsOf
-    ) -> Loaded | None:
-        return await self._off_loop(self.load, thread_id, ns, checkpoint_id, versions_of)
 
 
 def check_stored(put: Prepared, head: str | None, blob_meta: BlobMeta) -> None:
