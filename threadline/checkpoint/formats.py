@@ -4,9 +4,10 @@ Every durable backend records the version of the format its data is in (a table,
 file). Opening data of a newer version is refused by the backend ("made by a newer
 threadline"); data of an older one is brought up to date by the backend's ``MIGRATIONS``, a
 mapping from a version ``n`` to what rewrites data of version ``n`` as version ``n + 1``, run in
-order inside the backend's opening transaction. The package is unreleased: each backend has one
-format (version 2, with compact checkpoint rows) and no migration, so version-1 data is refused;
-each backend's tests run the mechanism on a synthetic older format.
+order inside the backend's opening transaction. The package is unreleased, so version-1 data is
+refused rather than migrated; SQLite is at version 3 and migrates version 2 (its ``writes``
+table keyed by rowid), the other backends are at version 2. Each backend's tests run the
+mechanism on an older format.
 """
 
 from __future__ import annotations
