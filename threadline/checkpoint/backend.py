@@ -104,9 +104,12 @@ class NotStored(Exception):
 
 @dataclass(slots=True)
 class ThreadRow:
-    """A thread as ``list_threads`` reads it: the thread row's status and the head's row.
+    """A thread as ``list_threads`` reads it: the thread row's status and the root namespace's
+    *current* newest checkpoint (``head``, ``body``), not the head the thread row last recorded
+    (a put whose status did not change does not rewrite the row).
 
-    ``updated_at`` is the later of the thread row's write and the head's ``created_at``.
+    ``updated_at`` is the later of the thread row's write and the head's ``created_at``; both are
+    ``clock.iso_at`` text (UTC, microseconds), which sorts as it compares.
     """
 
     thread_id: str
@@ -125,8 +128,9 @@ class Transaction(Protocol):
 
     A thread has namespaces (``""`` is the root), each with checkpoint rows (by id), blob rows (by
     ``(key, version)``) and each checkpoint's pending writes (by ``(task_id, kind)``, in first-write
-    order; the same key replaces in place). The root has a thread row: status, head and planned
-    task names as of the last ``set_thread``, with the time it was written.
+    order; the same key replaces in place). "Newest" is always the largest id: ids sort by
+    creation time. The root has a thread row: status, head and planned task names as of the
+    last ``set_thread``, with the time it was written.
 
     This is what the core asks of every backend; ``RowTransaction`` adds what pruning, retention,
     copies and deletions need when the backend does not do them itself.
@@ -143,14 +147,14 @@ class Transaction(Protocol):
     ) -> tuple[dict[Pair, BlobRow], Check | None]:
         """The blob rows (with their data) that rebuilding each of ``wanted`` (the versions of
         one or more checkpoints) needs: each named row and, following ``base``, every row below
-        it down to a full blob (``layout._value``);
-        and what checks a row's bytes (``None``: nothing to check), run by the core on each
-        row a value is rebuilt from. Rows that are missing are left out; ``layout`` reports
-        them."""
+        it down to a full blob; and what checks a row's bytes (``None``: nothing to check), run
+        by the core on each row a value is rebuilt from. Rows that are missing are left out;
+        ``layout`` reports them."""
         ...
 
     def threads(self, status: ThreadStatus | None, limit: int | None) -> list[ThreadRow]:
-        """Threads with a root checkpoint, most recently updated first (``ThreadRow``)."""
+        """Threads with a root checkpoint (the first put writes the thread row), most recently
+        updated first (``ThreadRow``: the head from the checkpoints, the status from the row)."""
         ...
 
 
@@ -187,7 +191,8 @@ class RowTransaction(Transaction, Protocol):
 
     def copy_thread(self, source: str, target: str) -> None:
         """Copy every row of ``source`` to ``target``, which has no checkpoints (rows it still
-        has, writes or blobs without checkpoints, are replaced); its thread row's time: now."""
+        has, writes or blobs without checkpoints, are replaced); its thread row's time:
+        ``clock.increasing_iso()``."""
         ...
 
 
@@ -239,7 +244,8 @@ class PutTransaction(RowTransaction, Protocol):
     def set_thread(
         self, thread_id: str, status: ThreadStatus, head: str, next_names: Sequence[str]
     ) -> None:
-        """Write the thread row (its time: now, increasing)."""
+        """Write the thread row; its time is ``clock.increasing_iso()``. ``Transactional.commit``
+        calls it when a put changes the thread's status (``Prepared.status``)."""
         ...
 
 
