@@ -14,7 +14,6 @@ writer sweeps up the files of the unfinished one.
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import shutil
@@ -344,7 +343,7 @@ class FilesTransaction:
         if head is None:
             return None
         try:
-            info = json.loads(rows.read_all(os.path.join(root, "namespace.json")))
+            info = disk.read_json(os.path.join(root, "namespace.json"))
             row = rows.read_row(info["thread_id"], disk.row_path(root, head), head)
             if row is None:
                 return None

@@ -163,7 +163,7 @@ def _unb64(text: Any) -> bytes:
 def read_thread_doc(thread_dir: str) -> dict[str, Any] | None:
     """A thread's ``thread.json`` (status, head, updated_at, next); ``None`` if unreadable."""
     try:
-        doc = json.loads(read_all(os.path.join(thread_dir, "thread.json")))
+        doc = disk.read_json(os.path.join(thread_dir, "thread.json"))
     except (OSError, ValueError):
         return None
     return doc if isinstance(doc, dict) and isinstance(doc.get("head"), str) else None
