@@ -158,10 +158,14 @@ class FilesTransaction:
         self._wrote = False
         self._staged: tuple[str, str, bytes] | None = None  # (ns folder, id, row file)
 
-    def _thread(self, thread_id: str, *, shared: bool = False) -> str:
-        """The thread's folder. A write transaction locks it when a call first names it; a read
-        transaction that pages history holds it ``shared`` to its end, so no prune deletes a
-        checkpoint of the page, or its values, before they are read."""
+    def _thread(self, thread_id: str, *, shared: bool = False, land: bool = True) -> str:
+        """The thread's folder, after landing the staged row (``land``): every call but
+        ``add_writes`` for the staged checkpoint itself comes after it. A write transaction
+        locks the folder when a call first names it; a read transaction that pages history
+        holds it ``shared`` to its end, so no prune deletes a checkpoint of the page, or its
+        values, before they are read."""
+        if land:
+            self.land()
         thread_dir = self.backend.thread_dir(thread_id)
         if thread_dir in self._locks or not (self.write or shared):
             return thread_dir
@@ -174,8 +178,8 @@ class FilesTransaction:
             self._locks[thread_dir] = fd
         return thread_dir
 
-    def _ns(self, thread_id: str, ns: str) -> str:
-        return disk.ns_dir(self._thread(thread_id), ns)
+    def _ns(self, thread_id: str, ns: str, *, land: bool = True) -> str:
+        return disk.ns_dir(self._thread(thread_id, land=land), ns)
 
     def land(self) -> None:
         """Write the row file of the put this transaction made: the checkpoint exists now."""
@@ -200,7 +204,6 @@ class FilesTransaction:
     # -- reads ---------------------------------------------------------------------------------
 
     def head(self, thread_id: str, ns: str) -> str | None:
-        self.land()
         ns_dir = self._ns(thread_id, ns)
         found, agreed = disk.newest(ns_dir)
         if self.write and os.path.isdir(ns_dir):
@@ -213,7 +216,6 @@ class FilesTransaction:
         """The status ``thread.json`` records if it names the root's newest checkpoint, else
         ``None``: a put that lands a new head then rewrites it, so it is stale only after a
         crash (``list_threads`` then recomputes it)."""
-        self.land()
         thread_dir = self._thread(thread_id)
         doc = rows.read_thread_doc(thread_dir)
         if doc is None or doc["head"] != disk.head(os.path.join(thread_dir, ROOT_NS_DIR)):
@@ -223,7 +225,6 @@ class FilesTransaction:
     def checkpoint(
         self, thread_id: str, ns: str, checkpoint_id: str | None
     ) -> StoredCheckpoint | None:
-        self.land()
         ns_dir = self._ns(thread_id, ns)
         cid = checkpoint_id if checkpoint_id is not None else disk.head(ns_dir)
         if cid is None:
@@ -239,7 +240,6 @@ class FilesTransaction:
     def page(
         self, thread_id: str, ns: str, before: str | None, limit: int
     ) -> list[StoredCheckpoint]:
-        self.land()
         ns_dir = disk.ns_dir(self._thread(thread_id, shared=True), ns)
         paths = disk.row_ids(ns_dir)
         out: list[StoredCheckpoint] = []
@@ -303,14 +303,12 @@ class FilesTransaction:
         return out
 
     def ids(self, thread_id: str, ns: str) -> list[tuple[str, str]]:
-        self.land()
         paths = disk.row_ids(self._ns(thread_id, ns))
         at = self.backend.created_at
         return [(cid, at(thread_id, paths[cid], cid)) for cid in sorted(paths, reverse=True)]
 
     def bodies(self, thread_id: str, ns: str) -> list[tuple[str, bytes]]:
         """An unreadable row gives an empty body: pruning then keeps every blob."""
-        self.land()
         out: list[tuple[str, bytes]] = []
         for cid, path in disk.row_ids(self._ns(thread_id, ns)).items():
             try:
@@ -369,7 +367,6 @@ class FilesTransaction:
         blobs: Sequence[BlobRow],
         prefixes: Sequence[BlobRow],
     ) -> None:
-        self.land()
         backend = self.backend
         ns_dir = self._ns(thread_id, ns)
         data = rows.row_file(row, backend.codec, backend.encrypted)
@@ -399,7 +396,7 @@ class FilesTransaction:
     def add_writes(
         self, thread_id: str, ns: str, checkpoint_id: str, writes: Sequence[WriteRow]
     ) -> None:
-        ns_dir = self._ns(thread_id, ns)
+        ns_dir = self._ns(thread_id, ns, land=False)
         if self._staged is not None and self._staged[:2] != (ns_dir, checkpoint_id):
             self.land()
         self._init(ns_dir, thread_id, ns)
@@ -410,7 +407,6 @@ class FilesTransaction:
     def set_thread(
         self, thread_id: str, status: ThreadStatus, head: str, next_names: Sequence[str]
     ) -> None:
-        self.land()
         self._wrote = True
         doc = {
             "thread_id": thread_id,
@@ -423,7 +419,6 @@ class FilesTransaction:
 
     def delete(self, thread_id: str, ns: str, ids: Collection[str]) -> None:
         """Rows first (the checkpoints are gone at once), then their writes and previews."""
-        self.land()
         self._wrote = True
         ns_dir = self._ns(thread_id, ns)
         paths = [disk.row_path(ns_dir, cid) for cid in ids]
