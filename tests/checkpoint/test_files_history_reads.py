@@ -14,7 +14,7 @@ from file_fixtures import make, ns_dir, rec
 from threadline.checkpoint.backend import Check, Pair
 from threadline.checkpoint.base import CheckpointRecord, Retention
 from threadline.checkpoint.files import FileSaver
-from threadline.checkpoint.files.transaction import FilesTransaction
+from threadline.checkpoint.files.backend import FilesTransaction
 from threadline.checkpoint.layout import BlobRow
 from threadline.errors import SerializationError
 

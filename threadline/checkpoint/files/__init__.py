@@ -8,7 +8,7 @@ each file holds.
 
 The package: ``disk.py`` (names, paths, atomic writes, locks, heads, crash sweeps), ``rows.py``
 (each file's bytes, written and read back), ``preview.py`` (readable renderings),
-``transaction.py`` and ``backend.py`` (``FilesBackend``, the ``checkpoint.backend`` protocol)
+``backend.py`` (``FilesBackend`` and its transaction, the ``checkpoint.backend`` protocol)
 and ``saver.py`` (``FileSaver``: ``core.CoreSaver`` over it, the folder's format version).
 """
 

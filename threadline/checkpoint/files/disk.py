@@ -141,6 +141,12 @@ def json_bytes(obj: Any) -> bytes:
         return (json.dumps(obj, ensure_ascii=True, indent=1) + "\n").encode("ascii")
 
 
+def read_json(path: str) -> Any:
+    """A small JSON file's value (``OSError`` if there is none, ``ValueError`` if damaged)."""
+    with open(path, "rb") as f:
+        return json.loads(f.read())
+
+
 def all_names(folder: str) -> list[str]:
     try:
         return os.listdir(folder)
@@ -237,8 +243,7 @@ def row_ids(ns_dir: str) -> dict[str, str]:
             cid = unquote(cid, errors="surrogatepass")
         else:  # a hashed name: the id is inside
             try:
-                with open(path, "rb") as f:
-                    cid = json.loads(f.read())["checkpoint_id"]
+                cid = read_json(path)["checkpoint_id"]
             except FileNotFoundError:
                 continue
             except (ValueError, KeyError, TypeError) as exc:
@@ -259,8 +264,7 @@ def newest(ns_dir: str) -> tuple[str | None, bool]:
     """The newest checkpoint id, and whether ``HEAD`` (a hint) agrees: if not, a put crashed
     after writing ``HEAD`` and before its row."""
     try:
-        with open(os.path.join(ns_dir, "HEAD"), "rb") as f:
-            cid = json.loads(f.read())["checkpoint_id"]
+        cid = read_json(os.path.join(ns_dir, "HEAD"))["checkpoint_id"]
     except (OSError, ValueError, KeyError, TypeError):
         cid = None
     if not isinstance(cid, str):
@@ -280,8 +284,7 @@ def namespaces(thread_dir: str) -> dict[str, str]:
             continue
         path = os.path.join(thread_dir, name)
         try:
-            with open(os.path.join(path, "namespace.json"), "rb") as f:
-                out[json.loads(f.read())["checkpoint_ns"]] = path
+            out[read_json(os.path.join(path, "namespace.json"))["checkpoint_ns"]] = path
         except (OSError, ValueError, KeyError, TypeError):
             continue  # never initialised: holds nothing
     return out

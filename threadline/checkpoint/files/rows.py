@@ -31,6 +31,8 @@ from threadline.errors import SerializationError
 from threadline.serde import DEFAULT, Serializer
 from threadline.serde import wire as fmt
 
+_ROW_FIELDS = ("checkpoint_id", "parent_id", "step", "created_at")  # a row file's first fields
+_BLOB_FIELDS = ("key", "version", "start", "base", "chain_bytes", "full_bytes", "items")
 ENCRYPTED = "(encrypted)"  # what a readable field shows when the codec seals values
 _READ_ERRORS = (ValueError, KeyError, TypeError, ArithmeticError, SerializationError)
 
@@ -56,19 +58,14 @@ def read_all(path: str) -> bytes:
 def _row_bytes(row: CheckpointRow) -> bytes:
     """What a row file's checksum covers: the fields a compact body leaves to the row, then
     the body and metadata bytes."""
-    fields = [row.checkpoint_id, row.parent_id, row.step, row.created_at]
+    fields = [getattr(row, name) for name in _ROW_FIELDS]
     return json.dumps(fields).encode("utf-8", "surrogatepass") + row.body + row.metadata
 
 
 def row_file(row: CheckpointRow, codec: Serializer, encrypted: bool) -> bytes:
     """A row file: the checkpoint's fields as JSON, its exact bytes too (base64) unless
     ``_rebuilt`` makes them again from those fields."""
-    doc: dict[str, Any] = {
-        "checkpoint_id": row.checkpoint_id,
-        "parent_id": row.parent_id,
-        "step": row.step,
-        "created_at": row.created_at,
-    }
+    doc: dict[str, Any] = {name: getattr(row, name) for name in _ROW_FIELDS}
     with suppress(SerializationError):  # not readable with this codec: the bytes alone
         doc.update(_readable(row, codec, encrypted))
     stored: dict[str, Any] = {"crc32": zlib.crc32(_row_bytes(row))}
@@ -166,7 +163,7 @@ def _unb64(text: Any) -> bytes:
 def read_thread_doc(thread_dir: str) -> dict[str, Any] | None:
     """A thread's ``thread.json`` (status, head, updated_at, next); ``None`` if unreadable."""
     try:
-        doc = json.loads(read_all(os.path.join(thread_dir, "thread.json")))
+        doc = disk.read_json(os.path.join(thread_dir, "thread.json"))
     except (OSError, ValueError):
         return None
     return doc if isinstance(doc, dict) and isinstance(doc.get("head"), str) else None
@@ -204,17 +201,8 @@ def blob_file(blob: BlobRow, text: bytes | None = None) -> bytes:
 
     A prefix row is the header line alone (``base`` names the version it is a prefix of).
     """
-    header = {
-        "key": blob.key,
-        "version": blob.version,
-        "start": blob.start,
-        "base": blob.base,
-        "chain_bytes": blob.chain_bytes,
-        "full_bytes": blob.full_bytes,
-        "items": blob.items,
-        "size": len(blob.data),
-        "crc32": zlib.crc32(blob.data),
-    }
+    header: dict[str, Any] = {name: getattr(blob, name) for name in _BLOB_FIELDS}
+    header.update(size=len(blob.data), crc32=zlib.crc32(blob.data))
     if text is not None:
         header["json"] = True
     line = json.dumps(header, ensure_ascii=True).encode("ascii")

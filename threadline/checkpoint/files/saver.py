@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
@@ -12,7 +11,7 @@ from contextlib import suppress
 from threadline.checkpoint.base import Retention
 from threadline.checkpoint.core import CoreSaver
 from threadline.checkpoint.files.backend import FilesBackend
-from threadline.checkpoint.files.disk import TMP, TRASH, make_dirs, write_json
+from threadline.checkpoint.files.disk import TMP, TRASH, make_dirs, read_json, write_json
 from threadline.checkpoint.formats import migrations_from
 from threadline.errors import SaverUnavailableError
 from threadline.serde import DEFAULT, Serializer
@@ -69,8 +68,7 @@ class FileSaver(CoreSaver):
         path = os.path.join(self.directory, "FORMAT.json")
         marker = {"format": _FORMAT_NAME, "version": FORMAT_VERSION}
         try:
-            with open(path, "rb") as f:
-                found = json.loads(f.read())
+            found = read_json(path)
         except FileNotFoundError:
             write_json(path, marker, replace=False)  # nor a marker another process just wrote
             return

@@ -5,7 +5,7 @@ The package, by layer:
 - ``keys.py`` — the key layout and the version marker;
 - ``scripts.py`` — the Lua scripts: every write is one atomic round trip;
 - ``backend.py`` — ``RedisBackend``: a put, a put of writes and a load are one script call each;
-- ``transaction.py`` — its ``Transaction``: history pages, pruning, copies, thread listings;
+  its ``RedisTx``: history pages, pruning, copies, thread listings;
 - ``connection.py`` — the clients, and the sending of the requests operations yield;
 - ``saver.py`` — ``RedisSaver``: ``core.CoreSaver`` over the backend, its setup;
 - ``aio.py`` — ``AsyncRedisSaver``, langgraph-redis's async name, on an async client too.

@@ -1,4 +1,5 @@
-"""``RedisBackend``: the backend protocol (``checkpoint.backend``) over plain Redis.
+"""``RedisBackend`` and its ``RedisTx``: the backend protocol (``checkpoint.backend``) over
+plain Redis.
 
 A put is one script call (``scripts.PUT``: the compare-and-set, the checks of what the put
 relies on, the rows), a put of writes one (``PUT_WRITES``), a load one (``READ``), each written
@@ -6,7 +7,15 @@ once as an operation (``connection.Op``) that ``connection.Connection`` runs syn
 names what this process holds: the bytes of large blobs (``HeldBlobs``; the script sends only
 their header line if their CRC-32 still matches) and the newest delta chains (``HeldChains``;
 the script stops at a held tip), so a load of a long conversation gets only what was added
-since. Everything else goes through ``transaction`` (``transaction.py``).
+since.
+
+Everything else goes through ``RedisTx``. Redis has no multi-command read snapshot, so reads are
+sent as they come. What must be atomic is a script of its own: ``delete_thread`` (``DELETE``),
+``copy_thread`` (``COPY``, which checks again that the target is empty), and the deletions of
+pruning and retention, which a write transaction collects and sends when it ends as one
+``PRUNE`` script per namespace. That script deletes the blobs no kept checkpoint uses only if
+the namespace's head is still the one this transaction saw: a checkpoint saved since may use
+them (they are left for the next prune).
 """
 
 from __future__ import annotations
@@ -14,12 +23,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from threadline.checkpoint.backend import (
+    Check,
     HeadMoved,
     Loaded,
     NextOf,
@@ -27,16 +37,22 @@ from threadline.checkpoint.backend import (
     Pair,
     Prepared,
     StoredCheckpoint,
+    ThreadRow,
     VersionsOf,
 )
+from threadline.checkpoint.base import ThreadStatus
 from threadline.checkpoint.bytecache import HeldBlobs
 from threadline.checkpoint.chains import HeldChains, HoldsChains, hold_put
-from threadline.checkpoint.layout import REPLACE, BlobRow, WriteRow, named
-from threadline.checkpoint.redis.connection import Connection, Eval, Op, text
+from threadline.checkpoint.layout import REPLACE, BlobRow, CheckpointRow, WriteRow, named
+from threadline.checkpoint.redis.connection import Call, Connection, Eval, Op, Pipe, one, runs, text
 from threadline.checkpoint.redis.keys import (
     Keys,
+    blob_heads,
     blob_suffix,
+    checkpoint_row,
     created_at_of,
+    malformed,
+    now,
     pack_blob,
     pack_checkpoint,
     q,
@@ -45,7 +61,6 @@ from threadline.checkpoint.redis.keys import (
     write_args,
     write_rows,
 )
-from threadline.checkpoint.redis.transaction import RedisTx, blob_heads, malformed, now
 from threadline.checkpoint.rules import age_cutoff, created_ts
 from threadline.checkpoint.transactional import retain
 from threadline.errors import SerializationError
@@ -328,3 +343,158 @@ def _due(put: Prepared, count: int, oldest: str | None) -> bool:
     cutoff = age_cutoff(policy)
     oldest_at = created_ts(oldest) if oldest else None
     return cutoff is not None and oldest_at is not None and oldest_at < cutoff
+
+
+PAGE = 64  # threads read per round trip when listing
+_Ns = tuple[str, str]  # (thread, namespace)
+
+
+class RedisTx:
+    """One transaction of a ``RedisBackend`` (``checkpoint.backend.Transaction``)."""
+
+    def __init__(self, backend: RedisBackend) -> None:
+        self.backend = backend
+        self.conn = backend.conn
+        self.prefix = backend.prefix
+        self.pool: dict[Pair, BlobRow] = {}  # blob rows the checkpoints read so far came with
+        self.rows: dict[_Ns, dict[str, CheckpointRow]] = {}  # every row of a namespace, by id
+        self.deleted: dict[_Ns, list[str]] = {}
+        self.doomed: dict[_Ns, list[Pair]] = {}
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    @runs
+    def page(
+        self, thread_id: str, ns: str, before: str | None, limit: int
+    ) -> Op[list[StoredCheckpoint]]:
+        """The page's ids, then one ``read`` script per checkpoint, sent together."""
+        idx = Keys(self.prefix, thread_id).idx(q(ns))
+        high = "+" if before is None else "(" + before
+        ids = yield Call("zrevrangebylex", (idx, high, "-", 0, limit))
+        reading = self.backend.reading(thread_id, ns)
+        replies = yield Pipe([reading.read(text(i)) for i in ids])
+        found = []
+        for reply in replies:
+            loaded = yield from self.backend.decoded(reading, reply)
+            if loaded is not None:  # else pruned or deleted since the page was read
+                found.append(loaded[0])
+                self.pool.update(loaded[1])
+        return found
+
+    def values(
+        self, thread_id: str, ns: str, wanted: Sequence[Mapping[str, str]]
+    ) -> tuple[dict[Pair, BlobRow], Check | None]:
+        """What the checkpoints read came with (checked as they were read)."""
+        return self.pool, None
+
+    @runs
+    def all_blob_meta(self, thread_id: str, ns: str) -> Op[dict[Pair, BlobRow]]:
+        keys = Keys(self.prefix, thread_id)
+        start = f":b:{q(ns)}:"  # what the suffix of every blob of the namespace starts with
+        members = map(text, (yield Call("smembers", (keys.registry,))))
+        rows = yield from blob_heads(keys, sorted(s for s in members if s.startswith(start)))
+        return {(r.key, r.version): r for r in rows if r}
+
+    def ids(self, thread_id: str, ns: str) -> list[tuple[str, str]]:
+        rows = self._all_rows(thread_id, ns)
+        return [(cid, rows[cid].created_at) for cid in sorted(rows, reverse=True)]
+
+    def bodies(self, thread_id: str, ns: str) -> list[tuple[str, bytes]]:
+        gone = set(self.deleted.get((thread_id, ns), ()))
+        rows = self._all_rows(thread_id, ns)
+        return [(cid, row.body) for cid, row in rows.items() if cid not in gone]
+
+    def _all_rows(self, thread_id: str, ns: str) -> dict[str, CheckpointRow]:
+        """Every checkpoint row of the namespace, read once per transaction (the newest is the
+        head ``PRUNE`` checks)."""
+        if (thread_id, ns) not in self.rows:
+            self.rows[(thread_id, ns)] = self._read_rows(thread_id, ns)
+        return self.rows[(thread_id, ns)]
+
+    @runs
+    def _read_rows(self, thread_id: str, ns: str) -> Op[dict[str, CheckpointRow]]:
+        keys, qns = Keys(self.prefix, thread_id), q(ns)
+        ids = [text(i) for i in (yield Call("zrange", (keys.idx(qns), 0, -1)))]
+        stored = yield Pipe([Call("get", (keys.checkpoint(qns, i),)) for i in ids])
+        return {
+            cid: checkpoint_row(keys.checkpoint(qns, cid), thread_id, ns, cid, value)
+            for cid, value in zip(ids, stored, strict=True)
+            if value is not None  # else pruned meanwhile
+        }
+
+    @runs
+    def namespaces(self, thread_id: str) -> Op[list[str]]:
+        found = yield Call("smembers", (Keys(self.prefix, thread_id).namespaces,))
+        return sorted(text(ns) for ns in found)
+
+    @runs
+    def threads(self, status: ThreadStatus | None, limit: int | None) -> Op[list[ThreadRow]]:
+        """Threads newest first, a page per round trip (their thread rows, then their heads'
+        rows); threads whose keys expired are forgotten (``FORGET``), unless written again
+        since."""
+        prefix = self.prefix
+        found: list[ThreadRow] = []
+        threads, gone, start = f"{prefix}:threads", [], 0
+        fields = ("checkpoint_id", "status", "updated_at")
+        while limit is None or len(found) < limit:
+            members = [
+                text(m) for m in (yield Call("zrevrange", (threads, start, start + PAGE - 1)))
+            ]
+            metas = yield Pipe([Call("hmget", (Keys(prefix, m).meta, *fields)) for m in members])
+            live = []
+            for member, (head, state, updated_at) in zip(members, metas, strict=True):
+                if head is None:
+                    gone.append(member)
+                elif status is None or text(state) == status:
+                    live.append((member, text(head), text(state), text(updated_at or b"")))
+            live = live[: None if limit is None else limit - len(found)]
+            heads = [Keys(prefix, m).checkpoint(q(""), head) for m, head, _, _ in live]
+            rows = yield Pipe([Call("get", (key,)) for key in heads])
+            for (member, head, state, updated_at), key, row in zip(live, heads, rows, strict=True):
+                if row is not None:  # else pruned meanwhile
+                    body = checkpoint_row(key, member, "", head, row).body
+                    found.append(ThreadRow(member, state, head, updated_at, body))  # type: ignore[arg-type]
+            if len(members) < PAGE:
+                break
+            start += PAGE
+        if gone:
+            yield Eval("forget", [threads], [a for t in gone for a in (Keys(prefix, t).meta, t)])
+        return found
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def delete(self, thread_id: str, ns: str, ids: Collection[str]) -> None:
+        self.deleted.setdefault((thread_id, ns), []).extend(ids)
+
+    def delete_blobs(self, thread_id: str, ns: str, pairs: Collection[Pair]) -> None:
+        self.doomed.setdefault((thread_id, ns), []).extend(pairs)
+
+    def flush(self) -> None:
+        """Send the deletions collected, one ``PRUNE`` script per namespace, in one round
+        trip; the bytes held of the blobs deleted are let go."""
+        calls = [self._prune(thread_id, ns, ids) for (thread_id, ns), ids in self.deleted.items()]
+        if calls:
+            self.conn.run(one(Pipe(calls)))
+        for (thread_id, ns), pairs in self.doomed.items():
+            self.backend.bytes.drop(thread_id, ns, [blob_suffix(q(ns), k, v) for k, v in pairs])
+
+    def _prune(self, thread_id: str, ns: str, ids: Sequence[str]) -> Eval:
+        keys, qns = Keys(self.prefix, thread_id), q(ns)
+        doomed = [blob_suffix(qns, k, v) for k, v in self.doomed.get((thread_id, ns), ())]
+        head = max(self.rows.get((thread_id, ns)) or [""])  # none read: no blob is deleted
+        args = [keys.tag, qns, head, len(ids), len(doomed), ns, thread_id, *ids, *doomed]
+        return Eval("prune", [keys.registry, keys.threads], args)
+
+    def delete_thread(self, thread_id: str) -> None:
+        keys = Keys(self.prefix, thread_id)
+        self.conn.run(one(Eval("delete", [keys.registry, keys.threads], [keys.tag, thread_id])))
+        self.backend.forget(thread_id)
+
+    def copy_thread(self, source: str, target: str) -> None:
+        src, dst = Keys(self.prefix, source), Keys(self.prefix, target)
+        score, updated_at = now()
+        keys = [src.registry, dst.registry, dst.threads]
+        args = [src.tag, dst.tag, target, self.backend.ttl_ms, score, updated_at]
+        # sent again after it worked, it would find the target taken: sent once
+        if text(self.conn.run(one(Eval("copy", keys, args, once=True)))) == "exists":
+            raise ValueError(f"cannot copy thread {source!r} to {target!r}: it was just written")

@@ -1,6 +1,6 @@
 """The Redis saver's clients, the requests its operations yield, and their sending.
 
-The backend's operations (``backend.py``, ``transaction.py``) are generators: they yield a
+The backend's operations (``backend.py``, ``keys.blob_heads``) are generators: they yield a
 request, receive its reply and go on, so one piece of code serves ``put`` and ``aput`` alike;
 ``Connection.run`` and ``arun`` send what they yield. This module is the only one that touches
 a redis-py client.
@@ -28,7 +28,7 @@ import time
 import weakref
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import redis
 import redis.asyncio as aredis
@@ -74,6 +74,7 @@ class Pipe:
 
 Request = Call | Eval | Pipe
 T = TypeVar("T")
+P = ParamSpec("P")
 Op = Generator[Any, Any, T]
 """An operation: yields requests, receives replies, returns its result."""
 
@@ -86,6 +87,15 @@ _LOST = (RedisConnectionError, RedisTimeoutError, OSError)
 def one(request: Request) -> Op[Any]:
     """An operation of a single request."""
     return (yield request)
+
+
+def runs(op: Callable[Concatenate[Any, P], Op[T]]) -> Callable[Concatenate[Any, P], T]:
+    """A method written as the operation ``op``, run by its object's ``conn``."""
+
+    def method(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self.conn.run(op(self, *args, **kwargs))  # type: ignore[no-any-return]
+
+    return method
 
 
 def send(client: redis.Redis, request: Request) -> Any:

@@ -36,7 +36,10 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from threadline.checkpoint.layout import BlobRow, CheckpointRow, WriteRow
+from threadline.checkpoint.redis.connection import Call, Op, Pipe
 from threadline.checkpoint.stamps import created_text, stored_created
+from threadline.clock import increasing_micros, iso_at
+from threadline.errors import SerializationError
 
 #: The version of the key layout; a store written by a newer layout is refused.
 SCHEMA_VERSION = 2
@@ -128,6 +131,24 @@ def unpack_blob(suffix: str, stored: bytes) -> tuple[BlobRow, int | None]:
     return row, int(crc) if crc else None
 
 
+def blob_heads(keys: Keys, suffixes: Sequence[str]) -> Op[list[BlobRow | None]]:
+    """The metadata of the blobs ``suffixes`` (None: missing or damaged), read without their
+    data: the first bytes of each, then all of any whose header is longer than that."""
+    heads = yield Pipe([Call("getrange", (keys.tag + s, 0, HEADER_READ - 1)) for s in suffixes])
+    long = [i for i, head in enumerate(heads) if len(head) == HEADER_READ and b"\n" not in head]
+    if long:
+        whole = yield Pipe([Call("get", (keys.tag + suffixes[i],)) for i in long])
+        for i, value in zip(long, whole, strict=True):
+            heads[i] = value or b""
+    rows: list[BlobRow | None] = []
+    for suffix, head in zip(suffixes, heads, strict=True):
+        try:
+            rows.append(unpack_blob(suffix, head)[0].without_data())
+        except ValueError:
+            rows.append(None)
+    return rows
+
+
 # --------------------------------------------------------------------------- checkpoints
 # A checkpoint is "<created>,<parent>,<step> <metadata length> <blob suffix>...\n<metadata>
 # <body>", parent quoted (empty for none), naming the blobs of the values the body does not
@@ -201,3 +222,32 @@ def write_rows(stored: bytes | None) -> list[WriteRow]:
         found.append(WriteRow(unquote(task_id), kind, unquote(name.decode()), data))
         at = end + 1 + int(size)
     return found
+
+
+# --------------------------------------------------------------------------------- errors, time
+
+
+def checkpoint_row(
+    key: str, thread_id: str, ns: str, checkpoint_id: str, stored: bytes
+) -> CheckpointRow:
+    try:
+        return unpack_checkpoint(checkpoint_id, stored)
+    except ValueError as exc:
+        raise malformed(key, thread_id, ns, checkpoint_id, exc) from exc
+
+
+def malformed(
+    key: str, thread_id: str, ns: str, checkpoint_id: str, exc: Exception
+) -> SerializationError:
+    return SerializationError(
+        f"thread {thread_id!r}, namespace {ns!r}, checkpoint {checkpoint_id!r}: "
+        f"Redis key {key!r} is malformed ({type(exc).__name__}: {exc}); "
+        "it was not written by this threadline or was damaged"
+    )
+
+
+def now() -> tuple[int, str]:
+    """(microseconds since the epoch, ISO timestamp) of now, increasing within a process: a
+    thread's score in ``P:threads`` and its ``updated_at``."""
+    micros = increasing_micros()
+    return micros, iso_at(micros)

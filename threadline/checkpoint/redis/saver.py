@@ -99,7 +99,10 @@ class RedisSaver(CoreSaver):
         where = self.backend.conn.where
         yield Call("set", (key, SCHEMA_VERSION), {"nx": True})
         found = yield Call("get", (key,))
-        version = _version(found)
+        try:
+            version = int(found) if found is not None else SCHEMA_VERSION
+        except ValueError:
+            version = -1  # unreadable: refused below
         if version > SCHEMA_VERSION or version < 0:
             raise SaverUnavailableError(
                 f"Redis at {where} holds threadline data under prefix {self.prefix!r} with "
@@ -124,14 +127,6 @@ class RedisSaver(CoreSaver):
         conn = self.backend.conn
         state = "closed" if conn.closed else "open"
         return f"{type(self).__name__}({conn.where!r}, prefix={self.prefix!r}, {state})"
-
-
-def _version(found: bytes | None) -> int:
-    """The stored layout version (-1 if unreadable)."""
-    try:
-        return int(found) if found is not None else SCHEMA_VERSION
-    except ValueError:
-        return -1
 
 
 def ttl_seconds(ttl: Any) -> float | None:
