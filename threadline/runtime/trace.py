@@ -18,17 +18,14 @@ it took): an entry is saved only when its step's writes are, which is after the 
 
 from __future__ import annotations
 
-import operator
 import sys
 import threading
 import time
 from array import array
 from binascii import unhexlify as _unhexlify
 from bisect import bisect_left
-from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 import ormsgpack
@@ -426,7 +423,8 @@ def _count_on(entries: list[Any], jumps: list[int]) -> None:
     for k, at in enumerate(marks):
         if one_process or tails[k + 1] == tails[k]:
             entries[at] = numbers[k + 1] - numbers[k]
-    for k in map(bisect_left, repeat(marks), jumps):  # the mark after one in full keeps its id
+    for jump in jumps:  # the mark after one in full keeps its id
+        k = bisect_left(marks, jump)
         if k < len(marks):
             entries[marks[k]] = ids[k + 1]
 
