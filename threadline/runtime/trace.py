@@ -413,7 +413,7 @@ def _count_on(entries: list[Any], jumps: list[int]) -> None:
         raw = bytes.fromhex(text.replace("-", " "))  # (it skips spaces)
     except ValueError:
         return
-    if len(raw) != 16 * len(ids):  # (a space or a dash more: fewer digits)
+    if len(raw) != 16 * len(ids):  # (a dash or space elsewhere leaves fewer digits)
         return
     halves = array("Q", raw)  # an id's _number, then its last 16 hex digits
     if sys.byteorder == "little":
