@@ -18,17 +18,14 @@ it took): an entry is saved only when its step's writes are, which is after the 
 
 from __future__ import annotations
 
-import operator
 import sys
 import threading
 import time
 from array import array
 from binascii import unhexlify as _unhexlify
 from bisect import bisect_left
-from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 import ormsgpack
@@ -400,9 +397,9 @@ def _count_on(entries: list[Any], jumps: list[int]) -> None:
     ``_number`` is from the previous mark's, when the two share their last 18 characters (a
     process's UUIDv7 ids do). The first item is the batch's first mark, in full.
 
-    For the whole batch at once, in C loops (join, unhexlify, array, map), not per step; a
-    batch with an id that is no canonical UUID keeps its ids in full, and so does the mark
-    after one in full (``jumps``).
+    For the whole batch at once: its ids are checked and read in C loops (join, replace,
+    fromhex, array), not per step. A batch with an id that is no canonical UUID keeps its ids
+    in full, and so does the mark after one in full (``jumps``).
     """
     marks = [at for at, item in enumerate(entries) if type(item) is str]
     if not marks or type(entries[0]) is not tuple or type(entries[0][0]) is not str:
@@ -410,28 +407,26 @@ def _count_on(entries: list[Any], jumps: list[int]) -> None:
     ids = [entries[0][0], *map(entries.__getitem__, marks)]
     text = "".join(ids)
     dashes = text[8::36] + text[13::36] + text[18::36] + text[23::36]
-    if len(text) != 36 * len(ids) or dashes != "-" * 4 * len(ids):
+    if len(text) != 36 * len(ids) or dashes != "-" * 4 * len(ids) or text.lower() != text:
         return
-    digits = text.replace("-", "")
     try:
-        raw = _unhexlify(digits)
+        raw = bytes.fromhex(text.replace("-", " "))  # (it skips spaces)
     except ValueError:
         return
-    if len(raw) != 16 * len(ids) or raw.hex() != digits:
+    if len(raw) != 16 * len(ids):  # (a dash or space elsewhere leaves fewer digits)
         return
     halves = array("Q", raw)  # an id's _number, then its last 16 hex digits
     if sys.byteorder == "little":
         halves.byteswap()
-    numbers, tails = halves[0::2], halves[1::2]
-    steps = map(operator.sub, numbers[1:], numbers[:-1])
-    if not jumps and tails.count(tails[0]) == len(tails):  # one process's ids: all counted on
-        deque(map(operator.setitem, repeat(entries), marks, steps), maxlen=0)
-        return
-    after_jumps = {marks[i] for i in map(bisect_left, repeat(marks), jumps) if i < len(marks)}
-    same = map(operator.eq, tails[1:], tails[:-1])
-    for at, step, counts_on in zip(marks, steps, same, strict=True):
-        if counts_on and at not in after_jumps:
-            entries[at] = step
+    numbers, tails = halves[0::2].tolist(), halves[1::2].tolist()
+    one_process = tails.count(tails[0]) == len(tails)
+    for k, at in enumerate(marks):
+        if one_process or tails[k + 1] == tails[k]:
+            entries[at] = numbers[k + 1] - numbers[k]
+    for jump in jumps:  # the mark after one in full keeps its id
+        k = bisect_left(marks, jump)
+        if k < len(marks):
+            entries[marks[k]] = ids[k + 1]
 
 
 def note_retry(ctx: TaskContext, error: BaseException, kind: str = "node") -> None:
