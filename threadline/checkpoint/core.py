@@ -339,8 +339,9 @@ class CoreSaver(BaseSaver):
         writes: Sequence[TaskWrite],
     ) -> None:
         if encoded := encode_writes(writes, self.serde):
-            ns, cid = checkpoint_ns, checkpoint_id
-            self.backend.commit_writes(thread_id, ns, cid, encoded, self._next_of)
+            self.backend.commit_writes(
+                thread_id, checkpoint_ns, checkpoint_id, encoded, self._next_of
+            )
 
     async def aput_writes(
         self,
@@ -352,8 +353,9 @@ class CoreSaver(BaseSaver):
         if self.in_process:
             return self.put_writes(thread_id, checkpoint_ns, checkpoint_id, writes)
         if encoded := encode_writes(writes, self.serde):
-            ns, cid = checkpoint_ns, checkpoint_id
-            await self.backend.acommit_writes(thread_id, ns, cid, encoded, self._next_of)
+            await self.backend.acommit_writes(
+                thread_id, checkpoint_ns, checkpoint_id, encoded, self._next_of
+            )
 
     def _next_of(self, row: CheckpointRow) -> tuple[str, ...]:
         return body_next(row.body, self.serde)

@@ -172,10 +172,7 @@ class _Query:
     limit: int | None
 
     @classmethod
-    def of(
-        cls, method: str, config: Any, filter: Any = None, before: Any = None, limit: Any = None
-    ) -> _Query:
-        """LangGraph's ``list(config, *, filter=None, before=None, limit=None)``, checked."""
+    def of(cls, config: Any, filter: Any, before: Any, limit: Any, method: str) -> _Query:
         thread_id, ns, checkpoint_id = (
             (None, "", None) if config is None else _address(config, method)
         )
@@ -231,9 +228,16 @@ async def aget_tuple(saver: BaseSaver, config: Any) -> CheckpointTuple | None:
     return None if record is None else checkpoint_tuple(record)
 
 
-def list_(saver: BaseSaver, config: Any, **options: Any) -> Iterator[CheckpointTuple]:
-    """LangGraph's ``list``: checked at once (``_Query.of``), then checkpoints newest first."""
-    return map(checkpoint_tuple, _records(saver, _Query.of("list", config, **options)))
+def list_(
+    saver: BaseSaver,
+    config: Any,
+    *,
+    filter: Mapping[str, Any] | None = None,
+    before: Any = None,
+    limit: int | None = None,
+) -> Iterator[CheckpointTuple]:
+    """LangGraph's ``list``: checked at once, then checkpoints newest first."""
+    return map(checkpoint_tuple, _records(saver, _Query.of(config, filter, before, limit, "list")))
 
 
 def _records(saver: BaseSaver, q: _Query) -> Iterator[CheckpointRecord]:
@@ -252,9 +256,16 @@ def _records(saver: BaseSaver, q: _Query) -> Iterator[CheckpointRecord]:
         yield from saver.list(q.thread_id, q.checkpoint_ns, **q.native())
 
 
-def alist(saver: BaseSaver, config: Any, **options: Any) -> AsyncIterator[CheckpointTuple]:
-    """LangGraph's ``alist``: checked at once (``_Query.of``), then checkpoints newest first."""
-    return _atuples(saver, _Query.of("alist", config, **options))
+def alist(
+    saver: BaseSaver,
+    config: Any,
+    *,
+    filter: Mapping[str, Any] | None = None,
+    before: Any = None,
+    limit: int | None = None,
+) -> AsyncIterator[CheckpointTuple]:
+    """LangGraph's ``alist``: checked at once, then checkpoints newest first."""
+    return _atuples(saver, _Query.of(config, filter, before, limit, "alist"))
 
 
 async def _atuples(saver: BaseSaver, q: _Query) -> AsyncIterator[CheckpointTuple]:
