@@ -21,7 +21,7 @@ def iso_at(micros: int) -> str:
     seconds, fraction = divmod(micros, 1_000_000)
     cached = _second  # one read: another thread may replace it meanwhile
     if seconds != cached[0]:
-        cached = (seconds, datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S"))
+        cached = (seconds, _spell(seconds))
         _second = cached
     text = f"{cached[1]}.{fraction:06d}+00:00"
     _made = (text, micros)
@@ -57,7 +57,14 @@ def _second_of(text: str) -> tuple[int, str] | None:
         when = datetime.fromisoformat(text + "+00:00")
     except ValueError:
         return None
-    return (int(when.timestamp()), text) if when.strftime("%Y-%m-%dT%H:%M:%S") == text else None
+    seconds = int(when.timestamp())
+    return (seconds, text) if _spell(seconds) == text else None
+
+
+def _spell(seconds: int) -> str:
+    """``YYYY-MM-DDTHH:MM:SS`` in UTC, the year in four digits (``strftime`` leaves years before
+    1000 short on some platforms)."""
+    return datetime.fromtimestamp(seconds, UTC).isoformat()[:19]
 
 
 def now_iso() -> str:

@@ -128,6 +128,14 @@ def test_the_newest_id_and_time_are_read_as_any_other() -> None:
     assert micros_of(text[:19] + ".000001+00:00") == 1_700_000_000_000_001  # its second held
 
 
+def test_a_year_before_1000_is_spelled_in_four_digits_and_read_back() -> None:
+    micros = -30_628_713_600_000_000  # 0999-06-01
+    text = iso_at(micros)
+    assert text.startswith("0999-") and len(text) == 32
+    iso_at(1_700_000_000_000_000)  # another second formatted since: the old one is parsed
+    assert micros_of(text) == micros
+
+
 def test_before_any_time_is_made_no_text_reads_as_made() -> None:
     """A fresh process has made no text yet: an empty ``created_at`` is not time 0."""
     code = "from threadline.clock import micros_of; print(micros_of(''), micros_of('x' * 32))"
