@@ -272,3 +272,64 @@ def test_stray_temp_files_are_ignored_and_cleaned_up(saver: FileSaver) -> None:
     b, changes = make({"i": 1}, a)
     fresh.put(rec("t1", b, changes))
     assert not any(p.exists() for p in strays)
+
+
+# -- power failures: which files are fsynced -----------------------------------------------------
+
+
+def _fsynced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths ``os.fsync`` is called on from now on (files and folders)."""
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return synced
+
+
+def _temp_files(paths: list[str], *folders: Path) -> list[str]:
+    return [p for p in paths if Path(p).name.startswith(".tmp-") and Path(p).parent in folders]
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads fd paths from /proc")
+def test_a_put_fsyncs_its_row_after_head_and_not_the_files_readers_check(
+    saver: FileSaver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The row is the last file fsynced, after the folder that holds ``HEAD``'s rename;
+    ``HEAD`` and a ``thread.json`` naming the new head are not fsynced (a garbled or stale one
+    no longer names the head); ``thread.json`` rewritten for a write on the head is."""
+    (a,) = chain(saver, "t1", 1)
+    folder = ns_dir(saver, "t1")
+    synced = _fsynced(monkeypatch)
+    b, changes = make({"i": 1, "big": list(range(100))}, a)
+    saver.put(rec("t1", b, changes))
+    row = synced.index(str(folder / "checkpoints"))
+    assert synced[row - 2] == str(folder)  # HEAD's rename, then the row file, then its folder
+    assert row == len(synced) - 1
+    assert not _temp_files(synced, folder, folder.parent)  # HEAD's, thread.json's
+    synced.clear()
+    saver.put_writes("t1", "", b.id, [TaskWrite("w", "n", "interrupt", "ok?")])
+    assert str(folder.parent) in synced  # thread.json's rename, for the new status
+    assert _temp_files(synced, folder.parent)  # its bytes
+
+
+@pytest.mark.parametrize("garbled", ["HEAD", "thread.json"])
+def test_a_garbled_head_or_thread_file_reads_as_made_from_the_rows(
+    saver: FileSaver, garbled: str
+) -> None:
+    """What a power failure can leave of a file that is not fsynced: zeros, or nothing."""
+    a, b = chain(saver, "t1", 2)
+    folder = ns_dir(saver, "t1")
+    path = folder / garbled if garbled == "HEAD" else folder.parent / garbled
+    path.write_bytes(b"\0" * 40)
+    got = saver.get_tuple("t1")
+    assert got is not None and got.checkpoint == b
+    info = saver.list_threads()[0]
+    assert (info.thread_id, info.checkpoint_id, info.status) == ("t1", b.id, "idle")
+    c, changes = make({"i": 3}, b)
+    saver.put(rec("t1", c, changes))
+    assert [r.checkpoint.id for r in saver.list("t1")] == [c.id, b.id, a.id]
+    assert json.loads((folder / "HEAD").read_text()) == {"checkpoint_id": c.id}

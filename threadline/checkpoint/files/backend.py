@@ -157,6 +157,7 @@ class FilesTransaction:
         self._fresh: set[str] = set()  # thread folders made just to lock them
         self._wrote = False
         self._staged: tuple[str, str, bytes] | None = None  # (ns folder, id, row file)
+        self._landed: tuple[str, str] | None = None  # (ns folder, id) of the row it landed
 
     def _thread(self, thread_id: str, *, shared: bool = False, land: bool = True) -> str:
         """The thread's folder, after landing the staged row (``land``): every call but
@@ -187,8 +188,9 @@ class FilesTransaction:
             return
         ns_dir, cid, data = self._staged
         self._staged = None
+        self._landed = (ns_dir, cid)
+        disk.fsync_dir(ns_dir)  # HEAD's rename, before the row: a row never outlives it
         disk.write_file(disk.row_path(ns_dir, cid), data)
-        disk.fsync_dir(ns_dir)  # HEAD's rename
 
     def release(self) -> None:
         """Unlock; a thread folder made only to lock it goes again."""
@@ -377,7 +379,9 @@ class FilesTransaction:
         rows.store_blobs(ns_dir, blobs, prefixes, texts)
         if backend.previews:
             write_preview(ns_dir, row, blobs, texts, backend.codec)
-        disk.write_json(os.path.join(ns_dir, "HEAD"), {"checkpoint_id": cid}, sync_dir=False)
+        # A hint (``disk.newest``): its rename is made durable before the row's (``land``); its
+        # bytes need not be, as a garbled HEAD reads as none and the rows are scanned instead.
+        disk.write_json(os.path.join(ns_dir, "HEAD"), {"checkpoint_id": cid}, durable=False)
         self._staged = (ns_dir, cid, data)
         chains = backend.chains
         self.committed.append(lambda: chains.stored(thread_id, ns, blobs))
@@ -415,7 +419,12 @@ class FilesTransaction:
             "updated_at": now_iso(),
             "next": list(next_names),
         }
-        disk.write_json(os.path.join(self._thread(thread_id), "thread.json"), doc)
+        # Naming the head this transaction stages, it need not survive a power failure: lost,
+        # stale or garbled, it no longer names the head, and is made again from the head's row.
+        # (A doc about an older head, rewritten after a write on it, must: it would still match.)
+        path = os.path.join(self._thread(thread_id), "thread.json")  # lands the staged row
+        fresh = self._landed == (self.backend.ns_dir(thread_id, ""), head)
+        disk.write_json(path, doc, durable=not fresh)
 
     def delete(self, thread_id: str, ns: str, ids: Collection[str]) -> None:
         """Rows first (the checkpoints are gone at once), then their writes and previews."""

@@ -4,7 +4,8 @@ crash sweeps.
 A thread is a folder ``threads/t-<encoded id>``; each namespace a folder in it (``root`` or
 ``ns-<encoded>``) holding ``checkpoints/``, ``values/``, ``blobs/``, ``writes/`` and ``HEAD``.
 Every file is written to a ``.tmp-*`` file in its own folder, fsynced, renamed into place and
-its folder fsynced; nothing is modified in place.
+its folder fsynced (the few whose loss its readers notice skip the fsyncs: ``write_file``);
+nothing is modified in place.
 """
 
 from __future__ import annotations
@@ -88,10 +89,14 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def write_file(path: str, data: bytes, *, sync_dir: bool = True, replace: bool = True) -> None:
+def write_file(
+    path: str, data: bytes, *, sync_dir: bool = True, replace: bool = True, durable: bool = True
+) -> None:
     """Write ``data`` to ``path`` atomically and durably (temp file, fsync, rename, fsync dir).
 
     ``replace=False`` leaves a file already at ``path`` as it is (it is linked, not renamed).
+    ``durable=False`` skips both fsyncs, for a file whose loss or garbling in a power failure
+    its readers notice (the file appears whole to other processes all the same).
     """
     folder = os.path.dirname(path)
     tmp = os.path.join(folder, f"{TMP}{os.getpid()}-{secrets.token_hex(6)}")
@@ -99,8 +104,9 @@ def write_file(path: str, data: bytes, *, sync_dir: bool = True, replace: bool =
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
         if replace:
             os.replace(tmp, path)
         else:
@@ -111,13 +117,15 @@ def write_file(path: str, data: bytes, *, sync_dir: bool = True, replace: bool =
         with suppress(OSError):
             os.unlink(tmp)
         raise
-    if sync_dir:
+    if sync_dir and durable:
         fsync_dir(folder)
 
 
-def write_json(path: str, obj: Any, *, sync_dir: bool = True, replace: bool = True) -> None:
+def write_json(
+    path: str, obj: Any, *, sync_dir: bool = True, replace: bool = True, durable: bool = True
+) -> None:
     """``write_file`` of ``obj`` as JSON text (``json_bytes``)."""
-    write_file(path, json_bytes(obj), sync_dir=sync_dir, replace=replace)
+    write_file(path, json_bytes(obj), sync_dir=sync_dir, replace=replace, durable=durable)
 
 
 def make_dirs(path: str) -> None:

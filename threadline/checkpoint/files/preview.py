@@ -124,4 +124,5 @@ def write_preview(
         out[blob.key] = rendered
     if out:
         doc = {"checkpoint_id": row.checkpoint_id, "step": row.step, "values": out}
-        disk.write_json(disk.preview_path(ns_dir, row.checkpoint_id), doc)
+        # Never read back: one lost in a power failure costs nothing.
+        disk.write_json(disk.preview_path(ns_dir, row.checkpoint_id), doc, durable=False)
