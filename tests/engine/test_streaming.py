@@ -51,7 +51,8 @@ def test_updates_has_one_chunk_per_send_task():
     g.add_conditional_edges(START, lambda s: [Send("work", x) for x in ("x", "y", "z")])
     g.add_edge("work", END)
     chunks = list(g.compile().stream({"items": []}, stream_mode="updates"))
-    assert chunks == [{"work": {"items": [x]}} for x in ("x", "y", "z")]
+    # In the order the tasks finish, as LangGraph's (on Python 3.13 mostly not x, y, z).
+    assert sorted(chunks, key=str) == [{"work": {"items": [x]}} for x in ("x", "y", "z")]
 
 
 def test_updates_of_a_task_arrive_while_a_sibling_is_still_running():
