@@ -419,9 +419,9 @@ class FilesTransaction:
             "updated_at": now_iso(),
             "next": list(next_names),
         }
-        # Naming the head this transaction stages, it need not survive a power failure: lost,
+        # Naming the row this transaction landed, it need not survive a power failure: lost,
         # stale or garbled, it no longer names the head, and is made again from the head's row.
-        # (A doc about an older head, rewritten after a write on it, must: it would still match.)
+        # (One rewritten after a write on an existing head must: a stale copy would still match.)
         path = os.path.join(self._thread(thread_id), "thread.json")  # lands the staged row
         fresh = self._landed == (self.backend.ns_dir(thread_id, ""), head)
         disk.write_json(path, doc, durable=not fresh)
