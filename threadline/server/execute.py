@@ -1,0 +1,205 @@
+"""Run one run: stream its graph into the event log, keep its lease, obey a cancel, settle it.
+
+A run over HTTP is the graph's ``astream`` with the run's options and the thread's config, so
+everything the library guarantees (checkpoints per step, resume after a crash) holds here too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from threadline.checkpoint.base import BaseSaver
+from threadline.clock import now_iso
+from threadline.graph.compiled import CompiledStateGraph
+from threadline.server import records
+from threadline.server.db import Database, Tx
+from threadline.server.events import EventBus, EventLog, last_seq
+from threadline.server.runopts import graph_call
+from threadline.server.wire import interrupts_by_task, jsonable, thread_status
+from threadline.store.base import BaseStore
+
+log = logging.getLogger("threadline.server")
+
+
+@dataclass
+class Services:
+    """What a worker needs to run runs; one per process."""
+
+    db: Database
+    saver: BaseSaver
+    store: BaseStore | None
+    graphs: Mapping[str, CompiledStateGraph]
+    bus: EventBus = field(default_factory=EventBus)
+    worker_id: str = "local"
+    lease_seconds: float = 30.0
+    cancel_poll_seconds: float = 0.2
+
+
+class Cancelled(Exception):
+    """The run was cancelled by a client (``action`` is ``interrupt`` or ``rollback``)."""
+
+    def __init__(self, action: str) -> None:
+        super().__init__(action)
+        self.action = action
+
+
+async def execute_run(s: Services, run_id: str) -> str:
+    """Run a claimed run to its end; returns its final status."""
+    row = await s.db.call(lambda tx: records.run_row(tx, run_id))
+    if row is None:
+        return "missing"
+    kwargs = json.loads(row["kwargs"])
+    thread_id = row["thread_id"]
+    assistant = await s.db.call(
+        lambda tx: records.get_assistant(tx, row["owner"], row["assistant_id"])
+    )
+    events = EventLog(s.db, s.bus, run_id, await s.db.call(lambda tx: last_seq(tx, run_id)) + 1)
+    graph = s.graphs.get(assistant["graph_id"]) if assistant else None
+    if assistant is None or graph is None:
+        await events.add(
+            "error",
+            {"error": "AssistantNotFound", "message": f"assistant {row['assistant_id']} is gone"},
+        )
+        return await _settle(s, row, events, "error", graph=None)
+    call = graph_call(graph, assistant, kwargs, row)
+    if row["attempt"] > 1 and await _continues(graph, call.config, run_id):
+        call = call.continued()
+    status = "success"
+    try:
+        await _stream(s, graph, call, events, run_id)
+    except Cancelled as stop:
+        status = "interrupted" if stop.action == "interrupt" else "rollback"
+    except Exception as exc:  # a node raised, or the input was refused: the run failed
+        log.info("run %s failed: %s: %s", run_id, type(exc).__name__, exc)
+        await events.add("error", {"error": type(exc).__name__, "message": str(exc)})
+        status = "error"
+    return await _settle(s, row, events, status, graph)
+
+
+async def _continues(graph: CompiledStateGraph, config: Mapping[str, Any], run_id: str) -> bool:
+    """Whether an earlier attempt of this run saved a checkpoint to go on from."""
+    head = await graph.aget_state(
+        {"configurable": {"thread_id": config["configurable"]["thread_id"]}}
+    )
+    return bool(head.metadata and head.metadata.get("run_id") == run_id)
+
+
+async def _stream(
+    s: Services, graph: CompiledStateGraph, call: Any, events: EventLog, run_id: str
+) -> None:
+    async def consume() -> None:
+        async for item in graph.astream(call.input, call.config, **call.options):
+            ns, mode, chunk = item if len(item) == 3 else ((), *item)
+            name = call.event_name(mode)
+            await events.add(name if not ns else f"{name}|{'|'.join(ns)}", jsonable(chunk))
+
+    task = asyncio.create_task(consume())
+    try:
+        while not task.done():
+            done, _ = await asyncio.wait({task}, timeout=s.cancel_poll_seconds)
+            if done:
+                break
+            action = await s.db.call(lambda tx: _keep_lease(tx, run_id, s))
+            if action:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+                raise Cancelled(action)
+        task.result()
+    finally:
+        if not task.done():  # this coroutine itself was cancelled (shutdown)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+
+def _keep_lease(tx: Tx, run_id: str, s: Services) -> str | None:
+    """Extend the run's lease; the cancel a client asked for, if any."""
+    until = (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=s.lease_seconds)).isoformat()
+    tx.run("UPDATE tl_runs SET lease_until = ? WHERE run_id = ?", until, run_id)
+    return records.cancel_action(tx, run_id)
+
+
+async def _settle(
+    s: Services,
+    row: dict[str, Any],
+    events: EventLog,
+    status: str,
+    graph: CompiledStateGraph | None,
+) -> str:
+    """Record where the run and its thread ended, close the stream, call the webhook."""
+    run_id, thread_id = row["run_id"], row["thread_id"]
+    summary: tuple[str, Any, Any, Any] | None = None
+    if graph is not None:
+        summary = await _thread_summary(graph, thread_id, status)
+    if status == "rollback":
+        await _roll_back(s, graph, row)
+    await events.close()
+
+    def settle(tx: Tx) -> None:
+        if status == "rollback":
+            records.delete_run(tx, row["owner"], run_id)
+        else:
+            records.set_run_status(tx, run_id, status)
+        if summary is not None and status != "rollback":
+            records.set_thread_state(tx, thread_id, *summary)
+        else:
+            records.set_thread_status(tx, thread_id, "idle")
+        if records.active_runs(tx, thread_id):
+            records.set_thread_status(tx, thread_id, "busy")
+
+    await s.db.call(settle)
+    webhook = json.loads(row["kwargs"]).get("webhook")
+    if webhook and status != "rollback":
+        await _post_webhook(s, webhook, run_id)
+    return status
+
+
+async def _thread_summary(
+    graph: CompiledStateGraph, thread_id: str, status: str
+) -> tuple[str, Any, Any, Any]:
+    snap = await graph.aget_state({"configurable": {"thread_id": thread_id}})
+    error = next((t.error for t in snap.tasks if t.error), None)
+    thread = "error" if status == "error" else thread_status(snap)
+    return thread, jsonable(snap.values), interrupts_by_task(snap), error
+
+
+async def _roll_back(s: Services, graph: CompiledStateGraph | None, row: dict[str, Any]) -> None:
+    """Undo a cancelled run: its thread goes back to the checkpoint it started from."""
+    start = row.get("start_checkpoint")
+    thread_id = row["thread_id"]
+    if not start or graph is None:
+        await s.saver.adelete_thread(thread_id)
+        return
+    config = {"configurable": {"thread_id": thread_id, "checkpoint_id": start}}
+    await graph.aupdate_state(config, None)
+
+
+async def _post_webhook(s: Services, url: str, run_id: str) -> None:
+    """POST the finished run (with the thread's values) to the run's webhook; failures are logged."""
+    import httpx
+
+    run = await s.db.call(lambda tx: records.get_run(tx, None, run_id))
+    thread = await s.db.call(
+        lambda tx: tx.row(
+            "SELECT * FROM tl_threads WHERE thread_id = ?", run["thread_id"] if run else ""
+        )
+    )
+    body = {
+        **(run or {}),
+        "values": records.thread_out(thread)["values"] if thread else None,
+        "webhook_sent_at": now_iso(),
+    }
+    try:
+        async with httpx.AsyncClient(timeout=10) as client:
+            response = await client.post(url, json=body)
+            response.raise_for_status()
+    except httpx.HTTPError as exc:
+        log.warning("webhook %s for run %s failed: %s", url, run_id, exc)
