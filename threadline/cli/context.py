@@ -1,0 +1,147 @@
+"""Where a command's saver and graph come from: ``--db``/``THREADLINE_DB``, ``--graph``, the
+server's config file."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import unquote, urlsplit
+
+import typer
+
+from threadline.checkpoint import from_url
+from threadline.checkpoint.base import BaseSaver, CheckpointRecord
+from threadline.cli.errors import NOT_FOUND, USAGE, CliError
+from threadline.graph.compiled import CompiledStateGraph
+
+DEFAULT_DB = "sqlite:///threadline.db"
+
+DbOption = Annotated[
+    str,
+    typer.Option(
+        "--db",
+        envvar="THREADLINE_DB",
+        help="Saver URL: sqlite:///file.db, file:///dir, postgresql://..., redis://...",
+        show_default=True,
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+GraphOption = Annotated[
+    str | None,
+    typer.Option(
+        "--graph",
+        "-g",
+        help="The graph: file.py:attr or module:attr (default: from the config file).",
+    ),
+]
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        help="threadline.toml / threadline.json / langgraph.json (default: the one in this "
+        "folder).",
+    ),
+]
+
+
+@contextmanager
+def open_saver(url: str) -> Iterator[BaseSaver]:
+    """The saver of ``url``, closed when the command ends.
+
+    A SQLite file that does not exist is an error rather than a new empty database: a typo in
+    ``--db`` (or running in the wrong folder) should not look like "no threads".
+    """
+    check_sqlite_file(url)
+    try:
+        saver = from_url(url)
+    except ModuleNotFoundError as exc:
+        raise CliError(
+            f"--db {url}: this saver needs {exc.name!r}; install its extra", USAGE
+        ) from None
+    try:
+        yield saver
+    finally:
+        saver.close()
+
+
+def check_sqlite_file(url: str) -> None:
+    if urlsplit(url).scheme.lower() != "sqlite":
+        return
+    rest = url.split("://", 1)[1]
+    if rest in ("", ":memory:", "/:memory:") or not rest.startswith("/"):
+        return  # in memory, or a malformed URL that from_url names precisely
+    path = Path(unquote(rest[1:]))
+    if not path.is_file():
+        raise CliError(
+            f"--db {url}: there is no SQLite file {path.resolve()}; "
+            "pass --db URL or set THREADLINE_DB",
+            NOT_FOUND,
+        )
+
+
+def newest(saver: BaseSaver, thread_id: str, checkpoint_id: str | None = None) -> CheckpointRecord:
+    """The thread's newest checkpoint (or ``checkpoint_id``); ``CliError`` naming what is
+    missing."""
+    record = saver.get_tuple(thread_id, "", checkpoint_id)
+    if record is not None:
+        return record
+    if checkpoint_id is not None and saver.get_tuple(thread_id) is not None:
+        raise CliError(f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}", NOT_FOUND)
+    raise CliError(f"no thread {thread_id!r} in this saver", NOT_FOUND)
+
+
+def load_graph(spec: str, base_dir: Path | None = None) -> Any:
+    """What ``spec`` (``file.py:attr`` or ``module:attr``) names: a builder, a compiled graph
+    or a factory."""
+    from threadline.server.graphs import load_object
+
+    return load_object(spec, base_dir or Path.cwd())
+
+
+def graph_for_thread(
+    saver: BaseSaver, thread_id: str, spec: str | None, config: Path | None
+) -> CompiledStateGraph:
+    """The graph that continues ``thread_id``, saving in ``saver``.
+
+    ``--graph file.py:attr`` wins; ``--graph NAME`` is a graph id of the config file. Without
+    it: the config's graph whose id the server stored in the thread's newest checkpoint
+    metadata (``graph_id``), or the config's only graph.
+    """
+    from threadline.server.graphs import bind
+
+    if spec is not None and ":" in spec:
+        return bind(load_graph(spec), saver, None, spec.rpartition(":")[2])
+    graphs, base_dir = _config_graphs(config)
+    graph_id = spec or _stored_graph_id(saver, thread_id)
+    if graph_id is None and len(graphs) == 1:
+        graph_id = next(iter(graphs))
+    if graph_id not in graphs:
+        raise CliError(
+            f"--graph: {graph_id!r} is not a graph of the config ({', '.join(graphs)}); "
+            "pass --graph NAME or --graph file.py:attr"
+            if graph_id is not None
+            else f"thread {thread_id!r} names no graph and the config has several "
+            f"({', '.join(graphs)}): pass --graph NAME",
+            USAGE,
+        )
+    return bind(load_graph(graphs[graph_id], base_dir), saver, None, graph_id)
+
+
+def _config_graphs(config: Path | None) -> tuple[dict[str, str], Path]:
+    from threadline.server.settings import CONFIG_NAMES, load_settings
+
+    if config is None and not any((Path.cwd() / name).is_file() for name in CONFIG_NAMES):
+        raise CliError(
+            "this command runs the thread's graph: pass --graph file.py:attr, or run it where "
+            f"{CONFIG_NAMES[0]} is (or pass --config PATH)",
+            USAGE,
+        )
+    settings = load_settings(config)
+    return dict(settings.graphs), settings.base_dir
+
+
+def _stored_graph_id(saver: BaseSaver, thread_id: str) -> str | None:
+    graph_id = newest(saver, thread_id).metadata.get("graph_id")
+    return graph_id if isinstance(graph_id, str) else None
