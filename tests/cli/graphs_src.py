@@ -57,4 +57,18 @@ two.add_edge(START, "left")
 two.add_edge(START, "right")
 two.add_edge("left", END)
 two.add_edge("right", END)
+
+
+def inbox_review(state):
+    asked = {"action": "pay", "args": {"amount": 5}}
+    switches = {"allow_accept": True, "allow_edit": False, "allow_respond": True,
+                "allow_ignore": True}
+    [response] = interrupt([{"action_request": asked, "config": switches, "description": None}])
+    return {"decision": "inbox:" + response["type"]}
+
+
+inbox = StateGraph(State)
+inbox.add_node("review", inbox_review)
+inbox.add_edge(START, "review")
+inbox.add_edge("review", END)
 """

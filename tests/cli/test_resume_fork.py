@@ -76,6 +76,24 @@ def test_accept_and_reject_a_review(cli: Any, db: str, tmp_path: Path, flows: An
     assert rejected.json()["values"]["decision"] == "reject:too much"
 
 
+def test_accept_and_reject_agent_inbox_requests(cli: Any, tmp_path: Path, flows: Any) -> None:
+    from threadline.checkpoint import SqliteSaver
+
+    saver = SqliteSaver(str(tmp_path / "inbox.db"))
+    graph = flows.inbox.compile(checkpointer=saver)
+    for thread_id in ("i1", "i2", "i3"):
+        graph.invoke({}, {"configurable": {"thread_id": thread_id}})
+    saver.close()
+    db = f"sqlite:///{tmp_path / 'inbox.db'}"
+    spec = "flows.py:inbox"
+    accepted = cli("resume", "i1", "--accept", "-g", spec, "--db", db, "--json").json()
+    assert accepted["values"]["decision"] == "inbox:accept"
+    ignored = cli("resume", "i2", "--reject", "-g", spec, "--db", db, "--json").json()
+    assert ignored["values"]["decision"] == "inbox:ignore"
+    refused = cli("resume", "i3", "--reject", "-m", "no", "-g", spec, "--db", db, code=2)
+    assert "carries no message" in refused.stderr
+
+
 def test_accept_needs_a_review_request(cli: Any, db: str) -> None:
     result = cli("resume", "a", "--accept", "-g", "flows.py:approval", "--db", db, code=2)
     assert "is not a review request" in result.stderr and "--value JSON" in result.stderr
