@@ -180,3 +180,10 @@ def test_fork_errors(cli: Any, db: str) -> None:
     not_object = cli("fork", "a", "-c", "x", "--values", "[1]", "--db", db, code=2)
     assert "--values: give a JSON object" in not_object.stderr
     cli("fork", "a", "--db", db, code=2)  # --checkpoint is required
+
+
+def test_an_answer_the_schema_refuses_exits_2(cli: Any, db: str) -> None:
+    wrong = '{"decisions": [{"type": "maybe"}]}'
+    result = cli("resume", "r", "--value", wrong, "-g", "flows.py:reviewed", "--db", db, code=2)
+    assert "decisions[0]" in result.stderr and "Traceback" not in result.output
+    assert cli("state", "r", "--db", db, "--json").json()["status"] == "interrupted"
