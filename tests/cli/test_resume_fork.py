@@ -3,6 +3,7 @@ config file."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -100,78 +101,34 @@ def test_accept_needs_a_review_request(cli: Any, db: str) -> None:
 
 
 def test_several_interrupts(cli: Any, db: str) -> None:
-    ambiguous = cli("resume", "t", "--value", '"x"', "-g", "flows.py:two", "--db", db, code=4)
+    two = ("-g", "flows.py:two", "--db", db)
+    ambiguous = cli("resume", "t", "--value", '"x"', *two, code=4)
     assert "2 interrupts are waiting" in ambiguous.stderr
     waiting = cli("state", "t", "--db", db, "--json").json()["interrupts"]
     by_node = {i["node"]: i["id"] for i in waiting}
-    unknown = cli(
-        "resume", "t", "--value", "1", "-i", "zzz", "-g", "flows.py:two", "--db", db, code=3
-    )
+    unknown = cli("resume", "t", "--value", "1", "-i", "zzz", *two, code=3)
     assert "no waiting interrupt 'zzz'" in unknown.stderr
-    one = cli(
-        "resume",
-        "t",
-        "--value",
-        '"L"',
-        "--interrupt",
-        by_node["left"],
-        "-g",
-        "flows.py:two",
-        "--db",
-        db,
-        "--json",
-    ).json()
-    assert [i["node"] for i in one["interrupts"]] == ["right"]
-    rest = cli(
-        "resume",
-        "t",
-        "--value",
-        f'{{"{by_node["right"]}": "R"}}',
-        "-g",
-        "flows.py:two",
-        "--db",
-        db,
-        "--json",
-    ).json()
+    one = cli("resume", "t", "--value", '"L"', "--interrupt", by_node["left"], *two, "--json")
+    assert [i["node"] for i in one.json()["interrupts"]] == ["right"]
+    answers = json.dumps({by_node["right"]: "R"})
+    rest = cli("resume", "t", "--value", answers, *two, "--json").json()
     assert rest["status"] == "idle" and sorted(rest["values"]["notes"]) == ["left L", "right R"]
 
 
 def test_fork_from_an_older_checkpoint(cli: Any, db: str) -> None:
-    cli("resume", "a", "--value", '"yes"', "-g", "flows.py:approval", "--db", db)
+    approval = ("-g", "flows.py:approval", "--db", db, "--json")
+    cli("resume", "a", "--value", '"yes"', *approval)
     history = cli("history", "a", "--db", db, "--json").json()
-    paused = next(r for r in history if r["next"] == ["ask"])
-    forked = cli(
-        "fork",
-        "a",
-        "--checkpoint",
-        paused["checkpoint_id"],
-        "--values",
-        '{"topic": "dogs"}',
-        "-g",
-        "flows.py:approval",
-        "--db",
-        db,
-        "--json",
-    ).json()
-    assert forked["forked_from"] == paused["checkpoint_id"]
+    paused = next(r for r in history if r["next"] == ["ask"])["checkpoint_id"]
+    changes = '{"topic": "dogs"}'
+    forked = cli("fork", "a", "--checkpoint", paused, "--values", changes, *approval).json()
+    assert forked["forked_from"] == paused
     assert forked["checkpoint_id"] == forked["fork_checkpoint_id"]
-    assert forked["parent_checkpoint_id"] == paused["checkpoint_id"]
+    assert forked["parent_checkpoint_id"] == paused
     assert forked["values"]["topic"] == "dogs" and forked["next"] == ["ask"]
-    ran = cli(
-        "fork",
-        "a",
-        "-c",
-        paused["checkpoint_id"],
-        "--run",
-        "-g",
-        "flows.py:approval",
-        "--db",
-        db,
-        "--json",
-    ).json()
-    assert ran["status"] == "interrupted" and ran["interrupts"][0]["value"] == {
-        "question": "ok cats?"
-    }
+    ran = cli("fork", "a", "-c", paused, "--run", *approval).json()
+    assert ran["status"] == "interrupted"
+    assert ran["interrupts"][0]["value"] == {"question": "ok cats?"}
 
 
 def test_fork_errors(cli: Any, db: str) -> None:
