@@ -65,6 +65,10 @@ def test_bad_db_urls(cli: Any, tmp_path: Path) -> None:
     assert "threadline.db" in missing.stderr and "--db" in missing.stderr
     assert not (tmp_path / "threadline.db").exists()
     assert "sqlite:///" in cli("threads", "list", "--db", "sqlite://rel.db", code=2).stderr
+    folder = cli("threads", "list", "--db", f"file://{tmp_path / 'none'}", code=3)
+    assert "there is no folder" in folder.stderr and not (tmp_path / "none").exists()
+    (tmp_path / "threads").mkdir()
+    assert "no threads" in cli("threads", "list", "--db", f"file://{tmp_path / 'threads'}").stdout
 
 
 def test_bad_status_is_a_usage_error(cli: Any, db: str) -> None:

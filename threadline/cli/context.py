@@ -50,10 +50,11 @@ ConfigOption = Annotated[
 def open_saver(url: str) -> Iterator[BaseSaver]:
     """The saver of ``url``, closed when the command ends.
 
-    A SQLite file that does not exist is an error rather than a new empty database: a typo in
-    ``--db`` (or running in the wrong folder) should not look like "no threads".
+    A SQLite file or a files folder that does not exist is an error rather than a new empty
+    store: a typo in ``--db`` (or running in the wrong folder) should not look like "no
+    threads".
     """
-    check_sqlite_file(url)
+    check_local_store(url)
     try:
         saver = from_url(url)
     except ModuleNotFoundError as exc:
@@ -66,17 +67,23 @@ def open_saver(url: str) -> Iterator[BaseSaver]:
         saver.close()
 
 
-def check_sqlite_file(url: str) -> None:
-    if urlsplit(url).scheme.lower() != "sqlite":
+def check_local_store(url: str) -> None:
+    """``CliError`` (not found) when ``url`` names a SQLite file or folder that is not there."""
+    scheme = urlsplit(url).scheme.lower()
+    if scheme == "file":
+        where, what = Path(unquote(urlsplit(url).path)), "folder"
+        exists = where.is_dir()
+    elif scheme == "sqlite":
+        rest = url.split("://", 1)[1]
+        if rest in ("", ":memory:", "/:memory:") or not rest.startswith("/"):
+            return  # in memory, or a malformed URL that from_url names precisely
+        where, what = Path(unquote(rest[1:])), "SQLite file"
+        exists = where.is_file()
+    else:
         return
-    rest = url.split("://", 1)[1]
-    if rest in ("", ":memory:", "/:memory:") or not rest.startswith("/"):
-        return  # in memory, or a malformed URL that from_url names precisely
-    path = Path(unquote(rest[1:]))
-    if not path.is_file():
+    if not exists:
         raise CliError(
-            f"--db {url}: there is no SQLite file {path.resolve()}; "
-            "pass --db URL or set THREADLINE_DB",
+            f"--db {url}: there is no {what} {where.resolve()}; pass --db URL or set THREADLINE_DB",
             NOT_FOUND,
         )
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from threadline.cli.context import DEFAULT_DB, DbOption, JsonOption, check_sqlite_file
+from threadline.cli.context import DEFAULT_DB, DbOption, JsonOption, check_local_store
 from threadline.cli.errors import NOT_FOUND, CliError
 from threadline.cli.output import fields, note, print_json, table
 
@@ -30,7 +30,7 @@ def _records(url: str, *, create: bool = False) -> Iterator[Database]:
     from threadline.server.db import Database
 
     if not create:
-        check_sqlite_file(url)
+        check_local_store(url)
     db = Database(url)
     try:
         yield db
