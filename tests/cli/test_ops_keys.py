@@ -81,7 +81,7 @@ def test_keys(cli: Any, tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'records.db'}"
     created = cli("keys", "create", "ci-bot", "--db", db, "--json").json()
     assert created["secret"].startswith(f"tl_{created['key_id']}_")
-    shown = cli("keys", "create", "ops", "--scope", "team", "--db", db).stdout
+    shown = cli("keys", "create", "--name", "ops", "--scope", "team", "--db", db).stdout
     assert "cannot be shown again" in shown and "team" in shown
     keys = cli("keys", "list", "--db", db, "--json").json()
     assert [k["name"] for k in keys] == ["ci-bot", "ops"] and "secret" not in keys[0]
@@ -93,6 +93,8 @@ def test_keys(cli: Any, tmp_path: Path) -> None:
     assert "no live key" in again.stderr
     assert cli("keys", "list", "--db", db, "--json").json()[0]["revoked_at"] is not None
     assert "redis" in cli("keys", "list", "--db", "redis://127.0.0.1:1/0", code=2).stderr
+    assert "one name" in cli("keys", "create", "--db", db, code=2).stderr
+    assert "one name" in cli("keys", "create", "a", "--name", "b", "--db", db, code=2).stderr
 
 
 @pytest.mark.parametrize("command", ["serve", "worker"])

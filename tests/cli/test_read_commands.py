@@ -74,3 +74,17 @@ def test_bad_db_urls(cli: Any, tmp_path: Path) -> None:
 def test_bad_status_is_a_usage_error(cli: Any, db: str) -> None:
     result = cli("threads", "list", "--status", "paused", "--db", db, code=2)
     assert "--status" in result.output
+
+
+def test_the_db_of_the_config_file(cli: Any, db: str, tmp_path: Path) -> None:
+    (tmp_path / "threadline.toml").write_text(
+        '[graphs]\napproval = "flows.py:approval"\n[server]\ndb = "sqlite:///app.db"\n'
+    )
+    assert len(cli("threads", "list", "--json").json()) == 3  # no --db: the config's
+    state = cli("resume", "a", "--value", '"ok"', "--json").json()  # its db and its graph
+    assert state["values"]["answer"] == "ok!"
+    elsewhere = tmp_path / "conf" / "threadline.toml"
+    elsewhere.parent.mkdir()
+    elsewhere.write_text('[graphs]\na = "flows.py:approval"\n[server]\ndb = "sqlite:///no.db"\n')
+    result = cli("resume", "a", "--value", "1", "--config", str(elsewhere), code=3)
+    assert "no.db" in result.stderr

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from threadline.cli import ops, runs, threads
-from threadline.cli.context import ConfigOption
+from threadline.cli.context import ConfigOption, SchemaOption
 from threadline.cli.errors import FAILED, CliError, ErrorsToExitCodes
 from threadline.cli.keys import keys_app
 
@@ -69,6 +69,7 @@ def serve(
         int | None, typer.Option(help="Port (default 2024).", show_default=False)
     ] = None,
     db: DbOverride = None,
+    schema: SchemaOption = None,
 ) -> None:
     """Run the HTTP server (LangGraph Server's API) for the graphs of the config file.
 
@@ -79,19 +80,19 @@ def serve(
     """
     from threadline.server.settings import load_settings
 
-    settings = load_settings(config, host=host, port=port, db=db)
+    settings = load_settings(config, host=host, port=port, db=db, schema=schema)
     _server_part("threadline.server.app", "serve")(settings)
 
 
 @app.command()
-def worker(config: ConfigOption = None, db: DbOverride = None) -> None:
+def worker(config: ConfigOption = None, db: DbOverride = None, schema: SchemaOption = None) -> None:
     """Run a worker: it takes queued runs from PostgreSQL and runs them (any number of them).
 
     Example: threadline worker --config threadline.toml
     """
     from threadline.server.settings import load_settings
 
-    settings = load_settings(config, db=db)
+    settings = load_settings(config, db=db, schema=schema)
     _server_part("threadline.server.worker", "run_worker")(settings)
 
 

@@ -1,5 +1,11 @@
 """Where a command's saver and graph come from: ``--db``/``THREADLINE_DB``, ``--graph``, the
-server's config file."""
+server's config file.
+
+The saver's URL: ``--db`` (or ``THREADLINE_DB``); else the ``db`` of the config file
+(``--config``, or ``threadline.toml``/``threadline.json``/``langgraph.json`` in this folder),
+so that the CLI reads the server's threads and keys; else ``sqlite:///threadline.db``. A
+PostgreSQL schema likewise: ``--schema`` (``THREADLINE_SCHEMA``), the config's, ``public``.
+"""
 
 from __future__ import annotations
 
@@ -19,12 +25,22 @@ from threadline.graph.compiled import CompiledStateGraph
 DEFAULT_DB = "sqlite:///threadline.db"
 
 DbOption = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--db",
         envvar="THREADLINE_DB",
-        help="Saver URL: sqlite:///file.db, file:///dir, postgresql://..., redis://...",
-        show_default=True,
+        help="Saver URL: sqlite:///file.db, file:///dir, postgresql://..., redis://... "
+        f"(default: the config file's db, else {DEFAULT_DB})",
+        show_default=False,
+    ),
+]
+SchemaOption = Annotated[
+    str | None,
+    typer.Option(
+        "--schema",
+        envvar="THREADLINE_SCHEMA",
+        help="PostgreSQL schema (default: the config file's, else public).",
+        show_default=False,
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
@@ -46,17 +62,40 @@ ConfigOption = Annotated[
 ]
 
 
+def resolve_db(
+    db: str | None, schema: str | None, config: Path | None = None
+) -> tuple[str, str | None]:
+    """The saver URL and PostgreSQL schema a command uses (see the module's docstring)."""
+    if db is not None:
+        return db, schema
+    file = config if config is not None else _config_here()
+    if file is None:
+        return DEFAULT_DB, schema
+    from threadline.server.settings import load_settings
+
+    settings = load_settings(file)
+    return settings.db, schema or getattr(settings, "schema", None)
+
+
+def is_postgres(url: str) -> bool:
+    return urlsplit(url).scheme.lower() in ("postgres", "postgresql")
+
+
 @contextmanager
-def open_saver(url: str) -> Iterator[BaseSaver]:
-    """The saver of ``url``, closed when the command ends.
+def open_saver(
+    db: str | None, schema: str | None = None, config: Path | None = None
+) -> Iterator[BaseSaver]:
+    """The saver of ``db`` (resolved by ``resolve_db``), closed when the command ends.
 
     A SQLite file or a files folder that does not exist is an error rather than a new empty
     store: a typo in ``--db`` (or running in the wrong folder) should not look like "no
     threads".
     """
+    url, schema = resolve_db(db, schema, config)
     check_local_store(url)
+    options = {"schema": schema} if schema and is_postgres(url) else {}
     try:
-        saver = from_url(url)
+        saver = from_url(url, **options)
     except ModuleNotFoundError as exc:
         raise CliError(
             f"--db {url}: this saver needs {exc.name!r}; install its extra", USAGE
@@ -65,6 +104,13 @@ def open_saver(url: str) -> Iterator[BaseSaver]:
         yield saver
     finally:
         saver.close()
+
+
+def _config_here() -> Path | None:
+    from threadline.server.settings import CONFIG_NAMES
+
+    found = [Path.cwd() / name for name in CONFIG_NAMES if (Path.cwd() / name).is_file()]
+    return found[0] if found else None
 
 
 def check_local_store(url: str) -> None:
@@ -139,7 +185,7 @@ def graph_for_thread(
 def _config_graphs(config: Path | None) -> tuple[dict[str, str], Path]:
     from threadline.server.settings import CONFIG_NAMES, load_settings
 
-    if config is None and not any((Path.cwd() / name).is_file() for name in CONFIG_NAMES):
+    if config is None and _config_here() is None:
         raise CliError(
             "this command runs the thread's graph: pass --graph file.py:attr, or run it where "
             f"{CONFIG_NAMES[0]} is (or pass --config PATH)",

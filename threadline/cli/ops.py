@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from threadline.checkpoint.base import BaseSaver, ThreadInfo
-from threadline.cli.context import DEFAULT_DB, DbOption, JsonOption, load_graph, open_saver
+from threadline.cli.context import DbOption, JsonOption, SchemaOption, load_graph, open_saver
 from threadline.cli.errors import PROBLEMS, USAGE, CliError
 from threadline.cli.output import note, print_json, table
 from threadline.cli.progress import counting_calls
@@ -51,7 +51,8 @@ def check(
             show_default="interrupted, error, running",
         ),
     ] = None,
-    db: DbOption = DEFAULT_DB,
+    db: DbOption = None,
+    schema: SchemaOption = None,
     json: JsonOption = False,
 ) -> None:
     """Before a deploy: which unfinished threads this version of the graph cannot continue.
@@ -64,7 +65,7 @@ def check(
     from threadline.thread_check import check as check_threads
 
     wanted = tuple(s.value for s in status or UNFINISHED)
-    with open_saver(db) as saver:
+    with open_saver(db, schema) as saver:
         graph = bind(load_graph(spec), saver, None, spec.rpartition(":")[2])
         total = sum(1 for info in saver.list_threads() if info.status in wanted)
         with counting_calls(saver, "get_tuple", total, "checking threads", quiet=json):
@@ -106,7 +107,8 @@ def prune(
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only list what would go.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
-    db: DbOption = DEFAULT_DB,
+    db: DbOption = None,
+    schema: SchemaOption = None,
     json: JsonOption = False,
 ) -> None:
     """Delete threads last updated before a date (or all but their newest checkpoints).
@@ -121,7 +123,7 @@ def prune(
 
     cutoff = parse_before(before)
     statuses = [s.value for s in status] if status else None
-    with open_saver(db) as saver:
+    with open_saver(db, schema) as saver:
         targets = _older(saver, cutoff, statuses)
         if dry_run or not targets:
             _show_targets(targets, json)

@@ -13,11 +13,11 @@ import typer
 from threadline.checkpoint.base import BaseSaver
 from threadline.cli.answers import Verdict, review_answer
 from threadline.cli.context import (
-    DEFAULT_DB,
     ConfigOption,
     DbOption,
     GraphOption,
     JsonOption,
+    SchemaOption,
     graph_for_thread,
     newest,
     open_saver,
@@ -57,7 +57,8 @@ def resume(
     ] = None,
     graph: GraphOption = None,
     config: ConfigOption = None,
-    db: DbOption = DEFAULT_DB,
+    db: DbOption = None,
+    schema: SchemaOption = None,
     json: JsonOption = False,
 ) -> None:
     """Answer a thread's pending interrupt and run it on until it ends or asks again.
@@ -87,7 +88,7 @@ def resume(
         raise CliError("give exactly one of --value JSON, --accept, --reject", USAGE)
     if message is not None and not reject:
         raise CliError("--message goes with --reject", USAGE)
-    with open_saver(db) as saver:
+    with open_saver(db, schema, config) as saver:
         waiting = _waiting(saver, thread_id, interrupt)
         answer: Any
         if value is not None:
@@ -124,7 +125,8 @@ def fork(
     ] = False,
     graph: GraphOption = None,
     config: ConfigOption = None,
-    db: DbOption = DEFAULT_DB,
+    db: DbOption = None,
+    schema: SchemaOption = None,
     json: JsonOption = False,
 ) -> None:
     """Make an older checkpoint the thread's head again (time travel), optionally edited.
@@ -142,7 +144,7 @@ def fork(
     changes = parse_json(values, "--values") if values is not None else None
     if changes is not None and not isinstance(changes, dict):
         raise CliError("--values: give a JSON object of state keys", USAGE)
-    with open_saver(db) as saver:
+    with open_saver(db, schema, config) as saver:
         newest(saver, thread_id, checkpoint)
         app = graph_for_thread(saver, thread_id, graph, config)
         at = {"configurable": {"thread_id": thread_id, "checkpoint_id": checkpoint}}

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from threadline.cli.context import DEFAULT_DB, DbOption, JsonOption, newest, open_saver
+from threadline.cli.context import DbOption, JsonOption, SchemaOption, newest, open_saver
 from threadline.cli.output import fields, interrupts_table, note, print_json, print_state, table
 from threadline.cli.records import history_row, state_out, trace_of
 
@@ -38,14 +38,15 @@ def list_threads(
         Status | None, typer.Option("--status", "-s", help="Only threads in this status.")
     ] = None,
     limit: Annotated[int | None, typer.Option(min=1, help="At most this many.")] = None,
-    db: DbOption = DEFAULT_DB,
+    db: DbOption = None,
+    schema: SchemaOption = None,
     json: JsonOption = False,
 ) -> None:
     """Threads, most recently updated first.
 
     Example: threadline threads list --status interrupted
     """
-    with open_saver(db) as saver:
+    with open_saver(db, schema) as saver:
         threads = saver.list_threads(status=status.value if status else None, limit=limit)
     if json:
         print_json([dataclasses.asdict(info) for info in threads])
@@ -64,12 +65,17 @@ def list_threads(
 
 
 @threads_app.command("show")
-def show_thread(thread_id: ThreadId, db: DbOption = DEFAULT_DB, json: JsonOption = False) -> None:
+def show_thread(
+    thread_id: ThreadId,
+    db: DbOption = None,
+    schema: SchemaOption = None,
+    json: JsonOption = False,
+) -> None:
     """A thread: its status, newest checkpoint, what it waits for.
 
     Example: threadline threads show order-1
     """
-    with open_saver(db) as saver:
+    with open_saver(db, schema) as saver:
         record = newest(saver, thread_id)
         count = sum(1 for _ in saver.list(thread_id))
     shown = state_out(record)
@@ -90,14 +96,15 @@ def state(
     checkpoint: Annotated[
         str | None, typer.Option("--checkpoint", "-c", help="This checkpoint, not the newest.")
     ] = None,
-    db: DbOption = DEFAULT_DB,
+    db: DbOption = None,
+    schema: SchemaOption = None,
     json: JsonOption = False,
 ) -> None:
     """The state values of a thread's newest checkpoint (or --checkpoint CID).
 
     Example: threadline state order-1 --json | jq .values
     """
-    with open_saver(db) as saver:
+    with open_saver(db, schema) as saver:
         shown = state_out(newest(saver, thread_id, checkpoint))
     print_state(shown, json)
 
@@ -105,14 +112,15 @@ def state(
 def history(
     thread_id: ThreadId,
     limit: Annotated[int | None, typer.Option(min=1, help="At most this many.")] = None,
-    db: DbOption = DEFAULT_DB,
+    db: DbOption = None,
+    schema: SchemaOption = None,
     json: JsonOption = False,
 ) -> None:
     """A thread's checkpoints, newest first (every branch).
 
     Example: threadline history order-1 --limit 10
     """
-    with open_saver(db) as saver:
+    with open_saver(db, schema) as saver:
         newest(saver, thread_id)
         rows = [history_row(r) for r in saver.list(thread_id, limit=limit)]
     if json:
@@ -140,14 +148,15 @@ def trace(
     since: Annotated[
         str | None, typer.Option(help="Only entries after this entry id.", show_default=False)
     ] = None,
-    db: DbOption = DEFAULT_DB,
+    db: DbOption = None,
+    schema: SchemaOption = None,
     json: JsonOption = False,
 ) -> None:
     """A thread's execution trace: each node attempt, interrupt, answer and event.
 
     Example: threadline trace order-1 --json
     """
-    with open_saver(db) as saver:
+    with open_saver(db, schema) as saver:
         newest(saver, thread_id)
         entries = trace_of(saver, thread_id, since)
     if json:
