@@ -20,7 +20,6 @@ import typer
 from threadline.checkpoint import from_url
 from threadline.checkpoint.base import BaseSaver, CheckpointRecord
 from threadline.cli.errors import NOT_FOUND, USAGE, CliError
-from threadline.graph.compiled import CompiledStateGraph
 
 DEFAULT_DB = "sqlite:///threadline.db"
 
@@ -49,7 +48,8 @@ GraphOption = Annotated[
     typer.Option(
         "--graph",
         "-g",
-        help="The graph: file.py:attr or module:attr (default: from the config file).",
+        help="The graph: file.py:attr, module:attr, or a graph id of the config file "
+        "(default: the thread's graph in the config file).",
     ),
 ]
 ConfigOption = Annotated[
@@ -68,7 +68,7 @@ def resolve_db(
     """The saver URL and PostgreSQL schema a command uses (see the module's docstring)."""
     if db is not None:
         return db, schema
-    file = config if config is not None else _config_here()
+    file = config if config is not None else config_here()
     if file is None:
         return DEFAULT_DB, schema
     from threadline.server.settings import load_settings
@@ -106,7 +106,8 @@ def open_saver(
         saver.close()
 
 
-def _config_here() -> Path | None:
+def config_here() -> Path | None:
+    """The server's config file in the current folder, if there is one."""
     from threadline.server.settings import CONFIG_NAMES
 
     found = [Path.cwd() / name for name in CONFIG_NAMES if (Path.cwd() / name).is_file()]
@@ -151,50 +152,3 @@ def load_graph(spec: str, base_dir: Path | None = None) -> Any:
     from threadline.server.graphs import load_object
 
     return load_object(spec, base_dir or Path.cwd())
-
-
-def graph_for_thread(
-    saver: BaseSaver, thread_id: str, spec: str | None, config: Path | None
-) -> CompiledStateGraph:
-    """The graph that continues ``thread_id``, saving in ``saver``.
-
-    ``--graph file.py:attr`` wins; ``--graph NAME`` is a graph id of the config file. Without
-    it: the config's graph whose id the server stored in the thread's newest checkpoint
-    metadata (``graph_id``), or the config's only graph.
-    """
-    from threadline.server.graphs import bind
-
-    if spec is not None and ":" in spec:
-        return bind(load_graph(spec), saver, None, spec.rpartition(":")[2])
-    graphs, base_dir = _config_graphs(config)
-    graph_id = spec or _stored_graph_id(saver, thread_id)
-    if graph_id is None and len(graphs) == 1:
-        graph_id = next(iter(graphs))
-    if graph_id not in graphs:
-        raise CliError(
-            f"--graph: {graph_id!r} is not a graph of the config ({', '.join(graphs)}); "
-            "pass --graph NAME or --graph file.py:attr"
-            if graph_id is not None
-            else f"thread {thread_id!r} names no graph and the config has several "
-            f"({', '.join(graphs)}): pass --graph NAME",
-            USAGE,
-        )
-    return bind(load_graph(graphs[graph_id], base_dir), saver, None, graph_id)
-
-
-def _config_graphs(config: Path | None) -> tuple[dict[str, str], Path]:
-    from threadline.server.settings import CONFIG_NAMES, load_settings
-
-    if config is None and _config_here() is None:
-        raise CliError(
-            "this command runs the thread's graph: pass --graph file.py:attr, or run it where "
-            f"{CONFIG_NAMES[0]} is (or pass --config PATH)",
-            USAGE,
-        )
-    settings = load_settings(config)
-    return dict(settings.graphs), settings.base_dir
-
-
-def _stored_graph_id(saver: BaseSaver, thread_id: str) -> str | None:
-    graph_id = newest(saver, thread_id).metadata.get("graph_id")
-    return graph_id if isinstance(graph_id, str) else None

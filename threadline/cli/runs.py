@@ -18,13 +18,15 @@ from threadline.cli.context import (
     GraphOption,
     JsonOption,
     SchemaOption,
-    graph_for_thread,
     newest,
     open_saver,
+    resolve_db,
 )
 from threadline.cli.errors import CONFLICT, NOT_FOUND, USAGE, CliError
+from threadline.cli.graphs import graph_for_thread
 from threadline.cli.output import parse_json, print_state
 from threadline.cli.records import state_out
+from threadline.cli.server_rows import sync_server_row
 from threadline.runtime.answers import pending_interrupts
 from threadline.types import Command, Interrupt
 
@@ -88,7 +90,8 @@ def resume(
         raise CliError("give exactly one of --value JSON, --accept, --reject", USAGE)
     if message is not None and not reject:
         raise CliError("--message goes with --reject", USAGE)
-    with open_saver(db, schema, config) as saver:
+    url, schema = resolve_db(db, schema, config)
+    with open_saver(url, schema) as saver:
         waiting = _waiting(saver, thread_id, interrupt)
         answer: Any
         if value is not None:
@@ -97,9 +100,10 @@ def resume(
         else:
             verdict: Verdict = "accept" if accept else "reject"
             answer = {i.id: review_answer(i, verdict, message) for i in waiting}
-        app = graph_for_thread(saver, thread_id, graph, config)
-        app.invoke(Command(resume=answer), {"configurable": {"thread_id": thread_id}})
+        bound = graph_for_thread(saver, thread_id, graph, config)
+        bound.graph.invoke(Command(resume=answer), bound.run_config(thread_id))
         shown = state_out(newest(saver, thread_id))
+        sync_server_row(url, schema, bound, thread_id)
     print_state(shown, json)
 
 
@@ -144,16 +148,20 @@ def fork(
     changes = parse_json(values, "--values") if values is not None else None
     if changes is not None and not isinstance(changes, dict):
         raise CliError("--values: give a JSON object of state keys", USAGE)
-    with open_saver(db, schema, config) as saver:
+    url, schema = resolve_db(db, schema, config)
+    with open_saver(url, schema) as saver:
         newest(saver, thread_id, checkpoint)
-        app = graph_for_thread(saver, thread_id, graph, config)
-        at = {"configurable": {"thread_id": thread_id, "checkpoint_id": checkpoint}}
-        head = app.update_state(at, changes, as_node=as_node)
+        bound = graph_for_thread(saver, thread_id, graph, config)
+        at = bound.run_config(thread_id, checkpoint_id=checkpoint)
+        head = bound.graph.update_state(at, changes, as_node=as_node)["configurable"]
         if run:
-            app.invoke(None, head)
+            bound.graph.invoke(
+                None, bound.run_config(thread_id, checkpoint_id=head["checkpoint_id"])
+            )
         shown = state_out(newest(saver, thread_id))
+        sync_server_row(url, schema, bound, thread_id)
     shown["forked_from"] = checkpoint
-    shown["fork_checkpoint_id"] = head["configurable"]["checkpoint_id"]
+    shown["fork_checkpoint_id"] = head["checkpoint_id"]
     print_state(shown, json)
 
 

@@ -1,0 +1,89 @@
+"""Which graph continues a thread (``resume``, ``fork``): ``--graph``, or the config file's."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from threadline.checkpoint.base import BaseSaver
+from threadline.cli.context import config_here, load_graph
+from threadline.cli.errors import USAGE, CliError
+from threadline.graph.compiled import CompiledStateGraph
+
+
+@dataclass(frozen=True)
+class ThreadGraph:
+    """A graph bound to the command's saver; ``graph_id`` when it is one of the config's (the
+    server's id, which runs stamp in their checkpoints' metadata as the server's runs do)."""
+
+    graph: CompiledStateGraph
+    graph_id: str | None
+
+    def run_config(self, thread_id: str, **configurable: str) -> dict[str, object]:
+        """The config of a run on ``thread_id``: its checkpoints name the graph, if known."""
+        config: dict[str, object] = {"configurable": {"thread_id": thread_id, **configurable}}
+        if self.graph_id is not None:
+            config["metadata"] = {"graph_id": self.graph_id}
+        return config
+
+
+def graph_for_thread(
+    saver: BaseSaver, thread_id: str, spec: str | None, config: Path | None
+) -> ThreadGraph:
+    """The graph that continues ``thread_id``, saving in ``saver``.
+
+    ``--graph file.py:attr`` wins; ``--graph NAME`` is a graph id of the config file. Without
+    it: the config's graph whose id the server stored in the thread's checkpoint metadata
+    (``graph_id``, the newest checkpoint that has one), or the config's only graph.
+    """
+    from threadline.server.graphs import bind
+
+    if spec is not None and ":" in spec:
+        return ThreadGraph(bind(load_graph(spec), saver, None, spec.rpartition(":")[2]), None)
+    graphs, base_dir = _config_graphs(config)
+    stored = None if spec else _stored_graph_id(saver, thread_id)
+    graph_id = spec or stored
+    if graph_id is None and len(graphs) == 1:
+        graph_id = next(iter(graphs))
+    if graph_id is None:
+        raise CliError(
+            f"thread {thread_id!r} names no graph and the config has several "
+            f"({', '.join(graphs)}): pass --graph NAME",
+            USAGE,
+        )
+    if graph_id not in graphs:
+        whose = (
+            f"thread {thread_id!r} was run by graph {graph_id!r}, which"
+            if stored
+            else (f"--graph: {graph_id!r}")
+        )
+        raise CliError(
+            f"{whose} is not a graph of the config ({', '.join(graphs)}); "
+            "pass --graph NAME or --graph file.py:attr",
+            USAGE,
+        )
+    graph = bind(load_graph(graphs[graph_id], base_dir), saver, None, graph_id)
+    return ThreadGraph(graph, graph_id)
+
+
+def _config_graphs(config: Path | None) -> tuple[dict[str, str], Path]:
+    from threadline.server.settings import CONFIG_NAMES, load_settings
+
+    if config is None and config_here() is None:
+        raise CliError(
+            "this command runs the thread's graph: pass --graph file.py:attr, or run it where "
+            f"{CONFIG_NAMES[0]} is (or pass --config PATH)",
+            USAGE,
+        )
+    settings = load_settings(config)
+    return dict(settings.graphs), settings.base_dir
+
+
+def _stored_graph_id(saver: BaseSaver, thread_id: str) -> str | None:
+    """The ``graph_id`` of the thread's newest checkpoint that has one (a run made outside
+    the server, by the library, may have left newer checkpoints without it)."""
+    for record in saver.list(thread_id):
+        graph_id = record.metadata.get("graph_id")
+        if isinstance(graph_id, str):
+            return graph_id
+    return None
