@@ -21,13 +21,13 @@ def graph_assistant_id(graph_id: str) -> str:
     return str(uuid.uuid5(_NAMESPACE, graph_id))
 
 
-def store_from_url(url: str) -> BaseStore:
+def store_from_url(url: str, schema: str = "public") -> BaseStore:
     """The store kept beside the checkpoints: the same SQLite file or PostgreSQL database."""
     scheme = urlsplit(url).scheme.lower()
     if scheme in ("postgres", "postgresql"):
         from threadline.store.postgres import PostgresStore
 
-        store: BaseStore = PostgresStore(url)
+        store: BaseStore = PostgresStore(url, schema=schema)
     elif scheme == "sqlite":
         from threadline.store.sqlite import SqliteStore
 
@@ -43,9 +43,10 @@ def store_from_url(url: str) -> BaseStore:
 
 def open_services(settings: ServerSettings, worker_id: str = "local") -> Services:
     """Everything of ``settings`` opened; the config's graphs are registered as assistants."""
-    saver = from_url(settings.db)
-    store = store_from_url(settings.db)
-    db = Database(settings.db)
+    postgres = settings.db.startswith(("postgres://", "postgresql://"))
+    saver = from_url(settings.db, **({"schema": settings.schema} if postgres else {}))
+    store = store_from_url(settings.db, settings.schema)
+    db = Database(settings.db, schema=settings.schema)
     graphs = load_graphs(settings.graphs, settings.base_dir, saver, store)
     for graph_id in graphs:
         _register(db, graph_id)
