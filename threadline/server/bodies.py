@@ -219,6 +219,13 @@ class StoreSearch(Body):
     query: str | None = None
     refresh_ttl: bool | None = None
 
+    @field_validator("refresh_ttl")
+    @classmethod
+    def _unsupported(cls, value: Any) -> Any:
+        if value is not None:
+            raise ValueError("a search does not refresh TTLs in threadline; get the item instead")
+        return value
+
 
 class StoreNamespaces(Body):
     prefix: list[str] | None = None
