@@ -74,3 +74,25 @@ blocking = StateGraph(Counter)
 blocking.add_node("slow", slow_sync)
 blocking.add_edge(START, "slow")
 blocking.add_edge("slow", END)
+
+
+class Order(TypedDict, total=False):
+    item: str
+    quantity: int
+
+
+def ask_quantity(state: Order) -> dict[str, Any]:
+    schema = {
+        "type": "object",
+        "required": ["quantity"],
+        "properties": {"quantity": {"type": "integer", "minimum": 1}},
+        "additionalProperties": False,
+    }
+    answer = interrupt({"question": f"how many {state['item']}?"}, schema=schema)
+    return {"quantity": answer["quantity"]}
+
+
+typed = StateGraph(Order)
+typed.add_node("ask", ask_quantity)
+typed.add_edge(START, "ask")
+typed.add_edge("ask", END)
