@@ -154,6 +154,7 @@ async def _settle(
             records.set_thread_status(tx, thread_id, "busy")
 
     await s.db.call(settle)
+    s.bus.notify(run_id)  # wake waiters now that the run's status is final
     kwargs = json.loads(row["kwargs"])
     if kwargs.get("webhook") and status != "rollback":
         await _post_webhook(s, kwargs["webhook"], run_id)
