@@ -24,11 +24,10 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
 
 import httpx
 
@@ -155,8 +154,8 @@ async def over_http(url: str, label: str, runs: int) -> list[Figures]:
 
 async def direct(db: str, schema: str, runs: int) -> Figures:
     """The same graph and saver, called in this process: what the server adds to."""
-    from threadline.checkpoint.urls import from_url
     from bench.server_graphs import short
+    from threadline.checkpoint.urls import from_url
 
     options = {"schema": schema} if db.startswith("postgres") else {}
     graph = short.compile(checkpointer=from_url(db, **options))
