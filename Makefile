@@ -68,6 +68,12 @@ agent-demo: $(STAMP)
 	$(BIN)/python examples/refund_agent.py start
 	$(BIN)/python examples/refund_agent.py resume $(DECISION)
 
+# The server (docs/server.md): `threadline serve` on SQLite, a client that answers a refund over
+# HTTP with langgraph-sdk, then a second refund left waiting while it keeps serving (Ctrl-C).
+.PHONY: serve-demo
+serve-demo: $(STAMP)
+	$(BIN)/python examples/server/demo.py
+
 # Kill harness soak: thousands of SIGKILLs on every saver, each run continued in fresh processes
 # and checked (see docs/durability.md, "Kill harness"). `make soak SOAK_ARGS="--trials 100"`.
 .PHONY: soak
