@@ -34,6 +34,7 @@ CREATE TABLE IF NOT EXISTS tl_runs (
     assistant_id TEXT NOT NULL, status TEXT NOT NULL, kwargs TEXT NOT NULL,
     metadata TEXT NOT NULL, multitask_strategy TEXT NOT NULL, stateless INTEGER NOT NULL,
     cancel_action TEXT, start_after TEXT NOT NULL, worker TEXT, lease_until TEXT,
+    start_checkpoint TEXT,
     attempt INTEGER NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS tl_runs_by_thread ON tl_runs (thread_id, created_at);
 CREATE INDEX IF NOT EXISTS tl_runs_by_status ON tl_runs (status, start_after);
@@ -154,6 +155,9 @@ def _sqlite_connection(url: str) -> sqlite3.Connection:
     conn.row_factory = sqlite3.Row
     if path != ":memory:":
         conn.execute("PRAGMA journal_mode=WAL")
+        # Records survive a process crash at every commit; a power cut may lose the last few
+        # (a run's status is then settled again from its checkpoints by the lease expiry).
+        conn.execute("PRAGMA synchronous=NORMAL")
     return conn
 
 

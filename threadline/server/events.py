@@ -8,6 +8,8 @@ nothing. In one process an ``EventBus`` wakes readers at once; across processes 
 from __future__ import annotations
 
 import asyncio
+import functools
+import json
 import time
 from collections import defaultdict
 from collections.abc import AsyncIterator
@@ -17,6 +19,7 @@ from threadline.server import records
 from threadline.server.db import Database, Tx
 
 END_EVENT = "__end__"  # stored last; closes readers, never sent to a client
+RESULT_EVENT = "__result__"  # where the run left its thread, for wait and join; not sent
 POLL_SECONDS = 0.1
 
 
@@ -85,11 +88,13 @@ async def read_events(
     """
     quiet_since = time.monotonic()
     while True:
-        rows = await db.call(lambda tx: records.events_after(tx, run_id, after))
+        rows = await db.call(functools.partial(records.events_after, run_id=run_id, seq=after))
         for row in rows:
             after = row["seq"]
             if row["event"] == END_EVENT:
                 return
+            if row["event"] == RESULT_EVENT:
+                continue
             yield after, row["event"], row["data"]
         if rows:
             quiet_since = time.monotonic()
@@ -100,3 +105,9 @@ async def read_events(
             quiet_since = time.monotonic()
             yield None
         await bus.wait(run_id, POLL_SECONDS)
+
+
+def run_result(tx: Tx, run_id: str) -> Any:
+    """What the run left (``values``, ``interrupts``, ``error``), once it has ended."""
+    row = tx.row("SELECT data FROM tl_events WHERE run_id = ? AND event = ?", run_id, RESULT_EVENT)
+    return None if row is None else json.loads(row["data"])

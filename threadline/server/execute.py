@@ -18,9 +18,9 @@ from typing import Any
 from threadline.checkpoint.base import BaseSaver
 from threadline.clock import now_iso
 from threadline.graph.compiled import CompiledStateGraph
-from threadline.server import records
+from threadline.server import queue, records
 from threadline.server.db import Database, Tx
-from threadline.server.events import EventBus, EventLog, last_seq
+from threadline.server.events import RESULT_EVENT, EventBus, EventLog, last_seq
 from threadline.server.runopts import graph_call
 from threadline.server.wire import interrupts_by_task, jsonable, thread_status
 from threadline.store.base import BaseStore
@@ -56,21 +56,23 @@ async def execute_run(s: Services, run_id: str) -> str:
     if row is None:
         return "missing"
     kwargs = json.loads(row["kwargs"])
-    thread_id = row["thread_id"]
     assistant = await s.db.call(
         lambda tx: records.get_assistant(tx, row["owner"], row["assistant_id"])
     )
     events = EventLog(s.db, s.bus, run_id, await s.db.call(lambda tx: last_seq(tx, run_id)) + 1)
     graph = s.graphs.get(assistant["graph_id"]) if assistant else None
     if assistant is None or graph is None:
-        await events.add(
-            "error",
-            {"error": "AssistantNotFound", "message": f"assistant {row['assistant_id']} is gone"},
-        )
-        return await _settle(s, row, events, "error", graph=None)
+        message = f"assistant {row['assistant_id']} no longer exists"
+        missing = {"error": "AssistantNotFound", "message": message}
+        await events.add("error", missing)
+        return await _settle(s, row, events, "error", None, missing)
+    head = await graph.aget_state({"configurable": {"thread_id": row["thread_id"]}})
+    head_id = head.config["configurable"].get("checkpoint_id") if head.config else None
+    await s.db.call(lambda tx: queue.note_start(tx, run_id, head_id))
     call = graph_call(graph, assistant, kwargs, row)
-    if row["attempt"] > 1 and await _continues(graph, call.config, run_id):
-        call = call.continued()
+    if row["attempt"] > 1 and head.metadata and head.metadata.get("run_id") == run_id:
+        call = call.continued()  # an earlier attempt died: go on from where it got to
+    failure: dict[str, str] | None = None
     status = "success"
     try:
         await _stream(s, graph, call, events, run_id)
@@ -78,17 +80,10 @@ async def execute_run(s: Services, run_id: str) -> str:
         status = "interrupted" if stop.action == "interrupt" else "rollback"
     except Exception as exc:  # a node raised, or the input was refused: the run failed
         log.info("run %s failed: %s: %s", run_id, type(exc).__name__, exc)
-        await events.add("error", {"error": type(exc).__name__, "message": str(exc)})
+        failure = {"error": type(exc).__name__, "message": str(exc)}
+        await events.add("error", failure)
         status = "error"
-    return await _settle(s, row, events, status, graph)
-
-
-async def _continues(graph: CompiledStateGraph, config: Mapping[str, Any], run_id: str) -> bool:
-    """Whether an earlier attempt of this run saved a checkpoint to go on from."""
-    head = await graph.aget_state(
-        {"configurable": {"thread_id": config["configurable"]["thread_id"]}}
-    )
-    return bool(head.metadata and head.metadata.get("run_id") == run_id)
+    return await _settle(s, row, events, status, graph, failure)
 
 
 async def _stream(
@@ -133,14 +128,17 @@ async def _settle(
     events: EventLog,
     status: str,
     graph: CompiledStateGraph | None,
+    failure: dict[str, str] | None = None,
 ) -> str:
     """Record where the run and its thread ended, close the stream, call the webhook."""
     run_id, thread_id = row["run_id"], row["thread_id"]
-    summary: tuple[str, Any, Any, Any] | None = None
-    if graph is not None:
-        summary = await _thread_summary(graph, thread_id, status)
     if status == "rollback":
-        await _roll_back(s, graph, row)
+        start = await s.db.call(lambda tx: records.run_row(tx, run_id))
+        await _roll_back(s, graph, thread_id, (start or {}).get("start_checkpoint"))
+    summary = None if graph is None else await _thread_summary(graph, thread_id, status)
+    values, interrupts = (summary[1], summary[2]) if summary else (None, {})
+    result = {"values": values, "interrupts": interrupts, "failure": failure}
+    await events.add(RESULT_EVENT, result)
     await events.close()
 
     def settle(tx: Tx) -> None:
@@ -148,33 +146,43 @@ async def _settle(
             records.delete_run(tx, row["owner"], run_id)
         else:
             records.set_run_status(tx, run_id, status)
-        if summary is not None and status != "rollback":
+        if summary is not None:
             records.set_thread_state(tx, thread_id, *summary)
         else:
-            records.set_thread_status(tx, thread_id, "idle")
+            records.set_thread_status(tx, thread_id, "error")
         if records.active_runs(tx, thread_id):
             records.set_thread_status(tx, thread_id, "busy")
 
     await s.db.call(settle)
-    webhook = json.loads(row["kwargs"]).get("webhook")
-    if webhook and status != "rollback":
-        await _post_webhook(s, webhook, run_id)
+    s.bus.notify(run_id)  # wake waiters now that the run's status is final
+    kwargs = json.loads(row["kwargs"])
+    if kwargs.get("webhook") and status != "rollback":
+        await _post_webhook(s, kwargs["webhook"], run_id)
+    if row["stateless"] and kwargs.get("on_completion", "delete") == "delete":
+        await s.saver.adelete_thread(thread_id)
+        await s.db.call(lambda tx: records.delete_thread(tx, row["owner"], thread_id))
     return status
 
 
 async def _thread_summary(
     graph: CompiledStateGraph, thread_id: str, status: str
 ) -> tuple[str, Any, Any, Any]:
+    """Where the thread stands: from its newest checkpoint, so a run refused before it saved
+    anything (a wrong answer) leaves a waiting thread waiting; a failed run on a thread that
+    waits for nothing leaves it ``error``."""
     snap = await graph.aget_state({"configurable": {"thread_id": thread_id}})
     error = next((t.error for t in snap.tasks if t.error), None)
-    thread = "error" if status == "error" else thread_status(snap)
+    thread = thread_status(snap)
+    if status == "error" and thread == "idle":
+        thread = "error"
     return thread, jsonable(snap.values), interrupts_by_task(snap), error
 
 
-async def _roll_back(s: Services, graph: CompiledStateGraph | None, row: dict[str, Any]) -> None:
-    """Undo a cancelled run: its thread goes back to the checkpoint it started from."""
-    start = row.get("start_checkpoint")
-    thread_id = row["thread_id"]
+async def _roll_back(
+    s: Services, graph: CompiledStateGraph | None, thread_id: str, start: str | None
+) -> None:
+    """Undo a cancelled run: its thread goes back to the checkpoint it started from (a new
+    head copying it), or is emptied when the run started it."""
     if not start or graph is None:
         await s.saver.adelete_thread(thread_id)
         return
@@ -183,7 +191,7 @@ async def _roll_back(s: Services, graph: CompiledStateGraph | None, row: dict[st
 
 
 async def _post_webhook(s: Services, url: str, run_id: str) -> None:
-    """POST the finished run (with the thread's values) to the run's webhook; failures are logged."""
+    """POST the finished run, with the thread's values, to its webhook; a failure is logged."""
     import httpx
 
     run = await s.db.call(lambda tx: records.get_run(tx, None, run_id))

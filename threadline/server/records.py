@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from threadline.clock import now_iso
+from threadline.clock import increasing_iso, now_iso
 from threadline.server.db import Tx
 
 SYSTEM = "*"
@@ -278,9 +278,9 @@ def run_out(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def insert_run(tx: Tx, owner: str, run: Mapping[str, Any]) -> None:
-    now = now_iso()
+    now = increasing_iso()  # runs of a thread are taken in this order
     tx.run(
-        "INSERT INTO tl_runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        "INSERT INTO tl_runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         run["run_id"],
         run["thread_id"],
         owner,
@@ -292,6 +292,7 @@ def insert_run(tx: Tx, owner: str, run: Mapping[str, Any]) -> None:
         int(run["stateless"]),
         None,
         run.get("start_after") or now,
+        None,
         None,
         None,
         0,
@@ -385,3 +386,10 @@ def events_after(tx: Tx, run_id: str, seq: int) -> list[dict[str, Any]]:
         run_id,
         seq,
     )
+
+
+def put_system_assistant(tx: Tx, a: Mapping[str, Any]) -> None:
+    """The assistant of a served graph, made once and kept (its created_at stays)."""
+    if tx.row("SELECT 1 AS x FROM tl_assistants WHERE assistant_id = ?", a["assistant_id"]):
+        return
+    put_assistant(tx, SYSTEM, a)

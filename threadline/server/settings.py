@@ -40,7 +40,7 @@ _BUILD_ONLY = frozenset(
 _SERVER_KEYS = frozenset(
     {
         "db",
-        "store",
+        "schema",
         "host",
         "port",
         "loopback_without_key",
@@ -62,7 +62,7 @@ class ServerSettings:
     ``loopback_without_key`` lets requests from 127.0.0.1/::1 in without an API key.
     ``workers`` is how many runs the in-process worker runs at once; ``queue`` is ``"local"``
     (runs execute inside ``serve``) or ``"procrastinate"`` (PostgreSQL; ``threadline worker``
-    processes run them).
+    processes run them). ``schema`` is the PostgreSQL schema that holds all of it.
     """
 
     graphs: Mapping[str, str]
@@ -75,6 +75,7 @@ class ServerSettings:
     workers: int = 4
     queue: str = "local"
     heartbeat_seconds: float = 10.0
+    schema: str = "public"
 
     def __post_init__(self) -> None:
         if not self.graphs:
