@@ -88,3 +88,9 @@ def test_the_db_of_the_config_file(cli: Any, db: str, tmp_path: Path) -> None:
     elsewhere.write_text('[graphs]\na = "flows.py:approval"\n[server]\ndb = "sqlite:///no.db"\n')
     result = cli("resume", "a", "--value", "1", "--config", str(elsewhere), code=3)
     assert "no.db" in result.stderr
+
+
+def test_debug_shows_the_traceback(cli: Any, db: str, monkeypatch: Any) -> None:
+    assert "Traceback" not in cli("state", "nope", "--db", db, code=3).stderr
+    monkeypatch.setenv("THREADLINE_DEBUG", "1")
+    assert "Traceback" in cli("state", "nope", "--db", db, code=3).stderr

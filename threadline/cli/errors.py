@@ -16,6 +16,7 @@ The codes are a contract with scripts, so each means one thing in every command:
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import typer
@@ -70,8 +71,9 @@ class ErrorsToExitCodes(TyperGroup):
     """The root command group: every subcommand runs inside it, so errors are handled here once.
 
     Library errors (``ThreadlineError``), the CLI's own (``CliError``) and failures of the
-    user's graph code or of a saver's driver are printed as one line with their exit code.
-    typer's own exceptions (usage errors, ``--help``, ``Exit``, ``Abort``) pass through.
+    user's graph code or of a saver's driver are printed as one line with their exit code
+    (with ``THREADLINE_DEBUG=1``, with their traceback too). typer's own exceptions (usage
+    errors, ``--help``, ``Exit``, ``Abort``) pass through.
     """
 
     def invoke(self, ctx: Any) -> Any:
@@ -80,4 +82,8 @@ class ErrorsToExitCodes(TyperGroup):
         except (typer.TyperException, typer.Exit, typer.Abort):
             raise
         except Exception as exc:  # also the user's graph code or a driver: no traceback
+            if os.environ.get("THREADLINE_DEBUG"):
+                import traceback
+
+                traceback.print_exc()
             raise fail(exc) from None

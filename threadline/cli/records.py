@@ -54,6 +54,7 @@ def history_row(record: CheckpointRecord) -> dict[str, Any]:
         "source": record.metadata.get("source"),
         "next": [task.name for task in cp.next],
         "created_at": cp.created_at,
+        "metadata": record.metadata,
     }
 
 
