@@ -144,3 +144,11 @@ def test_an_answer_the_schema_refuses_exits_2(cli: Any, db: str) -> None:
     result = cli("resume", "r", "--value", wrong, "-g", "flows.py:reviewed", "--db", db, code=2)
     assert "decisions[0]" in result.stderr and "Traceback" not in result.output
     assert cli("state", "r", "--db", db, "--json").json()["status"] == "interrupted"
+
+
+def test_a_graph_that_fails_exits_1(cli: Any, db: str) -> None:
+    failed = cli("resume", "a", "--value", "5", "-g", "flows.py:approval", "--db", db, code=1)
+    assert failed.stderr.startswith("error: ") and "TypeError" in failed.stderr
+    assert "Traceback" not in failed.output
+    state = cli("state", "a", "--db", db, "--json").json()
+    assert state["status"] == "error" and state["errors"][0]["task"] == "finish"

@@ -77,33 +77,17 @@ def resume(
 
       threadline resume order-1 --reject -m "wrong amount"
     """
-    chosen = [
-        name
-        for name, given in (
-            ("--value", value is not None),
-            ("--accept", accept),
-            ("--reject", reject),
-        )
-        if given
-    ]
-    if len(chosen) != 1:
-        raise CliError("give exactly one of --value JSON, --accept, --reject", USAGE)
-    if message is not None and not reject:
-        raise CliError("--message goes with --reject", USAGE)
+    _one_answer(value, accept, reject, message)
     url, schema = resolve_db(db, schema, config)
     with open_saver(url, schema) as saver:
         waiting = _waiting(saver, thread_id, interrupt)
-        answer: Any
-        if value is not None:
-            answer = parse_json(value, "--value")
-            answer = {interrupt: answer} if interrupt else answer
-        else:
-            verdict: Verdict = "accept" if accept else "reject"
-            answer = {i.id: review_answer(i, verdict, message) for i in waiting}
+        answer = _answer(value, "accept" if accept else "reject", message, interrupt, waiting)
         bound = graph_for_thread(saver, thread_id, graph, config)
-        bound.graph.invoke(Command(resume=answer), bound.run_config(thread_id))
+        try:
+            bound.graph.invoke(Command(resume=answer), bound.run_config(thread_id))
+        finally:  # a run that failed moved the thread too (to "error")
+            sync_server_row(url, schema, bound, thread_id)
         shown = state_out(newest(saver, thread_id))
-        sync_server_row(url, schema, bound, thread_id)
     print_state(shown, json)
 
 
@@ -154,15 +138,40 @@ def fork(
         bound = graph_for_thread(saver, thread_id, graph, config)
         at = bound.run_config(thread_id, checkpoint_id=checkpoint)
         head = bound.graph.update_state(at, changes, as_node=as_node)["configurable"]
-        if run:
-            bound.graph.invoke(
-                None, bound.run_config(thread_id, checkpoint_id=head["checkpoint_id"])
-            )
+        try:
+            if run:
+                at = bound.run_config(thread_id, checkpoint_id=head["checkpoint_id"])
+                bound.graph.invoke(None, at)
+        finally:
+            sync_server_row(url, schema, bound, thread_id)
         shown = state_out(newest(saver, thread_id))
-        sync_server_row(url, schema, bound, thread_id)
     shown["forked_from"] = checkpoint
     shown["fork_checkpoint_id"] = head["checkpoint_id"]
     print_state(shown, json)
+
+
+def _one_answer(value: str | None, accept: bool, reject: bool, message: str | None) -> None:
+    """``CliError`` unless exactly one of --value, --accept, --reject is given (and --message
+    only with --reject)."""
+    if [value is not None, accept, reject].count(True) != 1:
+        raise CliError("give exactly one of --value JSON, --accept, --reject", USAGE)
+    if message is not None and not reject:
+        raise CliError("--message goes with --reject", USAGE)
+
+
+def _answer(
+    value: str | None,
+    verdict: Verdict,
+    message: str | None,
+    interrupt: str | None,
+    waiting: list[Interrupt],
+) -> Any:
+    """What ``Command(resume=...)`` gets: the --value (for --interrupt's id, when given), or
+    the review answer of each waiting interrupt by id."""
+    if value is not None:
+        answer = parse_json(value, "--value")
+        return {interrupt: answer} if interrupt else answer
+    return {item.id: review_answer(item, verdict, message) for item in waiting}
 
 
 def _waiting(saver: BaseSaver, thread_id: str, interrupt: str | None) -> list[Interrupt]:
