@@ -71,4 +71,16 @@ inbox = StateGraph(State)
 inbox.add_node("review", inbox_review)
 inbox.add_edge(START, "review")
 inbox.add_edge("review", END)
+
+
+def remember(state, *, store):
+    answer = interrupt("what should I remember?")
+    store.put(("notes",), "last", {"text": answer})
+    return {"answer": store.get(("notes",), "last").value["text"]}
+
+
+memory = StateGraph(State)
+memory.add_node("remember", remember)
+memory.add_edge(START, "remember")
+memory.add_edge("remember", END)
 """

@@ -64,3 +64,17 @@ def test_a_graph_id_the_config_lacks(cli: Any, flows: Any, tmp_path: Path) -> No
     served(tmp_path, flows, "reviewed", "s3", {})
     result = cli("resume", "s3", "--accept", code=2)
     assert "thread 's3' was run by graph 'reviewed', which is not a graph" in result.stderr
+
+
+def test_a_config_graph_gets_the_servers_store(cli: Any, flows: Any, tmp_path: Path) -> None:
+    (tmp_path / "threadline.toml").write_text('[graphs]\nmemory = "flows.py:memory"\n')
+    served(tmp_path, flows, "memory", "s4", {})
+    assert cli("resume", "s4", "--value", '"milk"', "--json").json()["values"]["answer"] == "milk"
+    from threadline.store.sqlite import SqliteStore
+
+    store = SqliteStore(str(tmp_path / "threadline.db"))
+    try:
+        item = store.get(("notes",), "last")
+        assert item is not None and item.value == {"text": "milk"}  # where the server looks
+    finally:
+        store.close()

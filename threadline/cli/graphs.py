@@ -9,15 +9,22 @@ from threadline.checkpoint.base import BaseSaver
 from threadline.cli.context import config_here, load_graph
 from threadline.cli.errors import USAGE, CliError
 from threadline.graph.compiled import CompiledStateGraph
+from threadline.store.base import BaseStore
 
 
 @dataclass(frozen=True)
 class ThreadGraph:
     """A graph bound to the command's saver; ``graph_id`` when it is one of the config's (the
-    server's id, which runs stamp in their checkpoints' metadata as the server's runs do)."""
+    server's id, which runs stamp in their checkpoints' metadata as the server's runs do), and
+    then the server's store too."""
 
     graph: CompiledStateGraph
     graph_id: str | None
+    store: BaseStore | None = None
+
+    def close(self) -> None:
+        """Close the store this command opened for the graph."""
+        _close(self.store)
 
     def run_config(self, thread_id: str, **configurable: str) -> dict[str, object]:
         """The config of a run on ``thread_id``: its checkpoints name the graph, if known."""
@@ -28,13 +35,19 @@ class ThreadGraph:
 
 
 def graph_for_thread(
-    saver: BaseSaver, thread_id: str, spec: str | None, config: Path | None
+    saver: BaseSaver,
+    thread_id: str,
+    spec: str | None,
+    config: Path | None,
+    store_at: tuple[str, str | None],
 ) -> ThreadGraph:
     """The graph that continues ``thread_id``, saving in ``saver``.
 
-    ``--graph file.py:attr`` wins; ``--graph NAME`` is a graph id of the config file. Without
-    it: the config's graph whose id the server stored in the thread's checkpoint metadata
-    (``graph_id``, the newest checkpoint that has one), or the config's only graph.
+    ``--graph file.py:attr`` wins (a graph of the user's, run without a store, as the library
+    runs it). ``--graph NAME`` is a graph id of the config file. Without it: the config's
+    graph whose id the server stored in the thread's checkpoint metadata (``graph_id``, the
+    newest checkpoint that has one), or the config's only graph. A config graph gets the store
+    the server gives it, beside the checkpoints at ``store_at`` (URL, schema).
     """
     from threadline.server.graphs import bind
 
@@ -62,8 +75,16 @@ def graph_for_thread(
             "pass --graph NAME or --graph file.py:attr",
             USAGE,
         )
-    graph = bind(load_graph(graphs[graph_id], base_dir), saver, None, graph_id)
-    return ThreadGraph(graph, graph_id)
+    from threadline.server.services import store_from_url
+
+    loaded = load_graph(graphs[graph_id], base_dir)
+    url, schema = store_at
+    store = store_from_url(url, schema or "public")
+    try:
+        return ThreadGraph(bind(loaded, saver, store, graph_id), graph_id, store)
+    except BaseException:
+        _close(store)
+        raise
 
 
 def _config_graphs(config: Path | None) -> tuple[dict[str, str], Path]:
@@ -87,3 +108,9 @@ def _stored_graph_id(saver: BaseSaver, thread_id: str) -> str | None:
         if isinstance(graph_id, str):
             return graph_id
     return None
+
+
+def _close(store: BaseStore | None) -> None:
+    close = getattr(store, "close", None)  # BaseStore has no close(); the SQL stores do
+    if close is not None:
+        close()

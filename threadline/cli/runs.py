@@ -82,11 +82,12 @@ def resume(
     with open_saver(url, schema) as saver:
         waiting = _waiting(saver, thread_id, interrupt)
         answer = _answer(value, "accept" if accept else "reject", message, interrupt, waiting)
-        bound = graph_for_thread(saver, thread_id, graph, config)
+        bound = graph_for_thread(saver, thread_id, graph, config, (url, schema))
         try:
             bound.graph.invoke(Command(resume=answer), bound.run_config(thread_id))
         finally:  # a run that failed moved the thread too (to "error")
             sync_server_row(url, schema, bound, thread_id)
+            bound.close()
         shown = state_out(newest(saver, thread_id))
     print_state(shown, json)
 
@@ -135,15 +136,16 @@ def fork(
     url, schema = resolve_db(db, schema, config)
     with open_saver(url, schema) as saver:
         newest(saver, thread_id, checkpoint)
-        bound = graph_for_thread(saver, thread_id, graph, config)
-        at = bound.run_config(thread_id, checkpoint_id=checkpoint)
-        head = bound.graph.update_state(at, changes, as_node=as_node)["configurable"]
+        bound = graph_for_thread(saver, thread_id, graph, config, (url, schema))
         try:
+            at = bound.run_config(thread_id, checkpoint_id=checkpoint)
+            head = bound.graph.update_state(at, changes, as_node=as_node)["configurable"]
             if run:
                 at = bound.run_config(thread_id, checkpoint_id=head["checkpoint_id"])
                 bound.graph.invoke(None, at)
         finally:
             sync_server_row(url, schema, bound, thread_id)
+            bound.close()
         shown = state_out(newest(saver, thread_id))
     shown["forked_from"] = checkpoint
     shown["fork_checkpoint_id"] = head["checkpoint_id"]
