@@ -106,3 +106,13 @@ def test_serve_and_worker_need_a_config(cli: Any, tmp_path: Path, command: str) 
     assert "no graphs" in cli(command, code=2).stderr
     (tmp_path / "threadline.toml").write_text('[graphs]\na = "flows.py:approval"\n[server]\nx=1\n')
     assert "unknown [server] keys ['x']" in cli(command, code=2).stderr
+
+
+def test_draw_and_check_a_graph_of_the_config(cli: Any, db: str, tmp_path: Path) -> None:
+    no_config = cli("draw", "approval", code=2)
+    assert "which graph? write it as file.py:attr" in no_config.stderr
+    (tmp_path / "threadline.toml").write_text('[graphs]\napproval = "flows.py:approval"\n')
+    assert "ask --> finish;" in cli("draw", "approval").stdout
+    assert "'other' is not a graph of the config" in cli("draw", "other", code=2).stderr
+    problems = cli("check", "approval", "--db", db, "--json", code=5).json()
+    assert {p["thread_id"] for p in problems} == {"r", "t"}  # the other graphs' threads

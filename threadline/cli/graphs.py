@@ -87,13 +87,31 @@ def graph_for_thread(
         raise
 
 
-def _config_graphs(config: Path | None) -> tuple[dict[str, str], Path]:
+def named_graph(spec: str, config: Path | None = None) -> tuple[object, str]:
+    """What ``spec`` names, and a name for it: ``file.py:attr``/``module:attr``, or a graph id
+    of the config file (``draw``, ``check``)."""
+    if ":" in spec:
+        return load_graph(spec), spec.rpartition(":")[2]
+    graphs, base_dir = _config_graphs(config, "write it as file.py:attr")
+    if spec not in graphs:
+        raise CliError(
+            f"{spec!r} is not a graph of the config ({', '.join(graphs)}); "
+            "write file.py:attr or module:attr, or a graph id of the config",
+            USAGE,
+        )
+    return load_graph(graphs[spec], base_dir), spec
+
+
+def _config_graphs(
+    config: Path | None, how: str = "pass --graph file.py:attr"
+) -> tuple[dict[str, str], Path]:
+    """The config file's graphs and their folder; ``how`` says how to name a graph without."""
     from threadline.server.settings import CONFIG_NAMES, load_settings
 
     if config is None and config_here() is None:
         raise CliError(
-            "this command runs the thread's graph: pass --graph file.py:attr, or run it where "
-            f"{CONFIG_NAMES[0]} is (or pass --config PATH)",
+            f"which graph? {how}, or run this where {CONFIG_NAMES[0]} is (or pass --config "
+            "PATH) to use its graphs",
             USAGE,
         )
     settings = load_settings(config)

@@ -11,29 +11,30 @@ from typing import Annotated, Any
 import typer
 
 from threadline.checkpoint.base import BaseSaver, ThreadInfo
-from threadline.cli.context import DbOption, JsonOption, SchemaOption, load_graph, open_saver
+from threadline.cli.context import ConfigOption, DbOption, JsonOption, SchemaOption, open_saver
 from threadline.cli.errors import PROBLEMS, USAGE, CliError
+from threadline.cli.graphs import named_graph
 from threadline.cli.output import note, print_json, table
 from threadline.cli.progress import counting_calls
 from threadline.cli.threads import Status
 from threadline.graph.compiled import CompiledStateGraph
 from threadline.graph.state_graph import StateGraph
 
-Spec = Annotated[str, typer.Argument(help="The graph: file.py:attr or module:attr.")]
+Spec = Annotated[
+    str,
+    typer.Argument(help="The graph: file.py:attr, module:attr, or a graph id of the config."),
+]
 _DURATION = re.compile(r"^(\d+)([dhm])$")
 _UNITS = {"d": "days", "h": "hours", "m": "minutes"}
 UNFINISHED = (Status.interrupted, Status.error, Status.running)
 
 
-def draw(
-    spec: Spec,
-    json: JsonOption = False,
-) -> None:
+def draw(spec: Spec, config: ConfigOption = None, json: JsonOption = False) -> None:
     """Print a graph as a Mermaid flowchart (paste it in a Markdown file or mermaid.live).
 
     Example: threadline draw app.py:builder > graph.mmd
     """
-    drawing = _compiled(load_graph(spec), spec).get_graph()
+    drawing = _compiled(named_graph(spec, config)[0], spec).get_graph()
     if json:
         print_json({"nodes": drawing.nodes, "edges": drawing.edges})
         return
@@ -51,6 +52,7 @@ def check(
             show_default="interrupted, error, running",
         ),
     ] = None,
+    config: ConfigOption = None,
     db: DbOption = None,
     schema: SchemaOption = None,
     json: JsonOption = False,
@@ -65,8 +67,9 @@ def check(
     from threadline.thread_check import check as check_threads
 
     wanted = tuple(s.value for s in status or UNFINISHED)
-    with open_saver(db, schema) as saver:
-        graph = bind(load_graph(spec), saver, None, spec.rpartition(":")[2])
+    with open_saver(db, schema, config) as saver:
+        loaded, name = named_graph(spec, config)
+        graph = bind(loaded, saver, None, name)
         total = sum(1 for info in saver.list_threads() if info.status in wanted)
         with counting_calls(saver, "get_tuple", total, "checking threads", quiet=json):
             problems = check_threads(graph, saver, statuses=wanted)  # type: ignore[arg-type]
