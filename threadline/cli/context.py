@@ -42,6 +42,9 @@ SchemaOption = Annotated[
         show_default=False,
     ),
 ]
+ThreadId = Annotated[
+    str, typer.Argument(help="The thread id.", metavar="THREAD_ID", show_default=False)
+]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 GraphOption = Annotated[
     str | None,

@@ -18,6 +18,7 @@ from threadline.cli.context import (
     GraphOption,
     JsonOption,
     SchemaOption,
+    ThreadId,
     newest,
     open_saver,
     resolve_db,
@@ -29,8 +30,6 @@ from threadline.cli.records import state_out
 from threadline.cli.server_rows import sync_server_row
 from threadline.runtime.answers import pending_interrupts
 from threadline.types import Command, Interrupt
-
-ThreadId = Annotated[str, typer.Argument(help="The thread id.", show_default=False)]
 
 
 def resume(

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from threadline.cli.context import DbOption, JsonOption, SchemaOption, newest, open_saver
+from threadline.cli.context import DbOption, JsonOption, SchemaOption, ThreadId, newest, open_saver
 from threadline.cli.output import fields, interrupts_table, note, print_json, print_state, table
 from threadline.cli.records import history_row, state_out, trace_of
 
@@ -27,9 +27,6 @@ class Status(StrEnum):
     interrupted = "interrupted"
     error = "error"
     running = "running"
-
-
-ThreadId = Annotated[str, typer.Argument(help="The thread id.", show_default=False)]
 
 
 @threads_app.command("list")
