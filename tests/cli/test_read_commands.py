@@ -94,3 +94,11 @@ def test_debug_shows_the_traceback(cli: Any, db: str, monkeypatch: Any) -> None:
     assert "Traceback" not in cli("state", "nope", "--db", db, code=3).stderr
     monkeypatch.setenv("THREADLINE_DEBUG", "1")
     assert "Traceback" in cli("state", "nope", "--db", db, code=3).stderr
+
+
+def test_help_lists_commands_examples_and_exit_codes(cli: Any) -> None:
+    usage = cli("--help").stdout
+    assert "Exit codes: 0 ok, 1 failed, 2 bad usage" in usage and "resume" in usage
+    assert "threadline threads list --status interrupted" in usage
+    for command in (["threads", "list"], ["state"], ["resume"], ["fork"], ["prune"], ["check"]):
+        assert "Example" in cli(*command, "--help").stdout, command

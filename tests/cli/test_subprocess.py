@@ -50,10 +50,8 @@ def test_a_paused_thread_end_to_end(tmp_path: Path, db: str) -> None:
     assert [e["kind"] for e in trace] == ["node", "interrupt", "resume", "node", "node"]
 
 
-def test_exit_codes_and_help(tmp_path: Path, db: str) -> None:
+def test_exit_codes(tmp_path: Path, db: str) -> None:
     missing = threadline(tmp_path, "state", "ghost", "--db", db, code=3)
     assert "error: no thread 'ghost'" in missing.stderr
     bad = threadline(tmp_path, "threads", "list", "--db", "mysql://x", code=2)
     assert "mysql://x" in bad.stderr
-    usage = threadline(tmp_path, "--help").stdout
-    assert "Exit codes" in usage and "resume" in usage
