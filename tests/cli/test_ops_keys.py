@@ -116,3 +116,24 @@ def test_draw_and_check_a_graph_of_the_config(cli: Any, db: str, tmp_path: Path)
     assert "'other' is not a graph of the config" in cli("draw", "other", code=2).stderr
     problems = cli("check", "approval", "--db", db, "--json", code=5).json()
     assert {p["thread_id"] for p in problems} == {"r", "t"}  # the other graphs' threads
+
+
+def test_serve_says_what_would_fail_at_startup(cli: Any, tmp_path: Path) -> None:
+    (tmp_path / "threadline.toml").write_text('[graphs]\na = "flows.py:approval"\n')
+    bad_db = cli("serve", "--db", "bogus://x", code=2)
+    assert "bogus://x" in bad_db.stderr and "Traceback" not in bad_db.output
+    (tmp_path / "threadline.toml").write_text('[graphs]\na = "flows.py:nothing"\n')
+    assert "no attribute 'nothing'" in cli("serve", code=2).stderr
+
+
+def test_a_server_that_exits_3_is_exit_1_here() -> None:
+    from threadline.cli.errors import CliError
+    from threadline.cli.serving import _started
+
+    def start(settings: Any) -> None:
+        raise SystemExit(3)
+
+    with pytest.raises(CliError) as caught:
+        _started(start, None)  # type: ignore[arg-type]
+    assert caught.value.code == 1 and "exited with code 3" in str(caught.value)
+    _started(lambda settings: None, None)  # type: ignore[arg-type]
