@@ -25,18 +25,18 @@ from langgraph_sdk import get_client
 HERE = Path(__file__).resolve().parent
 
 
+# THREADLINE_DEMO_DB lets the test suite run the demo on a file of its own.
+DB = Path(os.environ.get("THREADLINE_DEMO_DB") or HERE.parent.parent / ".demo" / "server.db")
+
+
 def start_server(port: int) -> subprocess.Popen[bytes]:
-    (HERE.parent.parent / ".demo").mkdir(exist_ok=True)
-    command = [
-        sys.executable,
-        "-m",
-        "threadline.cli",
-        "serve",
-        "--config",
-        str(HERE / "threadline.toml"),
-        "--port",
-        str(port),
-    ]
+    """``threadline serve`` on a fresh SQLite file, in a process of its own."""
+    DB.parent.mkdir(parents=True, exist_ok=True)
+    for old in DB.parent.glob(DB.name + "*"):  # the demo starts from no threads
+        old.unlink()
+    config = str(HERE / "threadline.toml")
+    command = [sys.executable, "-m", "threadline.cli", "serve", "--config", config]
+    command += ["--port", str(port), "--db", f"sqlite:///{DB}"]
     server = subprocess.Popen(command)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
