@@ -9,6 +9,7 @@ reads it back and says what is wrong, if anything.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import os
@@ -169,6 +170,7 @@ class Audit:
     steps: int = 0
     cut: int = 0  # steps a kill stopped before they ended (each ran again elsewhere)
     rerun_after_end: int = 0  # steps that ended in a killed worker before their checkpoint
+    takeover_seconds: list[float] = field(default_factory=list)  # kill -> the cut step again
     problems: list[str] = field(default_factory=list)
 
 
@@ -200,7 +202,11 @@ def _check_thread(
         if end is None:
             if pid not in killed_at:
                 audit.problems.append(f"{thread_id} {label}: unfinished in live pid {pid}")
+                continue
             audit.cut += 1
+            again = [r[3] for r in rows if r[1] == label and r[3] > killed_at[pid]]
+            if again:
+                audit.takeover_seconds.append((min(again) - killed_at[pid]).total_seconds())
         else:
             ended[label].append(pid)
     for label in labels:
@@ -252,17 +258,26 @@ async def workload(
         if replace:
             c.start_worker()
     for thread_id, run_id in first.items():
-        await client.runs.join(thread_id, run_id)
+        await _join(client, thread_id, run_id)
         out.runs.append((thread_id, run_id))
         if "ask" in out.expected[thread_id]:
             answer = await client.runs.create(thread_id, "audited", command={"resume": "yes"})
             out.runs.append((thread_id, answer["run_id"]))
     for thread_id, run_id in out.runs:
-        await client.runs.join(thread_id, run_id)
+        await _join(client, thread_id, run_id)
         await _check_run(client, thread_id, run_id, out)
     for thread_id, labels in out.expected.items():
         await _check_thread_end(client, thread_id, labels, out)
     return out
+
+
+async def _join(client: Any, thread_id: str, run_id: str, timeout: float = 90) -> None:
+    """Wait for a run; a run that never ends fails the check here rather than hanging it."""
+    try:
+        await asyncio.wait_for(client.runs.join(thread_id, run_id), timeout)
+    except TimeoutError:
+        run = await client.runs.get(thread_id, run_id)
+        raise AssertionError(f"run {run_id} did not end in {timeout} s: {run}") from None
 
 
 async def _check_run(client: Any, thread_id: str, run_id: str, out: Outcome) -> None:

@@ -37,7 +37,10 @@ async def test_runs_finish_once_when_a_worker_is_killed_mid_step(
     assert out.stream_repeats == 0
     # every step of 30 threads once, the 10 answered ones' "ask" too, plus what the kill cut
     assert audit.steps == 30 * 3 + 10 + audit.cut + audit.rerun_after_end
-    print(f"steps {audit.steps}, cut by the kill {audit.cut}, ran again {audit.rerun_after_end}")
+    print(
+        f"steps {audit.steps}, cut {audit.cut}, again {audit.rerun_after_end}",
+        audit.takeover_seconds,
+    )
 
 
 async def test_a_cancel_on_the_api_server_stops_a_run_in_a_worker_process(

@@ -153,6 +153,8 @@ async def work(settings: ServerSettings, services: Services) -> None:
                 concurrency=settings.workers,
                 additional_context={"services": services},
                 update_heartbeat_interval=lease / 4,
+                # a retried job is not announced by NOTIFY: look for one this often
+                fetch_job_polling_interval=min(5.0, lease / 4),
                 stalled_worker_timeout=lease,
                 shutdown_graceful_timeout=lease,
                 install_signal_handlers=True,
