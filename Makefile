@@ -34,7 +34,8 @@ clean:
 
 # Benchmarks: threadline vs LangGraph 1.2.22 side by side, in one process (see docs/performance.md).
 # The peer venv holds both libraries; its packages are reinstalled when pyproject.toml changes.
-# `make bench BENCH_ARGS=--quick` for a 1-minute smoke run.
+# `make bench BENCH_ARGS=--quick` for a 1-minute smoke run. Then the server's cases (bench/server.py:
+# runs/s and latency over HTTP, in-process on SQLite and with 1-3 workers on PostgreSQL).
 .PHONY: bench
 bench:
 	test -x bench/.venv-peer/bin/python || { test -n "$(PY)" || { $(NO_PY); }; \
@@ -43,9 +44,10 @@ bench:
 	  bench/.venv-peer/bin/pip install --quiet --upgrade pip && \
 	  bench/.venv-peer/bin/pip install --quiet langgraph==1.2.22 \
 	    langgraph-checkpoint-sqlite==3.1.2 langgraph-checkpoint-postgres==3.2.0 \
-	    'psycopg[binary,pool]>=3.2,<4' 'redis>=5,<9' -e . && \
+	    'psycopg[binary,pool]>=3.2,<4' 'redis>=5,<9' -e '.[workers]' && \
 	  touch bench/.venv-peer/.installed; }
 	bench/.venv-peer/bin/python -m bench.run $(BENCH_ARGS)
+	bench/.venv-peer/bin/python -m bench.server $(filter --quick,$(BENCH_ARGS))
 
 # LangGraph compat corpus: record what LangGraph itself prints for tests/compat/programs/*.py
 # (see tests/compat/README.md). LangGraph lives only in .venv-lg.
@@ -67,6 +69,12 @@ DECISION ?= approve
 agent-demo: $(STAMP)
 	$(BIN)/python examples/refund_agent.py start
 	$(BIN)/python examples/refund_agent.py resume $(DECISION)
+
+# The server (docs/server.md): `threadline serve` on SQLite, a client that answers a refund over
+# HTTP with langgraph-sdk, then a second refund left waiting while it keeps serving (Ctrl-C).
+.PHONY: serve-demo
+serve-demo: $(STAMP)
+	$(BIN)/python examples/server/demo.py
 
 # Kill harness soak: thousands of SIGKILLs on every saver, each run continued in fresh processes
 # and checked (see docs/durability.md, "Kill harness"). `make soak SOAK_ARGS="--trials 100"`.

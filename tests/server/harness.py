@@ -8,14 +8,19 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import served_graphs
 import uvicorn
 
+from threadline import StateGraph
 from threadline.server.app import create_app
 from threadline.server.settings import ServerSettings
 
 HERE = Path(__file__).parent
+# Every StateGraph of served_graphs.py, served under its variable's name
 GRAPHS = {
-    name: f"served_graphs.py:{name}" for name in ("approval", "counter", "failing", "blocking")
+    name: f"served_graphs.py:{name}"
+    for name, value in vars(served_graphs).items()
+    if isinstance(value, StateGraph)
 }
 
 

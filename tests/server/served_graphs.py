@@ -76,6 +76,28 @@ blocking.add_edge(START, "slow")
 blocking.add_edge("slow", END)
 
 
+class Order(TypedDict, total=False):
+    item: str
+    quantity: int
+
+
+def ask_quantity(state: Order) -> dict[str, Any]:
+    schema = {
+        "type": "object",
+        "required": ["quantity"],
+        "properties": {"quantity": {"type": "integer", "minimum": 1}},
+        "additionalProperties": False,
+    }
+    answer = interrupt({"question": f"how many {state['item']}?"}, schema=schema)
+    return {"quantity": answer["quantity"]}
+
+
+typed = StateGraph(Order)
+typed.add_node("ask", ask_quantity)
+typed.add_edge(START, "ask")
+typed.add_edge("ask", END)
+
+
 # ---------------------------------------------------------------- audited (scale-out tests)
 # Each step writes (thread, label, pid, start, end) to a PostgreSQL table named by the
 # environment: the scale-out tests count these to prove each step ran once, in one process.

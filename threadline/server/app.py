@@ -72,6 +72,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
         title="threadline",
         version=VERSION,
         lifespan=lifespan,
+        docs_url=None,  # FastAPI's pages load their scripts from a CDN; the API stays offline
+        redoc_url=None,
         description="LangGraph Server's API over threadline graphs.",
     )
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)

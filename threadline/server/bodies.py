@@ -44,7 +44,7 @@ class AssistantSearch(Body):
     graph_id: str | None = None
     name: str | None = None
     limit: int = Field(10, ge=1, le=1000)
-    offset: int = Field(0, ge=0)
+    offset: int = Field(0, ge=0, le=1_000_000_000)
     sort_by: Literal["assistant_id", "graph_id", "name", "created_at", "updated_at"] | None = None
     sort_order: SortOrder | None = None
     select: list[str] | None = None
@@ -84,7 +84,7 @@ class ThreadSearch(Body):
     ids: list[str] | None = None
     status: Literal["idle", "busy", "interrupted", "error"] | None = None
     limit: int = Field(10, ge=1, le=1000)
-    offset: int = Field(0, ge=0)
+    offset: int = Field(0, ge=0, le=1_000_000_000)
     sort_by: Literal["thread_id", "status", "created_at", "updated_at"] | None = None
     sort_order: SortOrder | None = None
     select: list[str] | None = None
@@ -215,9 +215,16 @@ class StoreSearch(Body):
     namespace_prefix: list[str] = Field(default_factory=list)
     filter: dict[str, Any] | None = None
     limit: int = Field(10, ge=1, le=1000)
-    offset: int = Field(0, ge=0)
+    offset: int = Field(0, ge=0, le=1_000_000_000)
     query: str | None = None
     refresh_ttl: bool | None = None
+
+    @field_validator("refresh_ttl")
+    @classmethod
+    def _unsupported(cls, value: Any) -> Any:
+        if value is not None:
+            raise ValueError("a search does not refresh TTLs in threadline; get the item instead")
+        return value
 
 
 class StoreNamespaces(Body):
@@ -225,4 +232,4 @@ class StoreNamespaces(Body):
     suffix: list[str] | None = None
     max_depth: int | None = Field(None, ge=1)
     limit: int = Field(100, ge=1, le=1000)
-    offset: int = Field(0, ge=0)
+    offset: int = Field(0, ge=0, le=1_000_000_000)

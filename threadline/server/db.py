@@ -155,6 +155,9 @@ def _sqlite_connection(url: str) -> sqlite3.Connection:
     conn.row_factory = sqlite3.Row
     if path != ":memory:":
         conn.execute("PRAGMA journal_mode=WAL")
+        # Records survive a process crash at every commit; a power cut may lose the last few
+        # (a run's status is then settled again from its checkpoints by the lease expiry).
+        conn.execute("PRAGMA synchronous=NORMAL")
     return conn
 
 

@@ -173,6 +173,7 @@ async def _settle(
             records.set_thread_status(tx, thread_id, "busy")
 
     await s.db.call(settle)
+    s.bus.notify(run_id)  # wake waiters now that the run's status is final
     kwargs = json.loads(row["kwargs"])
     if kwargs.get("webhook") and status != "rollback":
         await _post_webhook(s, kwargs["webhook"], run_id)
@@ -185,9 +186,14 @@ async def _settle(
 async def _thread_summary(
     graph: CompiledStateGraph, thread_id: str, status: str
 ) -> tuple[str, Any, Any, Any]:
+    """Where the thread stands: from its newest checkpoint, so a run refused before it saved
+    anything (a wrong answer) leaves a waiting thread waiting; a failed run on a thread that
+    waits for nothing leaves it ``error``."""
     snap = await graph.aget_state({"configurable": {"thread_id": thread_id}})
     error = next((t.error for t in snap.tasks if t.error), None)
-    thread = "error" if status == "error" else thread_status(snap)
+    thread = thread_status(snap)
+    if status == "error" and thread == "idle":
+        thread = "error"
     return thread, jsonable(snap.values), interrupts_by_task(snap), error
 
 

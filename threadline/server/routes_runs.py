@@ -167,7 +167,7 @@ async def list_runs(
     state: State,
     owner: Owner,
     limit: int = Query(10, ge=1, le=1000),
-    offset: int = Query(0, ge=0),
+    offset: int = Query(0, ge=0, le=1_000_000_000),
     status: str | None = None,
 ) -> list[dict[str, Any]]:
     await find_thread(state, owner, thread_id)

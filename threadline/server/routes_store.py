@@ -79,7 +79,6 @@ async def search_items(body: StoreSearch, state: State, owner: Owner) -> dict[st
         filter=body.filter,
         limit=body.limit,
         offset=body.offset,
-        refresh_ttl=body.refresh_ttl,
     )
     return {"items": [_item(owner, i) for i in found]}
 
