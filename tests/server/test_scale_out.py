@@ -52,10 +52,14 @@ async def test_a_cancel_on_the_api_server_stops_a_run_in_a_worker_process(
         run = await client.runs.create(thread_id, "audited", input={"delay": 1.0})
         while not c.sql(f"SELECT 1 FROM {c.table}"):  # its first step is running
             time.sleep(0.05)
+        asked = time.monotonic()
         await client.runs.cancel(thread_id, run["run_id"], wait=True)
+        took = time.monotonic() - asked
         stopped = await client.runs.get(thread_id, run["run_id"])
         time.sleep(1.5)  # a step would have ended by now, had the run gone on
         steps = c.sql(f"SELECT label, pid, ended IS NOT NULL FROM {c.table} ORDER BY id")
     assert stopped["status"] == "interrupted"
     assert [label for label, _, _ in steps] == ["work1"]
     assert steps[0][1] == c.workers[0].pid
+    assert took < 1.0  # the worker looks for a cancel every 0.2 s
+    print(f"cancel took {took:.2f} s")
