@@ -34,7 +34,9 @@ async def test_runs_finish_once_when_a_worker_is_killed_mid_step(
     assert out.problems == []
     assert audit.problems == []
     assert cut_by_kill >= 1 and audit.cut == cut_by_kill
-    assert out.stream_repeats == 0
+    # a step that ended in the killed worker but was not checkpointed ran again: its update
+    # may be in the run's stream twice (two executions); nothing else may repeat
+    assert out.stream_repeats <= audit.rerun_after_end
     # every step of 30 threads once, the 10 answered ones' "ask" too, plus what the kill cut
     assert audit.steps == 30 * 3 + 10 + audit.cut + audit.rerun_after_end
     print(
