@@ -34,7 +34,7 @@ from threadline.server.settings import ServerSettings
 
 ROOT = HERE.parent.parent
 STEPS = ("work1", "work2", "work3")
-_WORKER = (
+WORKER_SCRIPT = (
     "import json, logging, sys\n"
     "from pathlib import Path\n"
     "from threadline.server.settings import ServerSettings\n"
@@ -71,7 +71,7 @@ class Cluster:
         }
         log = open(self.logs / f"worker-{len(self.workers)}.log", "wb")  # noqa: SIM115
         proc = subprocess.Popen(
-            [sys.executable, "-c", _WORKER, json.dumps(options)],
+            [sys.executable, "-c", WORKER_SCRIPT, json.dumps(options)],
             cwd=ROOT,
             env=env,
             stdout=log,

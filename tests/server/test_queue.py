@@ -103,3 +103,37 @@ async def test_a_worker_that_stops_hands_its_run_back(services: Services) -> Non
     services.db.do(lambda tx: queue.release(tx, "r1", "A"))
     assert status(services, "r1") == "pending"
     assert claim(services, "r1", "B") == "claimed"
+
+
+def test_threadline_worker_on_the_local_queue_runs_runs_and_stops_on_sigterm(
+    services: Services, settings: ServerSettings
+) -> None:
+    """``run_worker`` with the local queue (a SQLite file here) in a process of its own."""
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+    from dataclasses import asdict
+    from pathlib import Path
+
+    from scale import ROOT, WORKER_SCRIPT
+
+    queued(services, "r1")
+    options = {**asdict(settings), "base_dir": str(settings.base_dir)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WORKER_SCRIPT, json.dumps(options)],
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT), "PATH": str(Path(sys.executable).parent)},
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while status(services, "r1") != "success" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert status(services, "r1") == "success"
+        row = services.db.do(lambda tx: records.run_row(tx, "r1"))
+        assert row is not None and row["worker"].endswith(f":{proc.pid}")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=20)
+    assert code == 0

@@ -31,6 +31,8 @@ async def test_runs_finish_once_when_a_worker_is_killed_mid_step(
         cut_by_kill = c.sql(
             f"SELECT count(*) FROM {c.table} WHERE ended IS NULL AND pid = %s", victim
         )[0][0]
+        exits = c.stop_workers()  # SIGTERM: the live ones stop cleanly
+    assert sorted(code or 0 for code in exits) == [-9, 0, 0]
     assert out.problems == []
     assert audit.problems == []
     assert cut_by_kill >= 1 and audit.cut == cut_by_kill
