@@ -176,13 +176,18 @@ class Audit:
 
 def check(c: Cluster, expected: dict[str, tuple[str, ...]]) -> Audit:
     """Each thread's steps ran exactly once, but for a step a kill cut (it may run again once);
-    no two steps of a thread overlapped in time (so never in two workers at once)."""
+    no two steps of a thread overlapped in time (so never in two workers at once); every step
+    ran in a worker process (the API server runs nothing)."""
     rows = c.sql(f"SELECT thread_id, label, pid, started, ended FROM {c.table}")
     killed_at = dict(c.killed)
     by_thread: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
     for row in rows:
         by_thread[row[0]].append(row)
     audit = Audit(steps=len(rows))
+    workers = {p.pid for p in c.workers}
+    audit.problems += [
+        f"a step ran outside the workers, in pid {r[2]}" for r in rows if r[2] not in workers
+    ]
     for thread_id, labels in expected.items():
         mine = by_thread.pop(thread_id, [])
         _check_thread(thread_id, labels, mine, killed_at, audit)

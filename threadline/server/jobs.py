@@ -23,7 +23,9 @@ import logging
 from typing import Any
 
 import procrastinate
+from procrastinate import jobs as pjobs
 from procrastinate.exceptions import AlreadyEnqueued
+from procrastinate.exceptions import UniqueViolation as JobUniqueViolation
 from procrastinate.schema import SchemaManager
 
 from threadline.server import queue
@@ -96,8 +98,9 @@ async def _run_job(context: procrastinate.JobContext, run_id: str) -> str:
         raise
 
 
-async def reconcile(app: procrastinate.App, db: Database) -> int:
-    """Queue a job for every run that should run and has none; how many were queued.
+async def reconcile(app: procrastinate.App, db: Database, quiet_for: float = 0) -> int:
+    """Queue a job for every run that should run and has none, and was not touched in the
+    last ``quiet_for`` seconds; how many were queued.
 
     A run has a job when one with its id as ``queueing_lock`` is waiting or going. Runs are
     queued in the order they were made, so a thread's jobs keep its runs' order.
@@ -106,9 +109,11 @@ async def reconcile(app: procrastinate.App, db: Database) -> int:
         lambda tx: tx.rows(
             "SELECT r.run_id, r.thread_id, r.start_after FROM tl_runs r "
             "WHERE (r.status = 'pending' OR (r.status = 'running' AND r.lease_until < ?)) "
+            "AND r.updated_at <= ? "
             "AND NOT EXISTS (SELECT 1 FROM procrastinate_jobs j WHERE j.queueing_lock = "
             "r.run_id AND j.status IN ('todo', 'doing')) ORDER BY r.created_at LIMIT 1000",
             queue.iso_in(0),
+            queue.iso_in(-quiet_for),
         )
     )
     queued = 0
@@ -131,14 +136,29 @@ def _later(iso: str) -> dt.datetime | None:
 
 
 async def sweep(app: procrastinate.App, db: Database, lease_seconds: float) -> None:
-    """Hand back the jobs of workers silent for a lease, then queue runs left without a job."""
+    """Hand back the jobs of workers silent for a lease, then queue runs left without a job
+    (those quiet for a lease: the API servers queue fresh ones, and two processes queueing
+    one run at once is what makes the duplicates ``_retry`` copes with)."""
     stalled = await app.job_manager.get_stalled_jobs(
         task_name=TASK, seconds_since_heartbeat=lease_seconds
     )
     for job in stalled:
         log.warning("job %s (run %s): its worker stopped; retrying it", job.id, job.task_kwargs)
+        try:
+            await _retry(app, job)
+        except Exception:  # one job must not keep the others from being handed back
+            log.exception("job %s: could not hand it back; trying again next sweep", job.id)
+    await reconcile(app, db, quiet_for=lease_seconds)
+
+
+async def _retry(app: procrastinate.App, job: pjobs.Job) -> None:
+    """Make a dead worker's job runnable again; if its run already has another job waiting
+    (two processes queued it at once), end this one instead: the waiting job runs the run."""
+    try:
         await app.job_manager.retry_job(job)
-    await reconcile(app, db)
+    except JobUniqueViolation:
+        assert job.id is not None
+        await app.job_manager.finish_job_by_id_async(job.id, pjobs.Status.FAILED, delete_job=False)
 
 
 async def work(settings: ServerSettings, services: Services) -> None:
@@ -200,10 +220,13 @@ class JobDispatcher:
 
     async def _loop(self) -> None:
         while True:
-            with contextlib.suppress(TimeoutError):
+            quiet_for = 0.0  # woken: queue the new run now
+            try:
                 await asyncio.wait_for(self._wake.wait(), SAFETY_SWEEP_SECONDS)
+            except TimeoutError:  # only runs left behind, not those another server queues now
+                quiet_for = SAFETY_SWEEP_SECONDS
             self._wake.clear()
             try:
-                await reconcile(self.app, self.db)
+                await reconcile(self.app, self.db, quiet_for)
             except Exception:
                 log.exception("queueing runs as jobs failed; trying again shortly")
