@@ -96,12 +96,17 @@ class Cluster:
         except psycopg.errors.UndefinedTable:
             return 0
 
-    def kill_one_mid_step(self, timeout: float = 30) -> int:
-        """SIGKILL a live worker while one of its steps is surely running; its pid."""
+    def kill_one_mid_step(self, timeout: float = 30, fresh: float = 0.1) -> int:
+        """SIGKILL a live worker while one of its steps is surely running (it started less
+        than ``fresh`` seconds ago, well within its delay); its pid."""
         live = {p.pid: p for p in self.workers if p.poll() is None and p.pid not in self.dead}
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            busy = self.sql(f"SELECT pid FROM {self.table} WHERE ended IS NULL")
+            busy = self.sql(
+                f"SELECT pid FROM {self.table} WHERE ended IS NULL "
+                "AND started > clock_timestamp() - make_interval(secs => %s)",
+                fresh,
+            )
             for (pid,) in busy:
                 if pid in live:
                     os.kill(pid, signal.SIGKILL)
