@@ -147,7 +147,11 @@ async def sweep(app: procrastinate.App, db: Database, lease_seconds: float) -> N
         try:
             await _retry(app, job)
         except Exception:  # one job must not keep the others from being handed back
-            log.exception("job %s: could not hand it back; trying again next sweep", job.id)
+            assert job.id is not None
+            if await app.job_manager.get_job_status_async(job.id) != pjobs.Status.DOING:
+                log.info("job %s: another worker's sweep handed it back first", job.id)
+            else:
+                log.exception("job %s: could not hand it back; trying again next sweep", job.id)
     await reconcile(app, db, quiet_for=lease_seconds)
 
 
