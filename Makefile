@@ -78,6 +78,8 @@ serve-demo: $(STAMP)
 
 # Kill harness soak: thousands of SIGKILLs on every saver, each run continued in fresh processes
 # and checked (see docs/durability.md, "Kill harness"). `make soak SOAK_ARGS="--trials 100"`.
+# `make soak SOAK_ARGS=--server`: the scale-out soak instead (API server, three workers on
+# PostgreSQL, workers SIGKILLed mid-step; docs/server.md, "Workers and the queue").
 .PHONY: soak
 soak: $(STAMP)
 	$(BIN)/python -m bench.kill_soak $(SOAK_ARGS)

@@ -96,3 +96,62 @@ typed = StateGraph(Order)
 typed.add_node("ask", ask_quantity)
 typed.add_edge(START, "ask")
 typed.add_edge("ask", END)
+
+
+# ---------------------------------------------------------------- audited (scale-out tests)
+# Each step writes (thread, label, pid, start, end) to a PostgreSQL table named by the
+# environment: the scale-out tests count these to prove each step ran once, in one process.
+AUDIT_DB = "THREADLINE_TEST_AUDIT_DB"
+AUDIT_TABLE = "THREADLINE_TEST_AUDIT_TABLE"
+
+
+class Audit(TypedDict, total=False):
+    n: int
+    delay: float
+    ask: bool
+    answer: str
+
+
+def _audited(config: Any, label: str, delay: float) -> None:
+    """Record the step's start, sleep ``delay``, record its end (side effects of a step)."""
+    import os
+
+    import psycopg
+
+    thread_id = config["configurable"]["thread_id"]
+    table = os.environ[AUDIT_TABLE]
+    with psycopg.connect(os.environ[AUDIT_DB], autocommit=True) as conn:
+        row = conn.execute(
+            f"INSERT INTO {table} (thread_id, label, pid, started) "
+            "VALUES (%s, %s, %s, clock_timestamp()) RETURNING id",
+            (thread_id, label, os.getpid()),
+        ).fetchone()
+        time.sleep(delay)
+        assert row is not None
+        conn.execute(f"UPDATE {table} SET ended = clock_timestamp() WHERE id = %s", (row[0],))
+
+
+def work(state: Audit, config: Any) -> dict[str, Any]:
+    n = state.get("n", 0) + 1
+    _audited(config, f"work{n}", state.get("delay", 0.0))
+    return {"n": n}
+
+
+def ask(state: Audit, config: Any) -> dict[str, Any]:
+    answer = interrupt("go on?")
+    _audited(config, "ask", 0.0)
+    return {"answer": answer}
+
+
+def after_work(state: Audit) -> str:
+    if state.get("n", 0) < 3:
+        return "work"
+    return "ask" if state.get("ask") and not state.get("answer") else END
+
+
+audited = StateGraph(Audit)
+audited.add_node("work", work)
+audited.add_node("ask", ask)
+audited.add_edge(START, "work")
+audited.add_conditional_edges("work", after_work, ["work", "ask", END])
+audited.add_edge("ask", END)

@@ -1,7 +1,8 @@
 """The ASGI application: LangGraph Server's HTTP API over threadline graphs.
 
 ``create_app(settings)`` opens the saver, store and records at start-up and, with the local
-queue, runs a worker in the same process. ``serve(settings)`` runs it with uvicorn.
+queue, runs a worker in the same process; with Procrastinate, it queues jobs for the
+``threadline worker`` processes and runs nothing itself. ``serve(settings)`` runs it with uvicorn.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -23,6 +24,9 @@ from threadline.server.limits import BodyLimit
 from threadline.server.services import close_services, open_services
 from threadline.server.settings import ServerSettings
 from threadline.server.worker import LocalWorker
+
+if TYPE_CHECKING:
+    from threadline.server import jobs
 
 log = logging.getLogger("threadline.server")
 VERSION = "0.1.0"
@@ -48,16 +52,20 @@ def create_app(settings: ServerSettings) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         services = open_services(settings)
-        worker = None
+        worker: LocalWorker | jobs.JobDispatcher
         if settings.queue == "local":
             worker = LocalWorker(services, settings.workers)
             worker.start()
+        else:  # runs become Procrastinate jobs; `threadline worker` processes run them
+            from threadline.server import jobs
+
+            worker = jobs.JobDispatcher(settings, services.db)
+            await worker.start()
         app.state.threadline = ServerState(settings, services, worker)
         try:
             yield
         finally:
-            if worker is not None:
-                await worker.stop()
+            await worker.stop()
             close_services(services)
 
     app = FastAPI(

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from fastapi import Depends, HTTPException, Request
 
 from threadline.server.auth import LOCAL_SCOPE, is_loopback, scope_of
 from threadline.server.execute import Services
 from threadline.server.settings import ServerSettings
-from threadline.server.worker import LocalWorker
+
+
+class Waker(Protocol):
+    """What starts a queued run: the in-process worker, or the job dispatcher of ``jobs``."""
+
+    def wake(self) -> None: ...
 
 
 @dataclass
@@ -19,10 +24,10 @@ class ServerState:
 
     settings: ServerSettings
     services: Services
-    worker: LocalWorker | None
+    worker: Waker | None
 
     def wake(self) -> None:
-        """A run was queued: the in-process worker looks at once."""
+        """A run was queued: the in-process worker looks at once, or its job is queued."""
         if self.worker is not None:
             self.worker.wake()
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import json
 import logging
 from collections.abc import Mapping
@@ -40,6 +39,11 @@ class Services:
     worker_id: str = "local"
     lease_seconds: float = 30.0
     cancel_poll_seconds: float = 0.2
+
+
+class LeaseLost(Exception):
+    """Another worker took the run over (this one went silent past its lease): stop, and
+    leave the run's row, events and thread to the new holder."""
 
 
 class Cancelled(Exception):
@@ -75,7 +79,10 @@ async def execute_run(s: Services, run_id: str) -> str:
     failure: dict[str, str] | None = None
     status = "success"
     try:
-        await _stream(s, graph, call, events, run_id)
+        await _stream(s, graph, call, events, row)
+    except LeaseLost:
+        log.warning("run %s: another worker took it over; this attempt stops", run_id)
+        return "lost"
     except Cancelled as stop:
         status = "interrupted" if stop.action == "interrupt" else "rollback"
     except Exception as exc:  # a node raised, or the input was refused: the run failed
@@ -87,7 +94,7 @@ async def execute_run(s: Services, run_id: str) -> str:
 
 
 async def _stream(
-    s: Services, graph: CompiledStateGraph, call: Any, events: EventLog, run_id: str
+    s: Services, graph: CompiledStateGraph, call: Any, events: EventLog, row: dict[str, Any]
 ) -> None:
     async def consume() -> None:
         async for item in graph.astream(call.input, call.config, **call.options):
@@ -101,12 +108,12 @@ async def _stream(
             done, _ = await asyncio.wait({task}, timeout=s.cancel_poll_seconds)
             if done:
                 break
-            action = await s.db.call(lambda tx: _keep_lease(tx, run_id, s))
+            action = await s.db.call(lambda tx: _keep_lease(tx, row, s))
             if action:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-                raise Cancelled(action)
+                raise LeaseLost() if action == LOST else Cancelled(action)
         task.result()
     finally:
         if not task.done():  # this coroutine itself was cancelled (shutdown)
@@ -115,11 +122,23 @@ async def _stream(
                 await task
 
 
-def _keep_lease(tx: Tx, run_id: str, s: Services) -> str | None:
-    """Extend the run's lease; the cancel a client asked for, if any."""
-    until = (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=s.lease_seconds)).isoformat()
-    tx.run("UPDATE tl_runs SET lease_until = ? WHERE run_id = ?", until, run_id)
-    return records.cancel_action(tx, run_id)
+LOST = "lost"
+
+
+def _keep_lease(tx: Tx, row: dict[str, Any], s: Services) -> str | None:
+    """Extend the run's lease while this attempt still holds it; the cancel a client asked
+    for, if any, or ``LOST`` when the run is no longer this attempt's (taken over or deleted)."""
+    held = tx.run(
+        "UPDATE tl_runs SET lease_until = ? WHERE run_id = ? AND status = 'running' "
+        "AND worker = ? AND attempt = ?",
+        queue.iso_in(s.lease_seconds),
+        row["run_id"],
+        row["worker"],
+        row["attempt"],
+    )
+    if not held:
+        return LOST
+    return records.cancel_action(tx, row["run_id"])
 
 
 async def _settle(

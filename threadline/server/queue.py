@@ -6,6 +6,9 @@ unique index allows one running run per thread, so a thread's runs never overlap
 extends the run's lease while it runs (``execute._keep_lease``); a run whose lease ran out
 (its worker died) goes back to pending and continues on another worker from its last
 checkpoint.
+
+With Procrastinate (``jobs.py``) the job queue decides which worker runs which run, and
+``claim_run`` takes that one run's row the same way, so the unique index still guards it.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 from threadline.clock import iso_at
 from threadline.server.db import Tx
 
-__all__ = ["Tx", "claim_next", "iso_in", "note_start", "requeue_expired"]
+__all__ = ["Tx", "claim_next", "claim_run", "iso_in", "note_start", "release", "requeue_expired"]
 
 
 def iso_in(seconds: float) -> str:
@@ -61,6 +64,51 @@ def claim_next(tx: Tx, worker: str, lease_seconds: float) -> dict[str, Any] | No
             )
             return run
     return None
+
+
+def claim_run(tx: Tx, run_id: str, worker: str, lease_seconds: float) -> str:
+    """Take one given run: ``"claimed"``; ``"ended"`` when there is nothing left to run (it
+    finished, was cancelled or deleted); ``"held"`` when it may not start yet (its start time
+    is ahead, or a live worker holds it). Raises ``UniqueViolation`` when another run of its
+    thread is running.
+
+    A running run whose lease ran out is taken over: its worker died, and this attempt goes on
+    from the run's last checkpoint.
+    """
+    now = iso_in(0)
+    row = tx.row("SELECT status, thread_id, start_after FROM tl_runs WHERE run_id = ?", run_id)
+    if row is None or row["status"] not in ("pending", "running"):
+        return "ended"
+    if row["status"] == "pending" and row["start_after"] > now:
+        return "held"
+    taken = tx.run(
+        "UPDATE tl_runs SET status = 'running', worker = ?, lease_until = ?, "
+        "attempt = attempt + 1, updated_at = ? WHERE run_id = ? "
+        "AND (status = 'pending' OR (status = 'running' AND lease_until < ?))",
+        worker,
+        iso_in(lease_seconds),
+        now,
+        run_id,
+        now,
+    )
+    if not taken:
+        return "held"
+    tx.run(
+        "UPDATE tl_threads SET status = 'busy', updated_at = ? WHERE thread_id = ?",
+        now,
+        row["thread_id"],
+    )
+    return "claimed"
+
+
+def release(tx: Tx, run_id: str, worker: str) -> None:
+    """Give back a run this worker holds (it is shutting down): it waits again at once."""
+    tx.run(
+        "UPDATE tl_runs SET status = 'pending', worker = NULL, lease_until = NULL "
+        "WHERE run_id = ? AND status = 'running' AND worker = ?",
+        run_id,
+        worker,
+    )
 
 
 def note_start(tx: Tx, run_id: str, checkpoint_id: str | None) -> None:

@@ -50,7 +50,18 @@ def open_services(settings: ServerSettings, worker_id: str = "local") -> Service
     graphs = load_graphs(settings.graphs, settings.base_dir, saver, store)
     for graph_id in graphs:
         _register(db, graph_id)
-    return Services(db=db, saver=saver, store=store, graphs=graphs, worker_id=worker_id)
+    if settings.queue == "procrastinate":
+        from threadline.server.jobs import apply_schema
+
+        apply_schema(settings)
+    return Services(
+        db=db,
+        saver=saver,
+        store=store,
+        graphs=graphs,
+        worker_id=worker_id,
+        lease_seconds=settings.lease_seconds,
+    )
 
 
 def _register(db: Database, graph_id: str) -> None:

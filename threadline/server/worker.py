@@ -11,11 +11,14 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import socket
 
 from threadline.server import queue
 from threadline.server.db import UniqueViolation
 from threadline.server.execute import Services, execute_run
+from threadline.server.services import close_services, open_services
+from threadline.server.settings import ServerSettings
 
 log = logging.getLogger("threadline.server")
 IDLE_POLL_SECONDS = 0.25
@@ -39,8 +42,8 @@ class LocalWorker:
         self._loop_task = asyncio.create_task(self._loop())
 
     async def stop(self) -> None:
-        """Stop taking runs and cancel those going; their leases lapse and another worker
-        (or this one, restarted) continues them from their last checkpoint."""
+        """Stop taking runs and cancel those going; they wait again, and another worker (or
+        this one, restarted) continues them from their last checkpoint."""
         if self._loop_task is not None:
             self._loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -75,6 +78,10 @@ class LocalWorker:
     async def _run(self, run_id: str) -> str:
         try:
             return await execute_run(self.services, run_id)
+        except asyncio.CancelledError:  # stopping: the run waits again, for any worker
+            s = self.services
+            await s.db.call(lambda tx: queue.release(tx, run_id, s.worker_id))
+            raise
         except Exception:  # never lose the worker over one run
             log.exception("run %s: the worker failed", run_id)
             return "error"
@@ -85,4 +92,43 @@ class LocalWorker:
 
 
 def worker_id() -> str:
+    """This process's name in the run rows it holds: unique across machines and restarts."""
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def run_worker(settings: ServerSettings) -> None:
+    """``threadline worker``: run runs in this process until SIGTERM or SIGINT.
+
+    With ``queue = "procrastinate"`` it is a Procrastinate worker (``jobs.work``); with the
+    local queue, the same loop ``threadline serve`` runs in-process. On a signal it stops
+    taking runs; runs still going after a lease are handed back and continue elsewhere.
+    """
+    asyncio.run(_work(settings))
+
+
+async def _work(settings: ServerSettings) -> None:
+    services = await asyncio.to_thread(open_services, settings, worker_id())
+    log.info("worker %s: %s queue", services.worker_id, settings.queue)
+    try:
+        if settings.queue == "procrastinate":
+            from threadline.server.jobs import work
+
+            await work(settings, services)
+        else:
+            await _work_locally(services, settings.workers)
+    finally:
+        close_services(services)
+        log.info("worker %s stopped", services.worker_id)
+
+
+async def _work_locally(services: Services, concurrency: int) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    worker = LocalWorker(services, concurrency)
+    worker.start()
+    try:
+        await stop.wait()
+    finally:
+        await worker.stop()
