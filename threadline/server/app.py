@@ -7,6 +7,7 @@ queue, runs a worker in the same process; with Procrastinate, it queues jobs for
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -20,6 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from threadline import errors
 from threadline.server import routes_assistants, routes_runs, routes_store, routes_threads
 from threadline.server.deps import ServerState
+from threadline.server.events import relay_notifications
 from threadline.server.limits import BodyLimit
 from threadline.server.services import close_services, open_services
 from threadline.server.settings import ServerSettings
@@ -62,9 +64,16 @@ def create_app(settings: ServerSettings) -> FastAPI:
             worker = jobs.JobDispatcher(settings, services.db)
             await worker.start()
         app.state.threadline = ServerState(settings, services, worker)
+        relay = None
+        if services.db.postgres:  # workers may be other processes: hear them at once
+            bus = services.bus
+            relay = asyncio.create_task(relay_notifications(settings.db, bus))
         try:
             yield
         finally:
+            if relay is not None:
+                relay.cancel()
+                await asyncio.gather(relay, return_exceptions=True)
             await worker.stop()
             close_services(services)
 

@@ -77,6 +77,12 @@ class Tx:
         self._execute(sql, params)
         return [dict(row) for row in self._cursor.fetchall()]
 
+    def notify(self, channel: str, payload: str) -> None:
+        """Tell listening processes at commit (PostgreSQL); SQLite serves one process, whose
+        readers are woken by its ``EventBus``."""
+        if self._postgres:
+            self.run("SELECT pg_notify(?, ?)", channel, payload)
+
     def row(self, sql: str, *params: Any) -> dict[str, Any] | None:
         found = self.rows(sql, *params)
         return found[0] if found else None

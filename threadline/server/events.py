@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import logging
 import time
 from collections import defaultdict
 from collections.abc import AsyncIterator
@@ -17,6 +18,8 @@ from typing import Any
 
 from threadline.server import records
 from threadline.server.db import Database, Tx
+
+log = logging.getLogger("threadline.server")
 
 END_EVENT = "__end__"  # stored last; closes readers, never sent to a client
 RESULT_EVENT = "__result__"  # where the run left its thread, for wait and join; not sent
@@ -111,3 +114,19 @@ def run_result(tx: Tx, run_id: str) -> Any:
     """What the run left (``values``, ``interrupts``, ``error``), once it has ended."""
     row = tx.row("SELECT data FROM tl_events WHERE run_id = ? AND event = ?", run_id, RESULT_EVENT)
     return None if row is None else json.loads(row["data"])
+
+
+async def relay_notifications(url: str, bus: EventBus) -> None:
+    """Wake this process's readers when a worker elsewhere stored events or settled a run
+    (PostgreSQL LISTEN); they would otherwise notice only at their next poll."""
+    import psycopg
+
+    while True:
+        try:
+            async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+                await conn.execute(f"LISTEN {records.RUN_CHANNEL}")
+                async for note in conn.notifies():
+                    bus.notify(note.payload)
+        except psycopg.Error as exc:  # the database went away: readers poll until it is back
+            log.warning("listening for run events failed (%s); retrying in 1 s", exc)
+            await asyncio.sleep(1)

@@ -56,14 +56,12 @@ class Cancelled(Exception):
 
 async def execute_run(s: Services, run_id: str) -> str:
     """Run a claimed run to its end; returns its final status."""
-    row = await s.db.call(lambda tx: records.run_row(tx, run_id))
-    if row is None:
+    found = await s.db.call(lambda tx: _begin(tx, run_id))
+    if found is None:
         return "missing"
+    row, assistant, seen = found
     kwargs = json.loads(row["kwargs"])
-    assistant = await s.db.call(
-        lambda tx: records.get_assistant(tx, row["owner"], row["assistant_id"])
-    )
-    events = EventLog(s.db, s.bus, run_id, await s.db.call(lambda tx: last_seq(tx, run_id)) + 1)
+    events = EventLog(s.db, s.bus, run_id, seen + 1)
     graph = s.graphs.get(assistant["graph_id"]) if assistant else None
     if assistant is None or graph is None:
         message = f"assistant {row['assistant_id']} no longer exists"
@@ -91,6 +89,14 @@ async def execute_run(s: Services, run_id: str) -> str:
         await events.add("error", failure)
         status = "error"
     return await _settle(s, row, events, status, graph, failure)
+
+
+def _begin(tx: Tx, run_id: str) -> tuple[dict[str, Any], dict[str, Any] | None, int] | None:
+    """The run, its assistant and its last stored event, read in one transaction."""
+    row = records.run_row(tx, run_id)
+    if row is None:
+        return None
+    return row, records.get_assistant(tx, row["owner"], row["assistant_id"]), last_seq(tx, run_id)
 
 
 async def _stream(

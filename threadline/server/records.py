@@ -16,6 +16,7 @@ from threadline.clock import increasing_iso, now_iso
 from threadline.server.db import Tx
 
 SYSTEM = "*"
+RUN_CHANNEL = "tl_run_events"  # NOTIFY'd with a run id when its events or status change
 ACTIVE = ("pending", "running")
 THREAD_COLUMNS = (
     "thread_id",
@@ -344,6 +345,7 @@ def set_run_status(tx: Tx, run_id: str, status: str) -> None:
         now_iso(),
         run_id,
     )
+    tx.notify(RUN_CHANNEL, run_id)
 
 
 def request_cancel(tx: Tx, run_ids: Sequence[str], action: str) -> None:
@@ -378,6 +380,7 @@ def delete_run(tx: Tx, owner: str, run_id: str) -> bool:
 def append_events(tx: Tx, run_id: str, first_seq: int, events: Sequence[tuple[str, str]]) -> None:
     for offset, (event, data) in enumerate(events):
         tx.run("INSERT INTO tl_events VALUES (?,?,?,?)", run_id, first_seq + offset, event, data)
+    tx.notify(RUN_CHANNEL, run_id)
 
 
 def events_after(tx: Tx, run_id: str, seq: int) -> list[dict[str, Any]]:
