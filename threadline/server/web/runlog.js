@@ -1,0 +1,55 @@
+// A run's progress, live: its server-sent events as readable lines, until it stops or ends.
+
+import { api, streamRun } from './api.js';
+import { h, show, fill } from './dom.js';
+
+const ENDINGS = {
+  interrupted: 'The run stopped again: it waits for a person.',
+  idle: 'The run ended.',
+  error: 'The run failed.',
+  busy: 'The run is still going on.',
+};
+
+// Start a run on the thread and show its events in `box`; returns {error, status}.
+export async function runWithProgress(box, threadId, body) {
+  const list = h('ol', { class: 'runlog' });
+  const heading = h('h4', {}, 'Run progress');
+  fill(box, h('section', { class: 'run', 'aria-live': 'polite', 'aria-label': 'Run progress' }, heading, list));
+  const say = (text, cls) => list.append(h('li', { class: cls || '' }, text));
+  let error = null;
+  try {
+    for await (const { event, data } of streamRun(`/threads/${threadId}/runs/stream`, { stream_mode: ['updates', 'custom'], ...body })) {
+      const mode = event.split('|')[0];
+      if (mode === 'metadata') say(`Run ${String(data.run_id).slice(0, 8)} started.`);
+      else if (mode === 'updates') describeUpdate(data).forEach((line) => say(line));
+      else if (mode === 'custom') say(`Message: ${show(data)}`);
+      else if (mode === 'error') {
+        error = data;
+        say(`Error: ${data.error ? `${data.error}: ` : ''}${data.message ?? show(data)}`, 'error');
+      }
+    }
+  } catch (e) {
+    error = { error: 'RequestFailed', message: e.message };
+    say(`Error: ${e.message}`, 'error');
+  }
+  let status = null;
+  try {
+    status = (await api('GET', `/threads/${threadId}`)).status;
+  } catch { /* the thread may be gone */ }
+  const refused = error && /InvalidAnswerError|InvalidResumeError/.test(error.error || '');
+  say(refused ? 'Nothing was resumed: the answer was refused.' : (ENDINGS[status] || 'The run ended.'), 'end');
+  return { error, status, refused };
+}
+
+function describeUpdate(data) {
+  const lines = [];
+  for (const [node, update] of Object.entries(data || {})) {
+    if (node === '__interrupt__') {
+      lines.push('Waiting for a person.');
+      continue;
+    }
+    const keys = update && typeof update === 'object' ? Object.keys(update) : [];
+    lines.push(`${node} finished${keys.length ? `, wrote ${keys.join(', ')}` : ''}.`);
+  }
+  return lines;
+}
