@@ -1,0 +1,46 @@
+"""Helpers of the browser tests: the server's settings, threads made through the API."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from threadline.server.settings import ServerSettings
+
+HERE = Path(__file__).parent
+GRAPHS = {name: f"web_graphs.py:{name}" for name in ("typed", "reviewed", "steps", "failing")}
+SCREENSHOTS = HERE / "screenshots"
+
+
+def web_settings(tmp: Path, **changes: Any) -> ServerSettings:
+    return ServerSettings(graphs=GRAPHS, base_dir=HERE, db=f"sqlite:///{tmp}/web.db", **changes)
+
+
+def start_thread(url: str, graph: str, values: dict[str, Any], key: str | None = None,
+                 metadata: dict[str, Any] | None = None) -> str:
+    """A thread of ``graph`` run with ``values`` until it stops; its id."""
+    headers = {"x-api-key": key} if key else {}
+    with httpx.Client(base_url=url, headers=headers, timeout=30) as client:
+        tid: str = client.post("/threads", json={"metadata": metadata or {}}).json()["thread_id"]
+        client.post(f"/threads/{tid}/runs/wait", json={"assistant_id": graph, "input": values})
+    return tid
+
+
+def thread_of(url: str, tid: str, key: str | None = None) -> dict[str, Any]:
+    headers = {"x-api-key": key} if key else {}
+    found: dict[str, Any] = httpx.get(f"{url}/threads/{tid}", headers=headers, timeout=30).json()
+    return found
+
+
+def history_of(url: str, tid: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = httpx.get(
+        f"{url}/threads/{tid}/history", params={"limit": 100}, timeout=30
+    ).json()
+    return found
+
+
+def screenshot(page: Any, name: str) -> None:
+    SCREENSHOTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
