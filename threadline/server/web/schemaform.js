@@ -162,6 +162,7 @@ function buildField(s, kind, name, path, initial, required, fields) {
       return value;
     },
   };
+  input.addEventListener(kind === 'boolean' || kind === 'enum' ? 'change' : 'input', () => field.setError(''));
   fields.set(path, field);
   return field;
 }

@@ -53,7 +53,7 @@ function whatRan(entry) {
   const source = entry.snap.metadata?.source;
   if (source === 'input') return 'input received';
   if (source === 'update') return 'state edited';
-  if (source === 'fork') return 'forked';
+  if (source === 'fork') return 'copied to run again';
   return entry.ran.length ? `${entry.ran.join(', ')} ran` : 'started';
 }
 
