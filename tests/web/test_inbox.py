@@ -122,7 +122,7 @@ def test_typed_answer_refused_by_the_server_then_accepted(
 def test_inbox_lists_waiting_threads_newest_first_and_filters(
     page: Any, served: RunningServer
 ) -> None:
-    batch = uuid.uuid4().hex  # this test's threads only (the server is shared by the module)
+    batch = uuid.uuid4().hex[:8]  # this test's threads only (the server is shared by the module)
     first = start_thread(
         served.url, "typed", {"order": "A1"}, metadata={"batch": batch, "customer": "ada"}
     )

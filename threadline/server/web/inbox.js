@@ -4,6 +4,7 @@
 import { api } from './api.js';
 import { badge, clear, h, parseMetadata, short, when, fill } from './dom.js';
 import { interruptView } from './answer.js';
+import { runWithProgress } from './runlog.js';
 
 export async function graphIds() {
   const assistants = await api('POST', '/assistants/search', { limit: 100 });
@@ -89,7 +90,6 @@ function breakpoint(thread, done) {
   const log = h('div', { class: 'log' });
   const button = h('button', { type: 'button', class: 'primary' }, 'Continue');
   button.addEventListener('click', async () => {
-    const { runWithProgress } = await import('./runlog.js');
     button.disabled = true;
     done(await runWithProgress(log, thread.thread_id, { assistant_id: thread.metadata?.graph_id, input: null }));
   });

@@ -49,8 +49,8 @@ export async function renderThread(main, threadId, params) {
     picture.replaceChildren();
     if (drawing) {
       picture.append(drawGraph(drawing, { ran: entry.ran, next: entry.snap.next || [] }),
-        h('figcaption', {}, `Graph ${graphId}: `, h('span', { class: 'key-ran' }, 'ran at this step'), ', ',
-          h('span', { class: 'key-next' }, 'runs next')));
+        h('figcaption', {}, `The graph ${graphId}: `, h('span', { class: 'key-ran' }, 'filled, ran to make this checkpoint'), '; ',
+          h('span', { class: 'key-next' }, 'dashed, runs next')));
     }
   }
   const wanted = params.get('checkpoint');

@@ -58,7 +58,7 @@ function whatRan(entry) {
 }
 
 function duration(entry) {
-  if (!entry.parent) return '';
+  if (!entry.parent || entry.snap.metadata?.source !== 'loop') return '';
   const ms = new Date(entry.snap.created_at) - new Date(entry.parent.created_at);
   if (!Number.isFinite(ms) || ms < 0) return '';
   return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(1)} s`;
