@@ -19,8 +19,9 @@ from webserver import web_settings
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Any]:
     executable = require_browser()
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    expect.set_options(timeout=10_000)  # the test machine may be busy
     with sync_playwright() as pw:
         launched = pw.chromium.launch(executable_path=str(executable), args=ARGS, headless=True)
         yield launched

@@ -149,3 +149,35 @@ def test_inbox_lists_waiting_threads_newest_first_and_filters(
     page.get_by_role("button", name="Filter").click()
     expect(cards).to_have_count(1)
     expect(cards.first).to_have_attribute("data-thread", second)
+
+
+def test_two_questions_at_once_are_answered_one_by_one(page: Any, served: RunningServer) -> None:
+    tid = start_thread(served.url, "pair", {})
+    card = open_card(page, served, tid)
+    forms = card.locator("form.interrupt")
+    expect(forms).to_have_count(2)
+    legal = forms.filter(has_text="May we ship to this country?")
+    stock = forms.filter(has_text="How many are left?")
+    expect(stock.get_by_role("row", name="sku X-9")).to_be_visible()  # the rest as a table
+    legal.get_by_label("Answer").fill("yes")
+    legal.get_by_role("button", name="Send answer").click()
+    expect(legal.get_by_text("The run stopped again: it waits for a person.")).to_be_visible()
+    assert thread_of(served.url, tid)["values"]["answers"] == ["legal: yes"]
+    stock.get_by_label("Answer").fill("12")
+    stock.get_by_role("button", name="Send answer").click()
+    expect(stock.get_by_text("The run ended.")).to_be_visible()
+    assert sorted(thread_of(served.url, tid)["values"]["answers"]) == ["legal: yes", "stock: 12"]
+
+
+def test_a_review_in_agent_inbox_shape(page: Any, served: RunningServer) -> None:
+    tid = start_thread(served.url, "inbox_shaped", {})
+    card = open_card(page, served, tid)
+    expect(card.get_by_role("row", name="ticket 7")).to_be_visible()
+    buttons = card.get_by_role("group", name="Decision for close_ticket").get_by_role("button")
+    expect(buttons).to_have_text(["Accept", "Reject"])  # only what the request allows
+    card.get_by_role("button", name="Send decision").click()
+    expect(card.get_by_text("Choose a decision.")).to_be_visible()
+    buttons.first.click()
+    card.get_by_role("button", name="Send decision").click()
+    expect(card.get_by_text("The run ended.")).to_be_visible()
+    assert decided(served, tid)["type"] == "accept"

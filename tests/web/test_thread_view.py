@@ -29,7 +29,9 @@ def test_timeline_shows_each_step_and_its_changes(page: Any, served: RunningServ
     )
     graph = page.locator("svg.graph")
     expect(graph.locator('[data-node="finish"]')).to_have_class("node ran")
-    double.get_by_role("button").click()
+    double.get_by_role("button").focus()  # keyboard: Tab to a step, Enter selects it
+    page.keyboard.press("Enter")
+    expect(double.get_by_role("button")).to_have_attribute("aria-pressed", "true")
     expect(graph.locator('[data-node="double"]')).to_have_class("node ran")
     expect(graph.locator('[data-node="finish"]')).to_have_class("node next")
     expect(page.locator(".detail").get_by_role("row", name="n 4")).to_be_visible()
@@ -116,3 +118,24 @@ def test_readable_on_a_phone(page: Any, served: RunningServer) -> None:
     overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
     assert overflow <= 0
     screenshot(page, "phone-thread")
+
+
+UNLABELLED = """() => [...document.querySelectorAll('input, select, textarea, button')]
+  .filter((el) => !(el.labels && el.labels.length) && !el.getAttribute('aria-label')
+    && !(el.tagName === 'BUTTON' && el.textContent.trim()))
+  .map((el) => el.outerHTML)"""
+
+
+def test_every_control_has_a_label(page: Any, served: RunningServer) -> None:
+    tid = start_thread(served.url, "reviewed", {"order": "L1"})
+    start_thread(served.url, "typed", {"order": "L2"})
+    page.goto(f"{served.url}/ui/")
+    page.locator(f'article[data-thread="{tid}"]').get_by_role("button", name="Edit").click()
+    expect(page.get_by_label("amount (required)", exact=True)).to_be_visible()
+    assert page.evaluate(UNLABELLED) == []
+    open_thread(page, served, tid)
+    page.get_by_role("button", name="Fork from here").click()
+    assert page.evaluate(UNLABELLED) == []
+    page.goto(f"{served.url}/ui/#/threads")
+    expect(page.get_by_role("button", name="Search")).to_be_visible()
+    assert page.evaluate(UNLABELLED) == []

@@ -111,3 +111,36 @@ failing.add_node("explode", explode)
 failing.add_edge(START, "start")
 failing.add_edge("start", "explode")
 failing.add_edge("explode", END)
+
+
+class Pair(TypedDict, total=False):
+    answers: Annotated[list[str], operator.add]
+
+
+def ask_legal(state: Pair) -> dict[str, Any]:
+    return {"answers": [f"legal: {interrupt('May we ship to this country?')}"]}
+
+
+def ask_stock(state: Pair) -> dict[str, Any]:
+    return {"answers": [f"stock: {interrupt({'question': 'How many are left?', 'sku': 'X-9'})}"]}
+
+
+pair = StateGraph(Pair)
+pair.add_node("ask_legal", ask_legal)
+pair.add_node("ask_stock", ask_stock)
+pair.add_edge(START, "ask_legal")
+pair.add_edge(START, "ask_stock")
+pair.add_edge("ask_legal", END)
+pair.add_edge("ask_stock", END)
+
+
+def review_inbox_shape(state: Ticket) -> dict[str, Any]:
+    action = ActionRequest("close_ticket", {"ticket": 7}, allowed=("accept", "reject"))
+    decision = request_review([action], shape="agent-inbox")[0]
+    return {"answer": {"type": decision.type, "args": decision.args, "message": decision.message}}
+
+
+inbox_shaped = StateGraph(Ticket)
+inbox_shaped.add_node("review", review_inbox_shape)
+inbox_shaped.add_edge(START, "review")
+inbox_shaped.add_edge("review", END)

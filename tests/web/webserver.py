@@ -10,7 +10,8 @@ import httpx
 from threadline.server.settings import ServerSettings
 
 HERE = Path(__file__).parent
-GRAPHS = {name: f"web_graphs.py:{name}" for name in ("typed", "reviewed", "steps", "failing")}
+NAMES = ("typed", "reviewed", "steps", "failing", "pair", "inbox_shaped")
+GRAPHS = {name: f"web_graphs.py:{name}" for name in NAMES}
 SCREENSHOTS = HERE / "screenshots"
 
 

@@ -32,13 +32,26 @@ export async function runWithProgress(box, threadId, body) {
     error = { error: 'RequestFailed', message: e.message };
     say(`Error: ${e.message}`, 'error');
   }
-  let status = null;
-  try {
-    status = (await api('GET', `/threads/${threadId}`)).status;
-  } catch { /* the thread may be gone */ }
+  const status = await settledStatus(threadId);
   const refused = error && /InvalidAnswerError|InvalidResumeError/.test(error.error || '');
   say(refused ? 'Nothing was resumed: the answer was refused.' : (ENDINGS[status] || 'The run ended.'), 'end');
   return { error, status, refused };
+}
+
+// The thread's status once the server has recorded where the run stopped (the stream can end
+// a moment before the thread stops being "busy").
+async function settledStatus(threadId) {
+  let status = null;
+  for (let tries = 0; tries < 30; tries++) {
+    try {
+      status = (await api('GET', `/threads/${threadId}`)).status;
+    } catch {
+      return null; // the thread is gone (a stateless run, or deleted meanwhile)
+    }
+    if (status !== 'busy') break;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return status;
 }
 
 function describeUpdate(data) {

@@ -66,7 +66,7 @@ function showDetail(box, entry, thread, reload) {
   const editor = h('div', { class: 'editor' });
   const run = async (body) => {
     const result = await runWithProgress(log, thread.thread_id, { assistant_id: thread.metadata?.graph_id, ...body });
-    if (!result.error) setTimeout(() => reload(), 600);
+    if (!result.error) reload();
     return result;
   };
   const fork = h('button', { type: 'button', onclick: () => openEditor(editor, s, thread, log, reload) }, 'Fork from here');
@@ -118,7 +118,7 @@ function openEditor(box, snap, thread, log, reload) {
       const result = await runWithProgress(log, thread.thread_id, {
         assistant_id: thread.metadata?.graph_id, input: null, checkpoint_id: made.checkpoint.checkpoint_id,
       });
-      if (!result.error) setTimeout(() => reload(), 600);
+      if (!result.error) reload();
     } catch (e) {
       error.textContent = e.message;
     } finally {
