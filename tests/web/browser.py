@@ -10,9 +10,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from services import in_ci
+
+# Tests import ``expect`` from here, so that without playwright they are collected and skipped
+# (by the ``browser`` fixture, with the advice below) rather than fail to import.
+expect: Any
+try:
+    from playwright.sync_api import expect
+except ImportError:  # pragma: no cover - reported by require_browser()
+    expect = None
 
 CHROMIUM = Path(os.environ.get("THREADLINE_TEST_CHROMIUM", "/usr/bin/chromium"))
 ARGS = [

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from browser import expect
 from harness import RunningServer, start_server
-from playwright.sync_api import expect
 from webserver import start_thread, web_settings
 
 from threadline.server.auth import create_key

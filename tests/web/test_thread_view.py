@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from browser import expect
 from harness import RunningServer
-from playwright.sync_api import expect
 from webserver import history_of, screenshot, start_thread, thread_of
 
 
