@@ -28,9 +28,9 @@ def browser() -> Iterator[Any]:
         launched.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    """One server per test module (each test makes threads of its own)."""
+    """One server for the browser tests (each test makes threads of its own)."""
     running, thread = start_server(web_settings(tmp_path_factory.mktemp("web")))
     yield running
     running.stop()

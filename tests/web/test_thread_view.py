@@ -139,3 +139,17 @@ def test_every_control_has_a_label(page: Any, served: RunningServer) -> None:
     page.goto(f"{served.url}/ui/#/threads")
     expect(page.get_by_role("button", name="Search")).to_be_visible()
     assert page.evaluate(UNLABELLED) == []
+
+
+def test_answering_in_the_thread_view_extends_its_timeline(
+    page: Any, served: RunningServer
+) -> None:
+    tid = start_thread(served.url, "reviewed", {"order": "T1"})
+    open_thread(page, served, tid)
+    expect(page.locator("ol.timeline")).to_contain_text("Asks: review of refund")
+    page.get_by_role("button", name="Reject").click()
+    page.get_by_role("button", name="Send decision").click()
+    expect(page.get_by_text("The run ended.")).to_be_visible()
+    last = page.locator("ol.timeline > li").last
+    expect(last).to_contain_text("act ran")
+    expect(last.get_by_role("button")).to_have_attribute("aria-pressed", "true")

@@ -19,25 +19,40 @@ def web_settings(tmp: Path, **changes: Any) -> ServerSettings:
     return ServerSettings(graphs=GRAPHS, base_dir=HERE, db=f"sqlite:///{tmp}/web.db", **changes)
 
 
-def start_thread(url: str, graph: str, values: dict[str, Any], key: str | None = None,
-                 metadata: dict[str, Any] | None = None) -> str:
+# One client for every call the tests make (making one per call costs a noticeable moment)
+HTTP = httpx.Client(timeout=30)
+
+
+def _headers(key: str | None) -> dict[str, str]:
+    return {"x-api-key": key} if key else {}
+
+
+def start_thread(
+    url: str,
+    graph: str,
+    values: dict[str, Any],
+    key: str | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> str:
     """A thread of ``graph`` run with ``values`` until it stops; its id."""
-    headers = {"x-api-key": key} if key else {}
-    with httpx.Client(base_url=url, headers=headers, timeout=30) as client:
-        tid: str = client.post("/threads", json={"metadata": metadata or {}}).json()["thread_id"]
-        client.post(f"/threads/{tid}/runs/wait", json={"assistant_id": graph, "input": values})
+    made = HTTP.post(f"{url}/threads", json={"metadata": metadata or {}}, headers=_headers(key))
+    tid: str = made.json()["thread_id"]
+    HTTP.post(
+        f"{url}/threads/{tid}/runs/wait",
+        json={"assistant_id": graph, "input": values},
+        headers=_headers(key),
+    )
     return tid
 
 
 def thread_of(url: str, tid: str, key: str | None = None) -> dict[str, Any]:
-    headers = {"x-api-key": key} if key else {}
-    found: dict[str, Any] = httpx.get(f"{url}/threads/{tid}", headers=headers, timeout=30).json()
+    found: dict[str, Any] = HTTP.get(f"{url}/threads/{tid}", headers=_headers(key)).json()
     return found
 
 
 def history_of(url: str, tid: str) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = httpx.get(
-        f"{url}/threads/{tid}/history", params={"limit": 100}, timeout=30
+    found: list[dict[str, Any]] = HTTP.get(
+        f"{url}/threads/{tid}/history", params={"limit": 100}
     ).json()
     return found
 

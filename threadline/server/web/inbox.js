@@ -62,8 +62,9 @@ export async function renderInbox(main, params) {
   await load();
 }
 
-// A thread and its pending interrupts, each with its answer form.
-export function threadCard(thread) {
+// A thread and its pending interrupts, each with its answer form; `onAnswered(result)` after a
+// run that took an answer.
+export function threadCard(thread, onAnswered) {
   const items = pending(thread);
   const graph = thread.metadata?.graph_id || '?';
   const meta = Object.entries(thread.metadata || {}).filter(([k]) => !['graph_id', 'assistant_id'].includes(k));
@@ -73,6 +74,7 @@ export function threadCard(thread) {
     note.textContent = result.status === 'interrupted'
       ? 'Answered. The thread waits again: refresh the inbox to see what it asks now.'
       : 'Answered.';
+    onAnswered?.(result);
   };
   const body = items.length
     ? items.map((i) => interruptView(thread, i, items.length, done))

@@ -18,7 +18,7 @@ export async function runWithProgress(box, threadId, body) {
   const say = (text, cls) => list.append(h('li', { class: cls || '' }, text));
   let error = null;
   try {
-    for await (const { event, data } of streamRun(`/threads/${threadId}/runs/stream`, { stream_mode: ['updates', 'custom'], ...body })) {
+    for await (const { event, data } of streamRun(`/threads/${encodeURIComponent(threadId)}/runs/stream`, { stream_mode: ['updates', 'custom'], ...body })) {
       const mode = event.split('|')[0];
       if (mode === 'metadata') say(`Run ${String(data.run_id).slice(0, 8)} started.`);
       else if (mode === 'updates') describeUpdate(data).forEach((line) => say(line));
@@ -44,7 +44,7 @@ async function settledStatus(threadId) {
   let status = null;
   for (let tries = 0; tries < 30; tries++) {
     try {
-      status = (await api('GET', `/threads/${threadId}`)).status;
+      status = (await api('GET', `/threads/${encodeURIComponent(threadId)}`)).status;
     } catch {
       return null; // the thread is gone (a stateless run, or deleted meanwhile)
     }

@@ -2,84 +2,96 @@
 // state with "Fork from here" and "Replay from here", and the graph with that step's nodes.
 
 import { api } from './api.js';
-import { badge, h, short, valueTable, fill } from './dom.js';
+import { badge, fill, h, short, valueTable } from './dom.js';
 import { changes } from './diff.js';
 import { drawGraph } from './graph.js';
 import { pending, threadCard } from './inbox.js';
 import { runWithProgress } from './runlog.js';
 import { timelineEntries, timelineList } from './timeline.js';
 
+const threadPath = (thread) => `/threads/${encodeURIComponent(thread.thread_id)}`;
+
 export async function renderThread(main, threadId, params) {
-  const thread = await api('GET', `/threads/${threadId}`);
+  const thread = await api('GET', `/threads/${encodeURIComponent(threadId)}`);
   const graphId = thread.metadata?.graph_id;
-  const [state, history, drawing] = await Promise.all([
-    api('GET', `/threads/${threadId}/state`),
-    api('POST', `/threads/${threadId}/history`, { limit: 500 }),
-    graphId ? api('GET', `/assistants/${graphId}/graph`).catch(() => null) : null,
+  const drawing = graphId
+    ? await api('GET', `/assistants/${encodeURIComponent(graphId)}/graph`).catch(() => null)
+    : null;
+  const pane = h('div', { class: 'thread-layout' });
+  const log = h('div', { class: 'log' }); // a fork's or replay's progress; kept across refreshes
+  const view = { thread, drawing, pane, log };
+  view.refresh = (wanted) => showTimeline(view, wanted);
+  view.run = async (body) => {
+    const result = await runWithProgress(log, thread.thread_id, { assistant_id: graphId, ...body });
+    await view.refresh(null); // the new checkpoints; the thread's head selected
+    return result;
+  };
+  const meta = Object.entries(thread.metadata || {}).filter(([k]) => k !== 'assistant_id');
+  fill(main,
+    h('h1', {}, 'Thread ', h('code', {}, short(threadId)), ' ', badge(thread.status)),
+    h('p', { class: 'muted' }, h('span', { class: 'thread-id' }, threadId),
+      meta.map(([k, v]) => ` · ${k}: ${typeof v === 'string' ? v : JSON.stringify(v)}`)),
+    thread.error ? h('p', { class: 'error banner', role: 'alert' }, `This thread failed: ${thread.error}`) : null,
+    pending(thread).length ? threadCard(thread, () => view.refresh(null)) : null,
+    log, pane);
+  await view.refresh(params.get('checkpoint'));
+}
+
+// The timeline, the selected checkpoint and the graph, read afresh from the server.
+async function showTimeline(view, wanted) {
+  const [state, history] = await Promise.all([
+    api('GET', `${threadPath(view.thread)}/state`),
+    api('POST', `${threadPath(view.thread)}/history`, { limit: 500 }),
   ]);
   const entries = timelineEntries(history);
   const headId = state.checkpoint?.checkpoint_id;
   const detail = h('section', { class: 'detail', 'aria-labelledby': 'detail-title' });
   const picture = h('figure', { class: 'picture' });
   const list = timelineList(entries, headId, (entry) => select(entry));
-  const reload = (checkpointId) => {
-    const q = checkpointId ? `?checkpoint=${checkpointId}` : '';
-    const target = `#/thread/${threadId}${q}`;
-    if (location.hash === target) renderThread(main, threadId, new URLSearchParams(q.slice(1)));
-    else location.hash = target;
-  };
-
-  const meta = Object.entries(thread.metadata || {}).filter(([k]) => !['assistant_id'].includes(k));
-  fill(main,
-    h('h1', {}, 'Thread ', h('code', {}, short(threadId)), ' ', badge(thread.status)),
-    h('p', { class: 'muted' }, h('span', { class: 'thread-id' }, threadId), meta.length ? ` · ${meta.map(([k, v]) => `${k}: ${typeof v === 'string' ? v : JSON.stringify(v)}`).join(' · ')}` : ''),
-    thread.error ? h('p', { class: 'error banner', role: 'alert' }, `This thread failed: ${thread.error}`) : null,
-    pending(thread).length ? threadCard(thread) : null,
-    h('div', { class: 'thread-layout' },
-      h('section', { class: 'timeline-pane', 'aria-labelledby': 'timeline-title' },
-        h('h2', { id: 'timeline-title' }, 'Timeline'),
-        entries.length ? list : h('p', { class: 'empty' }, 'No checkpoints yet.')),
-      h('div', { class: 'side' }, detail, picture)));
+  fill(view.pane,
+    h('section', { class: 'timeline-pane', 'aria-labelledby': 'timeline-title' },
+      h('h2', { id: 'timeline-title' }, 'Timeline'),
+      entries.length ? list : h('p', { class: 'empty' }, 'No checkpoints yet.')),
+    h('div', { class: 'side' }, detail, picture));
 
   function select(entry) {
     for (const b of list.querySelectorAll('button.entry')) {
       b.setAttribute('aria-pressed', String(b.dataset.checkpoint === entry.snap.checkpoint.checkpoint_id));
     }
-    showDetail(detail, entry, thread, reload);
+    showDetail(detail, entry, view);
     picture.replaceChildren();
-    if (drawing) {
-      picture.append(drawGraph(drawing, { ran: entry.ran, next: entry.snap.next || [] }),
-        h('figcaption', {}, `The graph ${graphId}: `, h('span', { class: 'key-ran' }, 'filled, ran to make this checkpoint'), '; ',
+    if (view.drawing) {
+      picture.append(drawGraph(view.drawing, { ran: entry.ran, next: entry.snap.next || [] }),
+        h('figcaption', {}, `The graph ${view.thread.metadata?.graph_id}: `,
+          h('span', { class: 'key-ran' }, 'filled, ran to make this checkpoint'), '; ',
           h('span', { class: 'key-next' }, 'dashed, runs next')));
     }
   }
-  const wanted = params.get('checkpoint');
   const first = entries.find((e) => e.snap.checkpoint.checkpoint_id === wanted) ||
     entries.find((e) => e.snap.checkpoint.checkpoint_id === headId) || entries[entries.length - 1];
   if (first) select(first);
 }
 
-function showDetail(box, entry, thread, reload) {
+function showDetail(box, entry, view) {
   const s = entry.snap;
   const checkpointId = s.checkpoint.checkpoint_id;
-  const log = h('div', { class: 'log' });
   const editor = h('div', { class: 'editor' });
-  const run = async (body) => {
-    const result = await runWithProgress(log, thread.thread_id, { assistant_id: thread.metadata?.graph_id, ...body });
-    if (!result.error) reload();
-    return result;
-  };
-  const fork = h('button', { type: 'button', onclick: () => openEditor(editor, s, thread, log, reload) }, 'Fork from here');
-  const replay = h('button', { type: 'button', disabled: !s.next?.length, onclick: () => run({ input: null, checkpoint_id: checkpointId }) }, 'Replay from here');
+  const fork = h('button', { type: 'button', onclick: () => openEditor(editor, s, view) }, 'Fork from here');
+  const replay = h('button', {
+    type: 'button', disabled: !s.next?.length,
+    onclick: () => view.run({ input: null, checkpoint_id: checkpointId }),
+  }, 'Replay from here');
   fill(box,
-    h('h2', { id: 'detail-title', tabindex: '-1' }, `Step ${s.metadata?.step ?? '?'}`, ' ', h('code', { class: 'muted' }, short(checkpointId))),
+    h('h2', { id: 'detail-title' }, `Step ${s.metadata?.step ?? '?'}`, ' ', h('code', { class: 'muted' }, short(checkpointId))),
     valueTable(s.values, 'State at this checkpoint'),
     h('div', { class: 'actions' }, fork, replay),
     s.next?.length ? null : h('p', { class: 'help' }, 'Nothing runs after this checkpoint, so there is nothing to replay.'),
-    editor, log);
+    editor);
 }
 
-function openEditor(box, snap, thread, log, reload) {
+// "Fork from here": the checkpoint's state as JSON, checked as it is typed; the changed keys
+// are written at that checkpoint (POST /threads/{id}/state) and the graph runs from there.
+function openEditor(box, snap, view) {
   const id = 'fork-json';
   const area = h('textarea', { id, rows: 10, class: 'json', spellcheck: 'false', 'aria-describedby': 'fork-help fork-error' },
     JSON.stringify(snap.values, null, 2));
@@ -107,21 +119,19 @@ function openEditor(box, snap, thread, log, reload) {
     event.preventDefault();
     const edited = parse();
     if (!edited) return;
-    const changed = Object.fromEntries(changes(snap.values, edited).filter((c) => c.kind !== 'removed').map((c) => [c.key, c.now]));
+    const changed = Object.fromEntries(changes(snap.values, edited)
+      .filter((c) => c.kind !== 'removed').map((c) => [c.key, c.now]));
     if (!Object.keys(changed).length) {
       error.textContent = 'Nothing changed: edit a value first.';
       return;
     }
     save.disabled = true;
     try {
-      const made = await api('POST', `/threads/${thread.thread_id}/state`, { values: changed, checkpoint_id: snap.checkpoint.checkpoint_id });
-      const result = await runWithProgress(log, thread.thread_id, {
-        assistant_id: thread.metadata?.graph_id, input: null, checkpoint_id: made.checkpoint.checkpoint_id,
-      });
-      if (!result.error) reload();
+      const made = await api('POST', `${threadPath(view.thread)}/state`,
+        { values: changed, checkpoint_id: snap.checkpoint.checkpoint_id });
+      await view.run({ input: null, checkpoint_id: made.checkpoint.checkpoint_id });
     } catch (e) {
       error.textContent = e.message;
-    } finally {
       save.disabled = false;
     }
   });

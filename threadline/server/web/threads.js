@@ -52,7 +52,7 @@ function row(thread, reload) {
       return;
     }
     try {
-      await api('DELETE', `/threads/${thread.thread_id}`);
+      await api('DELETE', `/threads/${encodeURIComponent(thread.thread_id)}`);
       await reload();
     } catch (e) {
       error.textContent = e.message;
