@@ -31,6 +31,8 @@ export function when(iso) {
 }
 
 export const short = (id) => (id ? String(id).slice(0, 8) : '');
+// Checkpoint ids grow with time and share their first characters: show a few more.
+export const shortCheckpoint = (id) => (id ? String(id).slice(0, 13) : '');
 
 // A value as short readable text: strings as they are, everything else as compact JSON.
 export function show(value) {

@@ -2,7 +2,7 @@
 // state with "Fork from here" and "Replay from here", and the graph with that step's nodes.
 
 import { api } from './api.js';
-import { badge, fill, h, short, valueTable } from './dom.js';
+import { badge, fill, h, short, shortCheckpoint, valueTable } from './dom.js';
 import { changes } from './diff.js';
 import { drawGraph } from './graph.js';
 import { pending, threadCard } from './inbox.js';
@@ -62,7 +62,7 @@ async function showTimeline(view, wanted) {
     picture.replaceChildren();
     if (view.drawing) {
       picture.append(drawGraph(view.drawing, { ran: entry.ran, next: entry.snap.next || [] }),
-        h('figcaption', {}, `The graph ${view.thread.metadata?.graph_id}: `,
+        h('figcaption', {}, `Graph “${view.thread.metadata?.graph_id}”: `,
           h('span', { class: 'key-ran' }, 'filled, ran to make this checkpoint'), '; ',
           h('span', { class: 'key-next' }, 'dashed, runs next')));
     }
@@ -82,7 +82,7 @@ function showDetail(box, entry, view) {
     onclick: () => view.run({ input: null, checkpoint_id: checkpointId }),
   }, 'Replay from here');
   fill(box,
-    h('h2', { id: 'detail-title' }, `Step ${s.metadata?.step ?? '?'}`, ' ', h('code', { class: 'muted' }, short(checkpointId))),
+    h('h2', { id: 'detail-title' }, `Step ${s.metadata?.step ?? '?'}`, ' ', h('code', { class: 'muted' }, shortCheckpoint(checkpointId))),
     valueTable(s.values, 'State at this checkpoint'),
     h('div', { class: 'actions' }, fork, replay),
     s.next?.length ? null : h('p', { class: 'help' }, 'Nothing runs after this checkpoint, so there is nothing to replay.'),

@@ -1,7 +1,7 @@
 // A thread's checkpoints as a timeline: which node(s) made each, what changed, when, how long,
 // errors and questions; forks (checkpoints with the same parent) shown as branches.
 
-import { h, short, show, when } from './dom.js';
+import { h, shortCheckpoint, show, when } from './dom.js';
 import { diffList } from './diff.js';
 
 // History (newest first) as entries, oldest first, each with its parent, branch and nodes.
@@ -77,7 +77,7 @@ export function timelineList(entries, headId, onSelect) {
       s.next?.length ? h('span', { class: 'next' }, ` · next: ${s.next.join(', ')}`) : h('span', { class: 'next' }, ' · end'),
       id === headId ? h('span', { class: 'badge current' }, 'current') : null);
     return h('li', { class: `branch branch-${Math.min(entry.branch, 5)}${errors.length ? ' failed' : ''}`, 'data-step': step, 'data-branch': entry.branch },
-      entry.forkOf ? h('p', { class: 'fork-note' }, `Branch ${entry.branch + 1}: a fork from step ${entry.forkOf.metadata?.step ?? '?'} (${short(entry.forkOf.checkpoint.checkpoint_id)})`) : null,
+      entry.forkOf ? h('p', { class: 'fork-note' }, `Branch ${entry.branch + 1}: a fork from step ${entry.forkOf.metadata?.step ?? '?'} (${shortCheckpoint(entry.forkOf.checkpoint.checkpoint_id)})`) : null,
       button,
       h('p', { class: 'when' }, h('time', { datetime: s.created_at }, when(s.created_at)), duration(entry) ? ` · took ${duration(entry)}` : ''),
       entry.parent || s.metadata?.source !== 'input' ? diffList(entry.parent?.values, s.values) : null,
