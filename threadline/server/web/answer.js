@@ -47,6 +47,10 @@ export function interruptView(thread, interrupt, pendingCount, onDone) {
       command: { resume },
     });
     submit.disabled = false;
+    if (result.notStarted) {
+      form.showErrors([['', result.error.message]]);
+      return;
+    }
     if (result.refused) {
       form.showErrors(serverProblems(result.error.message));
       return;

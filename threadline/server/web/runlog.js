@@ -10,7 +10,8 @@ const ENDINGS = {
   busy: 'The run is still going on.',
 };
 
-// Start a run on the thread and show its events in `box`; returns {error, status}.
+// Start a run on the thread and show its events in `box`; returns {error, status, refused
+// (the answer was refused: nothing resumed), notStarted (the server refused the run itself)}.
 export async function runWithProgress(box, threadId, body) {
   const list = h('ol', { class: 'runlog' });
   const heading = h('h4', {}, 'Run progress');
@@ -28,9 +29,9 @@ export async function runWithProgress(box, threadId, body) {
         say(`Error: ${data.error ? `${data.error}: ` : ''}${data.message ?? show(data)}`, 'error');
       }
     }
-  } catch (e) {
-    error = { error: 'RequestFailed', message: e.message };
+  } catch (e) { // refused before it started (e.g. 409: another run is going on)
     say(`Error: ${e.message}`, 'error');
+    return { error: { error: 'RequestFailed', message: e.message }, status: null, refused: false, notStarted: true };
   }
   const status = await settledStatus(threadId);
   const refused = error && /InvalidAnswerError|InvalidResumeError/.test(error.error || '');
