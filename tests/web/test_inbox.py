@@ -181,3 +181,12 @@ def test_a_review_in_agent_inbox_shape(page: Any, served: RunningServer) -> None
     card.get_by_role("button", name="Send decision").click()
     expect(card.get_by_text("The run ended.")).to_be_visible()
     assert decided(served, tid)["type"] == "accept"
+
+
+def test_a_thread_at_a_breakpoint_is_continued(page: Any, served: RunningServer) -> None:
+    tid = start_thread(served.url, "steps", {"n": 1}, interrupt_before=["double"])
+    card = open_card(page, served, tid)
+    expect(card.get_by_text("Stopped at a breakpoint.")).to_be_visible()
+    card.get_by_role("button", name="Continue").click()
+    expect(card.get_by_text("The run ended.")).to_be_visible()
+    assert thread_of(served.url, tid)["values"] == {"n": 4, "label": "finished with 4"}

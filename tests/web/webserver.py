@@ -33,13 +33,14 @@ def start_thread(
     values: dict[str, Any],
     key: str | None = None,
     metadata: dict[str, Any] | None = None,
+    **run: Any,
 ) -> str:
-    """A thread of ``graph`` run with ``values`` until it stops; its id."""
+    """A thread of ``graph`` run with ``values`` (and ``run``'s options) until it stops; its id."""
     made = HTTP.post(f"{url}/threads", json={"metadata": metadata or {}}, headers=_headers(key))
     tid: str = made.json()["thread_id"]
     HTTP.post(
         f"{url}/threads/{tid}/runs/wait",
-        json={"assistant_id": graph, "input": values},
+        json={"assistant_id": graph, "input": values, **run},
         headers=_headers(key),
     )
     return tid
