@@ -37,10 +37,17 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     thread.join(timeout=20)
 
 
+@pytest.fixture(scope="session")
+def context(browser: Any) -> Iterator[Any]:
+    made = browser.new_context(viewport={"width": 1280, "height": 800})
+    made.set_default_timeout(10_000)
+    yield made
+    made.close()
+
+
 @pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    context.set_default_timeout(10_000)
+def page(context: Any) -> Iterator[Any]:
+    """A new tab for each test (so a fresh sessionStorage: no API key kept), 1280×800."""
     tab = context.new_page()
     yield tab
-    context.close()
+    tab.close()

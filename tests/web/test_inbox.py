@@ -8,11 +8,11 @@ from typing import Any
 
 from browser import expect
 from harness import RunningServer
-from webserver import history_of, screenshot, start_thread, thread_of
+from webserver import history_of, inbox_of, screenshot, start_thread, thread_of
 
 
 def open_card(page: Any, served: RunningServer, tid: str) -> Any:
-    page.goto(f"{served.url}/ui/")
+    page.goto(inbox_of(served.url, tid))
     card = page.locator(f'article[data-thread="{tid}"]')
     expect(card).to_be_visible()
     return card
@@ -122,7 +122,7 @@ def test_typed_answer_refused_by_the_server_then_accepted(
 def test_inbox_lists_waiting_threads_newest_first_and_filters(
     page: Any, served: RunningServer
 ) -> None:
-    batch = uuid.uuid4().hex[:8]  # this test's threads only (the server is shared by the module)
+    batch = uuid.uuid4().hex[:8]  # this test's threads only (the tests share one server)
     first = start_thread(
         served.url, "typed", {"order": "A1"}, metadata={"batch": batch, "customer": "ada"}
     )
@@ -190,3 +190,21 @@ def test_a_thread_at_a_breakpoint_is_continued(page: Any, served: RunningServer)
     card.get_by_role("button", name="Continue").click()
     expect(card.get_by_text("The run ended.")).to_be_visible()
     assert thread_of(served.url, tid)["values"] == {"n": 4, "label": "finished with 4"}
+
+
+def test_a_form_from_a_pydantic_model(page: Any, served: RunningServer) -> None:
+    tid = start_thread(served.url, "typed_model", {})
+    card = open_card(page, served, tid)
+    expect(card.get_by_label("Currency").locator("option:checked")).to_have_text("EUR")  # $ref
+    expect(card.get_by_label("Note")).not_to_have_attribute("aria-required", "true")  # Optional
+    expect(card.get_by_role("group", name="Ship to")).to_be_visible()  # a nested model
+    card.get_by_label("Amount").fill("15")
+    card.get_by_role("button", name="Send answer").click()
+    expect(card.get_by_label("City")).to_have_attribute("aria-invalid", "true")
+    card.get_by_label("City").fill("Lyon")
+    card.get_by_label("Currency").select_option(label="USD")
+    card.get_by_role("button", name="Send answer").click()
+    expect(card.get_by_text("The run ended.")).to_be_visible()
+    assert decided(served, tid) == {
+        "amount": 15, "currency": "USD", "note": None, "ship_to": {"city": "Lyon", "zip": None}
+    }

@@ -4,6 +4,7 @@ checkpoint that shows as a branch, replay, a failed thread's error, search and d
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 from browser import expect
@@ -127,11 +128,13 @@ UNLABELLED = """() => [...document.querySelectorAll('input, select, textarea, bu
 
 
 def test_every_control_has_a_label(page: Any, served: RunningServer) -> None:
-    tid = start_thread(served.url, "reviewed", {"order": "L1"})
-    start_thread(served.url, "typed", {"order": "L2"})
-    page.goto(f"{served.url}/ui/")
-    page.locator(f'article[data-thread="{tid}"]').get_by_role("button", name="Edit").click()
-    expect(page.get_by_label("amount (required)", exact=True)).to_be_visible()
+    group = {"group": uuid.uuid4().hex[:8]}
+    tid = start_thread(served.url, "reviewed", {"order": "L1"}, metadata=group)
+    start_thread(served.url, "typed", {"order": "L2"}, metadata=group)
+    page.goto(f"{served.url}/ui/#/inbox?metadata=group%3D{group['group']}")  # both forms
+    card = page.locator(f'article[data-thread="{tid}"]')
+    card.get_by_role("button", name="Edit").click()
+    expect(card.get_by_label("Amount")).to_be_visible()
     assert page.evaluate(UNLABELLED) == []
     open_thread(page, served, tid)
     page.get_by_role("button", name="Fork from here").click()

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import enum
 import operator
 from typing import Annotated, Any, TypedDict
+
+from pydantic import BaseModel, Field
 
 from threadline import END, START, StateGraph, interrupt
 from threadline.hitl import ActionRequest, request_review
@@ -144,3 +147,31 @@ inbox_shaped = StateGraph(Ticket)
 inbox_shaped.add_node("review", review_inbox_shape)
 inbox_shaped.add_edge(START, "review")
 inbox_shaped.add_edge("review", END)
+
+
+class Currency(enum.Enum):
+    EUR = "EUR"
+    USD = "USD"
+
+
+class Address(BaseModel):
+    city: str
+    zip: str | None = None
+
+
+class RefundModel(BaseModel):
+    amount: int = Field(ge=0, description="In whole euros")
+    currency: Currency = Currency.EUR
+    note: str | None = None
+    ship_to: Address
+
+
+def ask_model(state: Ticket) -> dict[str, Any]:
+    refund = interrupt({"question": "Refund how much, and where?"}, schema=RefundModel)
+    return {"answer": refund.model_dump(mode="json")}
+
+
+typed_model = StateGraph(Ticket)
+typed_model.add_node("ask", ask_model)
+typed_model.add_edge(START, "ask")
+typed_model.add_edge("ask", END)

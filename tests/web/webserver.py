@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ import httpx
 from threadline.server.settings import ServerSettings
 
 HERE = Path(__file__).parent
-NAMES = ("typed", "reviewed", "steps", "failing", "pair", "inbox_shaped")
+NAMES = ("typed", "typed_model", "reviewed", "steps", "failing", "pair", "inbox_shaped")
 GRAPHS = {name: f"web_graphs.py:{name}" for name in NAMES}
 SCREENSHOTS = HERE / "screenshots"
 
@@ -35,15 +36,24 @@ def start_thread(
     metadata: dict[str, Any] | None = None,
     **run: Any,
 ) -> str:
-    """A thread of ``graph`` run with ``values`` (and ``run``'s options) until it stops; its id."""
-    made = HTTP.post(f"{url}/threads", json={"metadata": metadata or {}}, headers=_headers(key))
-    tid: str = made.json()["thread_id"]
+    """A thread of ``graph`` run with ``values`` (and ``run``'s options) until it stops; its id.
+
+    Its metadata has ``tag``: the thread id's first 8 characters, for ``inbox_of``.
+    """
+    tid = str(uuid.uuid4())
+    body = {"thread_id": tid, "metadata": {"tag": tid[:8], **(metadata or {})}}
+    HTTP.post(f"{url}/threads", json=body, headers=_headers(key))
     HTTP.post(
         f"{url}/threads/{tid}/runs/wait",
         json={"assistant_id": graph, "input": values, **run},
         headers=_headers(key),
     )
     return tid
+
+
+def inbox_of(url: str, tid: str) -> str:
+    """The address of the inbox showing only this thread (the tests share one server)."""
+    return f"{url}/ui/#/inbox?metadata=tag%3D{tid[:8]}"
 
 
 def thread_of(url: str, tid: str, key: str | None = None) -> dict[str, Any]:

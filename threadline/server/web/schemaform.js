@@ -34,7 +34,8 @@ function kindOf(s) {
   return 'json';
 }
 
-const label = (s, name) => s.title || name || 'Answer';
+const label = (s, name) => s.title || humanize(name) || 'Answer';
+const humanize = (name) => (name ? name.charAt(0).toUpperCase() + name.slice(1).replace(/_/g, ' ') : '');
 
 // A form for `schema`, filled with `initial` (or the schema's defaults). Fields are known by
 // their path in the answer ("amount", "address.city"), as the server's messages name them.
@@ -88,9 +89,10 @@ function build(s, name, path, initial, required, root, fields) {
 
 function buildObject(s, name, path, initial, root, fields) {
   const required = new Set(s.required || []);
+  // A property's own title, else its name: a $ref'd model's title names the type, not the field.
   const parts = Object.entries(s.properties).map(([key, sub]) =>
-    build(resolve(sub, root), key, join(path, key), isObject(initial) ? initial[key] : undefined,
-      required.has(key), root, fields));
+    build({ ...resolve(sub, root), title: sub.title }, key, join(path, key),
+      isObject(initial) ? initial[key] : undefined, required.has(key), root, fields));
   const body = parts.map((p) => p.el);
   const el = name
     ? h('fieldset', {}, h('legend', {}, label(s, name)), body)
