@@ -47,7 +47,7 @@ def context(browser: Any) -> Iterator[Any]:
 
 @pytest.fixture
 def page(context: Any) -> Iterator[Any]:
-    """A new tab for each test (so a fresh sessionStorage: no API key kept), 1280×800."""
+    """A new tab for each test (so a fresh sessionStorage: no API key kept), 1280x800."""
     tab = context.new_page()
     yield tab
     tab.close()
