@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint clean
+.PHONY: demo test test-browser lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || { test -n "$(PY)" || { $(NO_PY); }; $(PY) -m venv $(VENV); }
@@ -20,7 +20,16 @@ demo: $(STAMP)
 	$(BIN)/python examples/approval_demo.py start
 	$(BIN)/python examples/approval_demo.py resume approve
 
-test: $(STAMP)
+# Debian's Chromium, which the browser tests (tests/web) drive with Playwright: installed with
+# apt-get when /usr/bin/chromium is missing and apt-get is there (as root, or through sudo).
+test-browser:
+	@test -x /usr/bin/chromium || ! command -v apt-get >/dev/null 2>&1 || { \
+	  SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
+	  echo "installing chromium for the browser tests (apt-get)"; \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
+
+test: $(STAMP) test-browser
 	$(BIN)/ruff check threadline tests examples
 	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest -q

@@ -23,6 +23,7 @@ from threadline.server import routes_assistants, routes_runs, routes_store, rout
 from threadline.server.deps import ServerState
 from threadline.server.events import relay_notifications
 from threadline.server.limits import BodyLimit
+from threadline.server.routes_web import router as web_router
 from threadline.server.services import close_services, open_services
 from threadline.server.settings import ServerSettings
 from threadline.server.worker import LocalWorker
@@ -91,6 +92,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     app.add_api_route("/info", _info, methods=["GET"], tags=["system"])
     for module in (routes_assistants, routes_threads, routes_runs, routes_store):
         app.include_router(module.router)
+    app.include_router(web_router)
     return app
 
 
