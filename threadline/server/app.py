@@ -19,7 +19,13 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from threadline import errors
-from threadline.server import routes_assistants, routes_runs, routes_store, routes_threads
+from threadline.server import (
+    routes_assistants,
+    routes_runs,
+    routes_store,
+    routes_threads,
+    routes_trace,
+)
 from threadline.server.deps import ServerState
 from threadline.server.events import relay_notifications
 from threadline.server.limits import BodyLimit
@@ -90,7 +96,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     _errors(app)
     app.add_api_route("/ok", _ok, methods=["GET"], tags=["system"])
     app.add_api_route("/info", _info, methods=["GET"], tags=["system"])
-    for module in (routes_assistants, routes_threads, routes_runs, routes_store):
+    for module in (routes_assistants, routes_threads, routes_trace, routes_runs, routes_store):
         app.include_router(module.router)
     app.include_router(web_router)
     return app
