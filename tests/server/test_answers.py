@@ -22,6 +22,8 @@ async def test_a_wrong_answer_fails_the_run_naming_the_field_and_keeps_the_quest
     ]
     (error,) = [p for p in wrong if p.event == "error"]
     assert error.data["error"] == "InvalidAnswerError" and "quantity" in error.data["message"]
+    assert error.data["interrupt_id"] == asked["id"]
+    assert [path for path, _ in error.data["problems"]] == ["quantity"]
     after = await client.threads.get_state(tid)
     assert after["checkpoint"] == before["checkpoint"] and after["next"] == ["ask"]
     assert (await client.threads.get(tid))["status"] == "interrupted"

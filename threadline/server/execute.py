@@ -16,6 +16,7 @@ from typing import Any
 
 from threadline.checkpoint.base import BaseSaver
 from threadline.clock import now_iso
+from threadline.errors import InvalidAnswerError
 from threadline.graph.compiled import CompiledStateGraph
 from threadline.server import queue, records
 from threadline.server.db import Database, Tx
@@ -74,7 +75,7 @@ async def execute_run(s: Services, run_id: str) -> str:
     call = graph_call(graph, assistant, kwargs, row)
     if row["attempt"] > 1 and head.metadata and head.metadata.get("run_id") == run_id:
         call = call.continued()  # an earlier attempt died: go on from where it got to
-    failure: dict[str, str] | None = None
+    failure: dict[str, Any] | None = None
     status = "success"
     try:
         await _stream(s, graph, call, events, row)
@@ -85,10 +86,20 @@ async def execute_run(s: Services, run_id: str) -> str:
         status = "interrupted" if stop.action == "interrupt" else "rollback"
     except Exception as exc:  # a node raised, or the input was refused: the run failed
         log.info("run %s failed: %s: %s", run_id, type(exc).__name__, exc)
-        failure = {"error": type(exc).__name__, "message": str(exc)}
+        failure = failure_of(exc)
         await events.add("error", failure)
         status = "error"
     return await _settle(s, row, events, status, graph, failure)
+
+
+def failure_of(exc: Exception) -> dict[str, Any]:
+    """The ``error`` event of a failed run; a refused answer also says which interrupt and
+    which fields, so a form can show each problem under its field."""
+    failure: dict[str, Any] = {"error": type(exc).__name__, "message": str(exc)}
+    if isinstance(exc, InvalidAnswerError):
+        failure["interrupt_id"] = exc.interrupt_id
+        failure["problems"] = [list(problem) for problem in exc.problems]
+    return failure
 
 
 def _begin(tx: Tx, run_id: str) -> tuple[dict[str, Any], dict[str, Any] | None, int] | None:
@@ -153,7 +164,7 @@ async def _settle(
     events: EventLog,
     status: str,
     graph: CompiledStateGraph | None,
-    failure: dict[str, str] | None = None,
+    failure: dict[str, Any] | None = None,
 ) -> str:
     """Record where the run and its thread ended, close the stream, call the webhook."""
     run_id, thread_id = row["run_id"], row["thread_id"]
