@@ -34,7 +34,6 @@ CREATE TABLE IF NOT EXISTS tl_runs (
     assistant_id TEXT NOT NULL, status TEXT NOT NULL, kwargs TEXT NOT NULL,
     metadata TEXT NOT NULL, multitask_strategy TEXT NOT NULL, stateless INTEGER NOT NULL,
     cancel_action TEXT, start_after TEXT NOT NULL, worker TEXT, lease_until TEXT,
-    start_checkpoint TEXT,
     attempt INTEGER NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS tl_runs_by_thread ON tl_runs (thread_id, created_at);
 CREATE INDEX IF NOT EXISTS tl_runs_by_status ON tl_runs (status, start_after);

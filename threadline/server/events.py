@@ -13,7 +13,7 @@ import json
 import logging
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from threadline.server import records
@@ -72,9 +72,20 @@ class EventLog:
         self._flushed = time.monotonic()
         self._bus.notify(self.run_id)
 
-    async def close(self) -> None:
-        await self.add(END_EVENT, None)
-        await self.flush()
+    async def close(self, also: Callable[[Tx], None] | None = None) -> None:
+        """Store the last events and the end mark, with ``also`` in the same transaction (the
+        run's final status: a reader that sees the end sees the status too)."""
+        self._pending.append((END_EVENT, records.dumps(None)))
+        batch, first = self._pending, self._seq
+        self._pending, self._seq = [], self._seq + len(batch)
+
+        def write(tx: Tx) -> None:
+            records.append_events(tx, self.run_id, first, batch)
+            if also is not None:
+                also(tx)
+
+        await self._db.call(write)
+        self._bus.notify(self.run_id)
 
 
 def last_seq(tx: Tx, run_id: str) -> int:

@@ -70,8 +70,6 @@ async def execute_run(s: Services, run_id: str) -> str:
         await events.add("error", missing)
         return await _settle(s, row, events, "error", None, missing)
     head = await graph.aget_state({"configurable": {"thread_id": row["thread_id"]}})
-    head_id = head.config["configurable"].get("checkpoint_id") if head.config else None
-    await s.db.call(lambda tx: queue.note_start(tx, run_id, head_id))
     call = graph_call(graph, assistant, kwargs, row)
     if row["attempt"] > 1 and head.metadata and head.metadata.get("run_id") == run_id:
         call = call.continued()  # an earlier attempt died: go on from where it got to
@@ -169,13 +167,11 @@ async def _settle(
     """Record where the run and its thread ended, close the stream, call the webhook."""
     run_id, thread_id = row["run_id"], row["thread_id"]
     if status == "rollback":
-        start = await s.db.call(lambda tx: records.run_row(tx, run_id))
-        await _roll_back(s, graph, thread_id, (start or {}).get("start_checkpoint"))
+        await _roll_back(s, graph, thread_id, run_id)
     summary = None if graph is None else await _thread_summary(graph, thread_id, status)
     values, interrupts = (summary[1], summary[2]) if summary else (None, {})
     result = {"values": values, "interrupts": interrupts, "failure": failure}
     await events.add(RESULT_EVENT, result)
-    await events.close()
 
     def settle(tx: Tx) -> None:
         if status == "rollback":
@@ -189,8 +185,7 @@ async def _settle(
         if records.active_runs(tx, thread_id):
             records.set_thread_status(tx, thread_id, "busy")
 
-    await s.db.call(settle)
-    s.bus.notify(run_id)  # wake waiters now that the run's status is final
+    await events.close(settle)  # the last events and the final status, in one transaction
     kwargs = json.loads(row["kwargs"])
     if kwargs.get("webhook") and status != "rollback":
         await _post_webhook(s, kwargs["webhook"], run_id)
@@ -215,15 +210,23 @@ async def _thread_summary(
 
 
 async def _roll_back(
-    s: Services, graph: CompiledStateGraph | None, thread_id: str, start: str | None
+    s: Services, graph: CompiledStateGraph | None, thread_id: str, run_id: str
 ) -> None:
-    """Undo a cancelled run: its thread goes back to the checkpoint it started from (a new
-    head copying it), or is emptied when the run started it."""
-    if not start or graph is None:
+    """Undo a cancelled run: its thread goes back to the checkpoint the run started from (a
+    new head copying it), or is emptied when the run started the thread. The run's first
+    checkpoint is the oldest with its ``run_id`` in the metadata; its parent is the start."""
+    if graph is None:
         await s.saver.adelete_thread(thread_id)
         return
-    config = {"configurable": {"thread_id": thread_id, "checkpoint_id": start}}
-    await graph.aupdate_state(config, None)
+    config = {"configurable": {"thread_id": thread_id}}
+    made = [snap async for snap in graph.aget_state_history(config, filter={"run_id": run_id})]
+    if not made:
+        return  # cancelled before it saved anything: nothing to undo
+    start = made[-1].parent_config
+    if start is None:
+        await s.saver.adelete_thread(thread_id)
+        return
+    await graph.aupdate_state(start, None)
 
 
 async def _post_webhook(s: Services, url: str, run_id: str) -> None:

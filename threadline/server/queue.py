@@ -19,7 +19,7 @@ from typing import Any
 from threadline.clock import iso_at
 from threadline.server.db import Tx
 
-__all__ = ["Tx", "claim_next", "claim_run", "iso_in", "note_start", "release", "requeue_expired"]
+__all__ = ["Tx", "claim_next", "claim_run", "iso_in", "release", "requeue_expired"]
 
 
 def iso_in(seconds: float) -> str:
@@ -108,13 +108,4 @@ def release(tx: Tx, run_id: str, worker: str) -> None:
         "WHERE run_id = ? AND status = 'running' AND worker = ?",
         run_id,
         worker,
-    )
-
-
-def note_start(tx: Tx, run_id: str, checkpoint_id: str | None) -> None:
-    """Remember the checkpoint a run started from, once (a rollback returns to it)."""
-    tx.run(
-        "UPDATE tl_runs SET start_checkpoint = ? WHERE run_id = ? AND attempt = 1",
-        checkpoint_id or "",
-        run_id,
     )

@@ -281,7 +281,9 @@ def run_out(row: dict[str, Any]) -> dict[str, Any]:
 def insert_run(tx: Tx, owner: str, run: Mapping[str, Any]) -> None:
     now = increasing_iso()  # runs of a thread are taken in this order
     tx.run(
-        "INSERT INTO tl_runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        "INSERT INTO tl_runs (run_id, thread_id, owner, assistant_id, status, kwargs, metadata, "
+        "multitask_strategy, stateless, start_after, attempt, created_at, updated_at) "
+        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
         run["run_id"],
         run["thread_id"],
         owner,
@@ -291,11 +293,7 @@ def insert_run(tx: Tx, owner: str, run: Mapping[str, Any]) -> None:
         dumps(run.get("metadata") or {}),
         run["multitask_strategy"],
         int(run["stateless"]),
-        None,
         run.get("start_after") or now,
-        None,
-        None,
-        None,
         0,
         now,
         now,

@@ -122,10 +122,18 @@ async def wait_for_end(state: ServerState, run_id: str) -> dict[str, Any]:
     """Block until the run has ended; what it left (values, interrupts, failure)."""
     db, bus = state.services.db, state.services.bus
     while True:
-        row = await db.call(lambda tx: records.run_row(tx, run_id))
-        if row is None or row["status"] not in records.ACTIVE:
-            return await db.call(lambda tx: run_result(tx, run_id)) or {}
+        result = await db.call(lambda tx: _result_if_ended(tx, run_id))
+        if result is not None:
+            return result
         await bus.wait(run_id, POLL_SECONDS)
+
+
+def _result_if_ended(tx: Tx, run_id: str) -> dict[str, Any] | None:
+    row = records.run_row(tx, run_id)
+    if row is not None and row["status"] in records.ACTIVE:
+        return None
+    found: dict[str, Any] = run_result(tx, run_id) or {}
+    return found
 
 
 def output(result: dict[str, Any]) -> dict[str, Any]:

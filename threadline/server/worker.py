@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import socket
+import time
 
 from threadline.server import queue
 from threadline.server.db import UniqueViolation
@@ -33,6 +34,7 @@ class LocalWorker:
         self._wake = asyncio.Event()
         self._running: set[asyncio.Task[str]] = set()
         self._loop_task: asyncio.Task[None] | None = None
+        self._swept = 0.0  # when expired leases were last looked for
 
     def wake(self) -> None:
         """A run was queued in this process: look now rather than at the next poll."""
@@ -58,7 +60,6 @@ class LocalWorker:
             claimed = None
             if len(self._running) < self.concurrency:
                 try:
-                    await db.call(queue.requeue_expired)
                     claimed = await db.call(self._claim)
                 except UniqueViolation:
                     claimed = None  # another worker took the thread first: look again
@@ -72,7 +73,11 @@ class LocalWorker:
                 await asyncio.wait_for(self._wake.wait(), IDLE_POLL_SECONDS)
 
     def _claim(self, tx: queue.Tx) -> dict[str, str] | None:
+        """The next run; every quarter lease, runs whose worker died are put back first."""
         s = self.services
+        if time.monotonic() - self._swept > s.lease_seconds / 4:
+            self._swept = time.monotonic()
+            queue.requeue_expired(tx)
         return queue.claim_next(tx, s.worker_id, s.lease_seconds)
 
     async def _run(self, run_id: str) -> str:
