@@ -89,6 +89,7 @@ def stream_response(
     after: int = -1,
     on_disconnect: str = "continue",
     modes: list[str] | None = None,
+    forget: bool = False,
 ) -> StreamingResponse:
     """The run's events as server-sent events, from just after ``after``."""
     run_id, thread_id = run["run_id"], run["thread_id"]
@@ -104,6 +105,8 @@ def stream_response(
                     yield b": heartbeat\n\n"
                 elif modes is None or item[1].split("|")[0] in modes or item[1] == "error":
                     yield _sse(item[1], item[2], item[0])
+            if forget:  # a stateless run, read to its end: nothing of it is kept
+                await _forget(state, run)
         except asyncio.CancelledError:
             if on_disconnect == "cancel":  # the client left: stop the run too
                 asyncio.get_running_loop().create_task(_cancel(state, [run_id], "interrupt"))
@@ -112,6 +115,15 @@ def stream_response(
     path = f"/threads/{thread_id}/runs/{run_id}"
     headers = {"Location": f"{path}/stream", "Content-Location": path, "Cache-Control": "no-store"}
     return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
+
+
+def _deletes_itself(run: dict[str, Any]) -> bool:
+    """A stateless run whose thread and records go once it has been read to its end."""
+    return run["kwargs"].get("on_completion") == "delete"
+
+
+async def _forget(state: ServerState, run: dict[str, Any]) -> None:
+    await state.services.db.call(lambda tx: records.delete_run(tx, None, run["run_id"]))
 
 
 async def _cancel(state: ServerState, run_ids: list[str], action: str) -> None:
@@ -251,13 +263,18 @@ async def create_stateless(body: RunCreate, state: State, owner: Owner) -> dict[
 @router.post("/runs/stream")
 async def stream_stateless(body: RunCreate, state: State, owner: Owner) -> StreamingResponse:
     run = await start_run(state, owner, None, body)
-    return stream_response(state, run, on_disconnect=body.on_disconnect)
+    return stream_response(
+        state, run, on_disconnect=body.on_disconnect, forget=_deletes_itself(run)
+    )
 
 
 @router.post("/runs/wait")
 async def wait_stateless(body: RunCreate, state: State, owner: Owner) -> Response:
     run = await start_run(state, owner, None, body)
-    return _json(output(await wait_for_end(state, run["run_id"])), run)
+    result = output(await wait_for_end(state, run["run_id"]))
+    if _deletes_itself(run):
+        await _forget(state, run)
+    return _json(result, run)
 
 
 @router.post("/runs/batch")
