@@ -184,11 +184,14 @@ chat.add_edge("chatbot", END)
 # ---------------------------------------------------------------- a subgraph
 class Outer(TypedDict, total=False):
     topic: str
+    ask: bool
     notes: Annotated[list[str], operator.add]
 
 
 def research(state: Outer) -> dict[str, Any]:
     get_stream_writer()({"researching": state["topic"]})
+    if state.get("ask"):
+        interrupt({"check": state["topic"]})
     return {"notes": [f"found {state['topic']}"]}
 
 
