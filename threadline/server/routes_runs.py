@@ -18,6 +18,7 @@ from threadline.server.events import POLL_SECONDS, read_events, run_result
 from threadline.server.queue import iso_in
 from threadline.server.routes_assistants import find_assistant
 from threadline.server.routes_threads import find_thread
+from threadline.server.runopts import STREAM_MODES, event_name
 
 router = APIRouter(tags=["runs"])
 
@@ -218,11 +219,16 @@ async def join_stream(
 ) -> StreamingResponse:
     run = await find_run(state, owner, thread_id, run_id)
     after = int(last_event_id) if last_event_id and last_event_id.lstrip("-").isdigit() else -1
+    # langgraph-sdk sends ``stream_mode=`` (empty) when it means every mode
+    wanted = [m for m in stream_mode or [] if m]
+    unknown = [m for m in wanted if m not in STREAM_MODES]
+    if unknown:
+        raise HTTPException(422, f"stream_mode: unknown modes {unknown}; use {list(STREAM_MODES)}")
     return stream_response(
         state,
         run,
         after=after,
-        modes=stream_mode,
+        modes=[event_name(m) for m in wanted] or None,
         on_disconnect="cancel" if cancel_on_disconnect else "continue",
     )
 
