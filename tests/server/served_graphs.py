@@ -14,6 +14,7 @@ from threadline import (
     CompiledStateGraph,
     Runtime,
     StateGraph,
+    get_store,
     get_stream_writer,
     interrupt,
 )
@@ -242,3 +243,20 @@ greeter = StateGraph(Greeted, context_schema=Tone)
 greeter.add_node("greet", greet)
 greeter.add_edge(START, "greet")
 greeter.add_edge("greet", END)
+
+
+# ---------------------------------------------------------------- the store
+class Memo(TypedDict, total=False):
+    who: str
+    text: str
+
+
+def remember(state: Memo) -> dict[str, Any]:
+    get_store().put(("memos", state["who"]), "last", {"text": state["text"]})
+    return {}
+
+
+memo = StateGraph(Memo)
+memo.add_node("remember", remember)
+memo.add_edge(START, "remember")
+memo.add_edge("remember", END)

@@ -217,14 +217,7 @@ class StoreSearch(Body):
     limit: int = Field(10, ge=1, le=1000)
     offset: int = Field(0, ge=0, le=1_000_000_000)
     query: str | None = None
-    refresh_ttl: bool | None = None
-
-    @field_validator("refresh_ttl")
-    @classmethod
-    def _unsupported(cls, value: Any) -> Any:
-        if value is not None:
-            raise ValueError("a search does not refresh TTLs in threadline; get the item instead")
-        return value
+    refresh_ttl: bool | None = None  # the items found are read again with their TTL refreshed
 
 
 class StoreNamespaces(Body):

@@ -80,6 +80,9 @@ async def search_items(body: StoreSearch, state: State, owner: Owner) -> dict[st
         limit=body.limit,
         offset=body.offset,
     )
+    if body.refresh_ttl:  # the store's search never refreshes; a read of each item does
+        for item in found:
+            await _store(state).aget(item.namespace, item.key, refresh_ttl=True)
     return {"items": [_item(owner, i) for i in found]}
 
 
