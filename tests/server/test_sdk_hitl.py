@@ -9,10 +9,7 @@ async def test_an_interrupt_shows_in_state_and_a_resume_answers_it(
     client: LangGraphClient,
 ) -> None:
     tid = (await client.threads.create())["thread_id"]
-    parts = [
-        p
-        async for p in client.runs.stream(tid, "approval", input={"request": "refund #9"})
-    ]
+    parts = [p async for p in client.runs.stream(tid, "approval", input={"request": "refund #9"})]
     assert parts[-1].data["__interrupt__"][0]["value"] == {"question": "approve refund #9?"}
     state = await client.threads.get_state(tid)
     assert state["next"] == ["review"]

@@ -37,9 +37,7 @@ async def test_a_background_run_is_joined_listed_and_deleted(client: LangGraphCl
     await client.runs.join(tid, second["run_id"])
     listed = await client.runs.list(tid)
     assert [r["run_id"] for r in listed] == [second["run_id"], run["run_id"]]
-    assert [r["run_id"] for r in await client.runs.list(tid, limit=1, offset=1)] == [
-        run["run_id"]
-    ]
+    assert [r["run_id"] for r in await client.runs.list(tid, limit=1, offset=1)] == [run["run_id"]]
     assert len(await client.runs.list(tid, status="success")) == 2
     await client.runs.delete(tid, run["run_id"])
     with pytest.raises(NotFoundError):
@@ -145,9 +143,7 @@ async def test_reject_refuses_a_second_run_while_one_goes(client: LangGraphClien
 async def test_enqueue_runs_the_second_after_the_first(client: LangGraphClient) -> None:
     tid = (await client.threads.create())["thread_id"]
     first = await client.runs.create(tid, "counter", input={"n": 1, "delay": SLOW / 3})
-    second = await client.runs.create(
-        tid, "counter", input={"n": 1}, multitask_strategy="enqueue"
-    )
+    second = await client.runs.create(tid, "counter", input={"n": 1}, multitask_strategy="enqueue")
     assert (await client.runs.get(tid, second["run_id"]))["status"] == "pending"
     out = await client.runs.join(tid, second["run_id"])
     assert (await client.runs.get(tid, first["run_id"]))["status"] == "success"
@@ -172,9 +168,7 @@ async def test_rollback_discards_the_first_run_entirely(client: LangGraphClient)
     first = await client.runs.create(tid, "counter", input={"n": 0, "delay": SLOW})
     await _until(client, tid, first["run_id"], "running")
     await asyncio.sleep(SLOW * 1.5)
-    second = await client.runs.create(
-        tid, "counter", input={"n": 2}, multitask_strategy="rollback"
-    )
+    second = await client.runs.create(tid, "counter", input={"n": 2}, multitask_strategy="rollback")
     out = await client.runs.join(tid, second["run_id"])
     assert out == {"n": 3, "steps": [3]}
     with pytest.raises(NotFoundError):

@@ -126,9 +126,7 @@ async def test_join_stream_after_a_last_event_id_gives_only_later_events(
     body = everything[1:]
     assert _events(body) == ["values"] + ["updates", "values"] * 3
     assert all(p.id for p in body)
-    later = [
-        p async for p in client.runs.join_stream(tid, run["run_id"], last_event_id=body[2].id)
-    ]
+    later = [p async for p in client.runs.join_stream(tid, run["run_id"], last_event_id=body[2].id)]
     assert [(p.event, p.id, p.data) for p in later[1:]] == [
         (p.event, p.id, p.data) for p in body[3:]
     ]

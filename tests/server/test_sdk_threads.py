@@ -76,7 +76,9 @@ async def test_state_at_a_checkpoint_and_history_with_limit_before_and_filter(
     assert [h["values"].get("n") for h in history] == [3, 2, 1, 0, None]
     assert [h["metadata"]["step"] for h in history] == [3, 2, 1, 0, -1]
     first_tick = history[2]
-    at = await client.threads.get_state(tid, checkpoint_id=first_tick["checkpoint"]["checkpoint_id"])
+    at = await client.threads.get_state(
+        tid, checkpoint_id=first_tick["checkpoint"]["checkpoint_id"]
+    )
     assert at["values"] == {"n": 1, "steps": [1]} and at["next"] == ["tick"]
     assert at["checkpoint"]["checkpoint_id"] == first_tick["checkpoint"]["checkpoint_id"]
     assert len(await client.threads.get_history(tid, limit=2)) == 2

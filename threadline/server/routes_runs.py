@@ -120,7 +120,7 @@ def stream_response(
 
 def _deletes_itself(run: dict[str, Any]) -> bool:
     """A stateless run whose thread and records go once it has been read to its end."""
-    return run["kwargs"].get("on_completion") == "delete"
+    return bool(run["kwargs"].get("on_completion") == "delete")
 
 
 async def _forget(state: ServerState, run: dict[str, Any]) -> None:
