@@ -22,6 +22,8 @@ async def test_each_served_graph_has_an_assistant_found_by_id_or_by_graph_name(
     assert await client.assistants.count(graph_id="counter") == 1
     page = await client.assistants.search(limit=2, offset=1, sort_by="name", sort_order="asc")
     assert [a["name"] for a in page] == sorted(GRAPHS)[1:3]
+    slim = await client.assistants.search(graph_id="counter", select=["assistant_id", "name"])
+    assert slim == [{"assistant_id": counter["assistant_id"], "name": "counter"}]
 
 
 async def test_schemas_graph_and_subgraphs_describe_the_graph(client: LangGraphClient) -> None:

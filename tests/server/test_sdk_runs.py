@@ -247,3 +247,20 @@ async def test_on_disconnect_continue_lets_the_run_finish(client: LangGraphClien
     await stream.aclose()  # type: ignore[attr-defined]
     assert (await client.runs.join(tid, first.data["run_id"]))["n"] == 3
     assert (await client.runs.get(tid, first.data["run_id"]))["status"] == "success"
+
+
+async def test_cancel_many_by_thread_by_ids_and_by_status(client: LangGraphClient) -> None:
+    one = (await client.threads.create())["thread_id"]
+    two = (await client.threads.create())["thread_id"]
+    a = await client.runs.create(one, "counter", input={"n": 0, "delay": SLOW})
+    b = await client.runs.create(one, "counter", input={"n": 0}, multitask_strategy="enqueue")
+    c = await client.runs.create(two, "counter", input={"n": 0}, after_seconds=30)
+    await client.runs.cancel_many(thread_id=one)
+    await _until(client, one, a["run_id"], "interrupted")
+    assert (await client.runs.get(one, b["run_id"]))["status"] == "interrupted"
+    assert (await client.runs.get(two, c["run_id"]))["status"] == "pending"
+    await client.runs.cancel_many(status="pending")
+    assert (await client.runs.get(two, c["run_id"]))["status"] == "interrupted"
+    d = await client.runs.create(two, "counter", input={"n": 0}, after_seconds=30)
+    await client.runs.cancel_many(run_ids=[d["run_id"]], action="interrupt")
+    assert (await client.runs.get(two, d["run_id"]))["status"] == "interrupted"

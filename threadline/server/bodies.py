@@ -203,6 +203,14 @@ class RunBatchItem(RunCreate):
     pass
 
 
+class RunsCancel(Body):
+    """``POST /runs/cancel``: the runs of a thread, runs by id, or every run in a status."""
+
+    thread_id: str | None = None
+    run_ids: list[str] | None = None
+    status: Literal["pending", "running", "all"] | None = None
+
+
 class StorePut(Body):
     namespace: list[str]
     key: str

@@ -332,6 +332,17 @@ def active_runs(tx: Tx, thread_id: str) -> list[dict[str, Any]]:
     )
 
 
+def run_ids_in(tx: Tx, owner: str, statuses: Sequence[str]) -> list[str]:
+    """The ids of ``owner``'s runs in one of ``statuses``, oldest first."""
+    marks = ",".join("?" * len(statuses))
+    rows = tx.rows(
+        f"SELECT run_id FROM tl_runs WHERE owner = ? AND status IN ({marks}) ORDER BY created_at",
+        owner,
+        *statuses,
+    )
+    return [r["run_id"] for r in rows]
+
+
 def list_runs(
     tx: Tx, owner: str, thread_id: str, limit: int, offset: int, status: str | None
 ) -> list[dict[str, Any]]:

@@ -7,15 +7,16 @@ import asyncio
 import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Body, Header, HTTPException, Query, Response
 from fastapi.responses import StreamingResponse
 
 from threadline.server import records
-from threadline.server.bodies import RunCreate
+from threadline.server.bodies import RunCreate, RunsCancel
 from threadline.server.db import Tx
 from threadline.server.deps import Owner, ServerState, State, not_found
 from threadline.server.events import POLL_SECONDS, read_events, run_result
 from threadline.server.queue import iso_in
+from threadline.server.records import ACTIVE
 from threadline.server.routes_assistants import find_assistant
 from threadline.server.routes_threads import find_thread
 from threadline.server.runopts import STREAM_MODES, event_name
@@ -106,6 +107,9 @@ def stream_response(
                     yield b": heartbeat\n\n"
                 elif modes is None or item[1].split("|")[0] in modes or item[1] == "error":
                     yield _sse(item[1], item[2], item[0])
+            # the stream has no ``end`` event: langgraph-sdk asks for the run's status when a
+            # stream closes, and reconnects while it still reads as running
+            await wait_for_end(state, run_id)
             if forget:  # a stateless run, read to its end: nothing of it is kept
                 await _forget(state, run)
         except asyncio.CancelledError:
@@ -290,22 +294,25 @@ async def batch(body: list[RunCreate], state: State, owner: Owner) -> list[dict[
 
 @router.post("/runs/cancel", status_code=202)
 async def cancel_many(
-    request: Request,
     state: State,
     owner: Owner,
+    body: Annotated[RunsCancel | None, Body()] = None,
     action: str = Query("interrupt", pattern="^(interrupt|rollback)$"),
 ) -> Response:
-    body = await request.json() if await request.body() else {}
-    ids: list[str] = list(body.get("run_ids") or [])
-    if body.get("thread_id"):
-        await find_thread(state, owner, body["thread_id"])
-        active = await state.services.db.call(lambda tx: records.active_runs(tx, body["thread_id"]))
-        ids += [r["run_id"] for r in active]
+    q = body or RunsCancel()
+    if q.thread_id:
+        await find_thread(state, owner, q.thread_id)
+    statuses = {"pending": ["pending"], "running": ["running"]}.get(q.status or "", list(ACTIVE))
 
-    def owned(tx: Tx) -> list[str]:
-        return [r for r in ids if records.get_run(tx, owner, r) is not None]
+    def chosen(tx: Tx) -> list[str]:
+        ids = list(q.run_ids or [])
+        if q.thread_id:
+            ids += [r["run_id"] for r in records.active_runs(tx, q.thread_id)]
+        if q.status:
+            ids += records.run_ids_in(tx, owner, statuses)
+        return [r for r in dict.fromkeys(ids) if records.get_run(tx, owner, r) is not None]
 
-    await _cancel(state, await state.services.db.call(owned), action)
+    await _cancel(state, await state.services.db.call(chosen), action)
     return Response(status_code=202)
 
 
