@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+import httpx
+from harness import start_server
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.schema import StreamPart
+
+from threadline.server.settings import ServerSettings
 
 
 async def _stream(client: LangGraphClient, graph: str, **kwargs: Any) -> list[StreamPart]:
@@ -142,3 +147,23 @@ async def test_join_stream_of_a_running_run_follows_it_live(client: LangGraphCli
     parts = [p async for p in client.runs.join_stream(tid, run["run_id"])]
     assert parts[-1].data["n"] == 3
     assert (await client.runs.get(tid, run["run_id"]))["status"] == "success"
+
+
+async def test_the_stream_has_headers_ids_and_heartbeats(settings: ServerSettings) -> None:
+    running, thread = start_server(replace(settings, heartbeat_seconds=0.05))
+    try:
+        async with httpx.AsyncClient(base_url=running.url) as http:
+            tid = (await http.post("/threads", json={})).json()["thread_id"]
+            body = {"assistant_id": "blocking", "input": {"delay": 0.3}}
+            async with http.stream("POST", f"/threads/{tid}/runs/stream", json=body) as res:
+                assert res.headers["content-type"].startswith("text/event-stream")
+                location = res.headers["location"]
+                lines = [line async for line in res.aiter_lines()]
+        assert location.startswith(f"/threads/{tid}/runs/") and location.endswith("/stream")
+        assert lines[:2] == ["event: metadata", lines[1]] and lines[1].startswith("data: {")
+        assert ": heartbeat" in lines  # a comment while the node sleeps
+        ids = [line for line in lines if line.startswith("id: ")]
+        assert len(ids) == 2  # the two values events; metadata has none
+    finally:
+        running.stop()
+        thread.join(timeout=20)

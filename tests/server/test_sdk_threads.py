@@ -138,3 +138,33 @@ async def test_state_of_a_subgraph_waiting_for_a_person(client: LangGraphClient)
     assert task["state"]["values"]["notes"] == ["plan bees"]
     assert task["state"]["next"] == ["research"]
     assert task["state"]["checkpoint"]["checkpoint_ns"].startswith("inner:")
+
+
+async def test_search_by_ids_and_values_and_state_by_checkpoint_object(
+    client: LangGraphClient,
+) -> None:
+    one = (await client.threads.create())["thread_id"]
+    two = (await client.threads.create())["thread_id"]
+    await client.runs.wait(one, "counter", input={"n": 0})
+    await client.runs.wait(two, "counter", input={"n": 2})
+    assert [t["thread_id"] for t in await client.threads.search(values={"steps": [3]})] == [two]
+    assert [t["thread_id"] for t in await client.threads.search(ids=[one])] == [one]
+    history = await client.threads.get_history(one)
+    older = history[1]["checkpoint"]
+    at = await client.threads.get_state(one, checkpoint=older)  # POST .../state/checkpoint
+    assert at["values"]["n"] == 2 and at["checkpoint"] == older
+    edited = await client.threads.update_state(one, {"n": 0}, checkpoint=older)
+    head = await client.threads.get_state(one)
+    assert head["checkpoint"]["checkpoint_id"] == edited["checkpoint"]["checkpoint_id"]
+    assert head["parent_checkpoint"]["checkpoint_id"] == older["checkpoint_id"]
+
+
+async def test_durability_exit_saves_only_the_end(client: LangGraphClient) -> None:
+    steady = (await client.threads.create())["thread_id"]
+    await client.runs.wait(steady, "counter", input={"n": 0})
+    quick = (await client.threads.create())["thread_id"]
+    await client.runs.wait(quick, "counter", input={"n": 0}, durability="exit")
+    assert (await client.threads.get_state(quick))["values"]["n"] == 3
+    assert len(await client.threads.get_history(quick)) < len(
+        await client.threads.get_history(steady)
+    )
