@@ -3,6 +3,8 @@ what a graph remembers is what the API reads."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import NotFoundError
@@ -58,3 +60,12 @@ async def test_what_a_graph_stores_the_api_reads(client: LangGraphClient) -> Non
     await client.runs.wait(None, "memo", input={"who": "cy", "text": "call back"})
     item = await client.store.get_item(["memos", "cy"], "last")
     assert item["value"] == {"text": "call back"}
+
+
+async def test_an_items_ttl_is_in_minutes_as_langgraph_servers(client: LangGraphClient) -> None:
+    await client.store.put_item(["brief"], "note", {"v": 1}, ttl=0.01)  # type: ignore[arg-type]
+    await asyncio.sleep(0.1)  # seconds would have expired it by now; 0.01 minutes is 0.6 s
+    assert (await client.store.get_item(["brief"], "note"))["value"] == {"v": 1}
+    await asyncio.sleep(0.8)
+    with pytest.raises(NotFoundError):
+        await client.store.get_item(["brief"], "note")

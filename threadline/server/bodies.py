@@ -216,7 +216,7 @@ class StorePut(Body):
     key: str
     value: dict[str, Any]
     index: Literal[False] | list[str] | None = None
-    ttl: float | None = None
+    ttl: float | None = Field(None, gt=0, description="minutes, as LangGraph Server's")
 
 
 class StoreDelete(Body):

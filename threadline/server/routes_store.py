@@ -48,8 +48,9 @@ def _store(state: State) -> Any:
 
 @router.put("/items", status_code=204)
 async def put_item(body: StorePut, state: State, owner: Owner) -> Response:
+    ttl = None if body.ttl is None else body.ttl * 60  # minutes on the wire, seconds in the store
     await _store(state).aput(
-        _inside(owner, body.namespace), body.key, body.value, index=body.index, ttl=body.ttl
+        _inside(owner, body.namespace), body.key, body.value, index=body.index, ttl=ttl
     )
     return Response(status_code=204)
 
