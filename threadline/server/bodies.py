@@ -216,7 +216,8 @@ class StorePut(Body):
     key: str
     value: dict[str, Any]
     index: Literal[False] | list[str] | None = None
-    ttl: float | None = Field(None, gt=0, description="minutes, as LangGraph Server's")
+    # minutes, as LangGraph Server's; at most about a hundred years
+    ttl: float | None = Field(None, gt=0, le=52_596_000)
 
 
 class StoreDelete(Body):
