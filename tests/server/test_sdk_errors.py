@@ -106,14 +106,16 @@ async def test_input_and_command_together_are_refused(client: LangGraphClient) -
     assert "input" in str(refused.value) and "command" in str(refused.value)
 
 
-async def test_options_for_langsmith_are_accepted_and_ignored(client: LangGraphClient) -> None:
-    parts = [
-        p
-        async for p in client.runs.stream(
-            None, "counter", input={"n": 2}, feedback_keys=["score"], strict_resume=True
-        )
-    ]
-    assert parts[-1].data["n"] == 3
+async def test_options_the_server_cannot_honour_are_refused_by_name(
+    client: LangGraphClient,
+) -> None:
+    for option in ({"feedback_keys": ["score"]}, {"strict_resume": True}):
+        with pytest.raises(UnprocessableEntityError) as refused:
+            [p async for p in client.runs.stream(None, "counter", input={"n": 2}, **option)]  # type: ignore[arg-type]
+        assert next(iter(option)) in str(refused.value)
+    with pytest.raises(UnprocessableEntityError) as refused:
+        await client.runs.create(None, "counter", input={}, stream_mode="events")
+    assert "stream_mode" in str(refused.value)
 
 
 async def test_a_graph_that_raises_fails_its_run_not_the_server(

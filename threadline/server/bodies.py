@@ -160,11 +160,6 @@ class RunCreate(Body):
     multitask_strategy: Strategy = "reject"
     if_not_exists: Literal["create", "reject"] = "reject"
     after_seconds: float | None = Field(None, ge=0)
-    # langgraph-sdk's options for LangSmith and for servers that report them in /info; accepted
-    # so that code written for LangGraph Server runs unchanged, and ignored
-    feedback_keys: list[str] | None = None
-    langsmith_tracer: dict[str, Any] | None = None
-    strict_resume: bool | None = None
 
     @field_validator("webhook")
     @classmethod
