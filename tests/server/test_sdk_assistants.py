@@ -6,7 +6,7 @@ import httpx
 import pytest
 from harness import GRAPHS
 from langgraph_sdk.client import LangGraphClient
-from langgraph_sdk.errors import NotFoundError
+from langgraph_sdk.errors import NotFoundError, PermissionDeniedError
 
 
 async def test_each_served_graph_has_an_assistant_found_by_id_or_by_graph_name(
@@ -96,3 +96,13 @@ async def test_if_exists_do_nothing_gives_back_the_assistant_already_there(
         "greeter", assistant_id=ident, name="two", if_exists="do_nothing"
     )
     assert again == first
+
+
+async def test_a_served_graphs_own_assistant_is_neither_patched_nor_deleted(
+    client: LangGraphClient,
+) -> None:
+    with pytest.raises(PermissionDeniedError):
+        await client.assistants.update("counter", metadata={"v": 2})
+    with pytest.raises(NotFoundError):
+        await client.assistants.delete((await client.assistants.get("counter"))["assistant_id"])
+    assert (await client.assistants.get("counter"))["metadata"] == {"created_by": "system"}
