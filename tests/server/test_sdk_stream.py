@@ -167,3 +167,37 @@ async def test_the_stream_has_headers_ids_and_heartbeats(settings: ServerSetting
     finally:
         running.stop()
         thread.join(timeout=20)
+
+
+async def test_on_run_created_gets_the_run_and_thread_ids(client: LangGraphClient) -> None:
+    tid = (await client.threads.create())["thread_id"]
+    created: list[Any] = []
+    parts = [
+        p
+        async for p in client.runs.stream(
+            tid, "counter", input={"n": 2}, on_run_created=created.append
+        )
+    ]
+    assert created == [{"run_id": parts[0].data["run_id"], "thread_id": tid}]
+    await client.runs.wait(tid, "counter", input={"n": 2}, on_run_created=created.append)
+    (latest, _) = await client.runs.list(tid)
+    assert created[1] == {"run_id": latest["run_id"], "thread_id": tid}
+
+
+async def test_the_v2_stream_format_splits_mode_and_namespace(client: LangGraphClient) -> None:
+    tid = (await client.threads.create())["thread_id"]
+    parts = [
+        p
+        async for p in client.runs.stream(
+            tid,
+            "nested",
+            input={"topic": "owls"},
+            stream_mode="updates",
+            stream_subgraphs=True,
+            version="v2",
+        )
+    ]
+    kinds = {(p["type"], bool(p["ns"])) for p in parts}  # type: ignore[index]
+    assert ("updates", True) in kinds and ("updates", False) in kinds
+    inner = next(p for p in parts if p["ns"])  # type: ignore[index]
+    assert inner["ns"][0].startswith("inner:")  # type: ignore[index]
