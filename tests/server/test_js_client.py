@@ -80,6 +80,11 @@ def test_langgraphs_javascript_client_works_unchanged(seen: dict[str, Any]) -> N
     assert hitl["done"]["log"] == ["reviewed: approved", "acted: approved"]
 
     assert seen["background"] == {"joined": {"n": 3, "steps": [1, 2, 3]}, "status": "success"}
+    rejoined = seen["joinStream"]
+    assert [p["event"] for p in rejoined["all"]] == ["metadata", "values", "values", "values"]
+    assert [p["data"]["n"] for p in rejoined["all"][1:]] == [1, 2, 3]
+    # after the first values event's id: only the two later ones
+    assert [p["data"]["n"] for p in rejoined["later"] if p["event"] == "values"] == [2, 3]
     assert seen["cancel"]["status"] == "interrupted"
     assert 1 <= seen["cancel"]["n"] < 3  # the work done before the cancel is kept
     assert seen["store"] == {

@@ -96,6 +96,28 @@ await step("background", async () => {
   return { joined, status: got.status };
 });
 
+await step("joinStream", async () => {
+  const thread = await client.threads.create();
+  const run = await client.runs.create(thread.thread_id, "counter", {
+    input: { n: 1 },
+    streamMode: ["values"],
+    streamResumable: true,
+  });
+  await client.runs.join(thread.thread_id, run.run_id);
+  const all = [];
+  for await (const part of client.runs.joinStream(thread.thread_id, run.run_id)) {
+    all.push({ event: part.event, data: part.data, id: part.id ?? null });
+  }
+  const ids = all.filter((p) => p.id !== null).map((p) => p.id);
+  const later = [];
+  for await (const part of client.runs.joinStream(thread.thread_id, run.run_id, {
+    lastEventId: ids[0],
+  })) {
+    later.push({ event: part.event, data: part.data });
+  }
+  return { all, later };
+});
+
 await step("cancel", async () => {
   const thread = await client.threads.create();
   const run = await client.runs.create(thread.thread_id, "counter", {
