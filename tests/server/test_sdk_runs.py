@@ -15,7 +15,7 @@ import pytest
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import ConflictError, NotFoundError
 
-SLOW = 0.3  # seconds each tick of the counter takes when a run must still be going
+SLOW = 0.5  # seconds each tick of the counter takes when a run must still be going
 
 
 async def _until(client: LangGraphClient, tid: str, rid: str, status: str) -> None:
@@ -142,7 +142,7 @@ async def test_reject_refuses_a_second_run_while_one_goes(client: LangGraphClien
 
 async def test_enqueue_runs_the_second_after_the_first(client: LangGraphClient) -> None:
     tid = (await client.threads.create())["thread_id"]
-    first = await client.runs.create(tid, "counter", input={"n": 1, "delay": SLOW / 3})
+    first = await client.runs.create(tid, "counter", input={"n": 1, "delay": SLOW})
     second = await client.runs.create(tid, "counter", input={"n": 1}, multitask_strategy="enqueue")
     assert (await client.runs.get(tid, second["run_id"]))["status"] == "pending"
     out = await client.runs.join(tid, second["run_id"])

@@ -121,9 +121,9 @@ await step("joinStream", async () => {
 await step("cancel", async () => {
   const thread = await client.threads.create();
   const run = await client.runs.create(thread.thread_id, "counter", {
-    input: { n: 0, delay: 0.3 },
+    input: { n: 0, delay: 0.5 },
   });
-  await new Promise((resolve) => setTimeout(resolve, 450));
+  await new Promise((resolve) => setTimeout(resolve, 750));
   await client.runs.cancel(thread.thread_id, run.run_id, true, "interrupt");
   const got = await client.runs.get(thread.thread_id, run.run_id);
   const state = await client.threads.getState(thread.thread_id);
