@@ -11,7 +11,10 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
+import httpx
 import pytest
+from harness import RunningServer
+from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import ConflictError, NotFoundError
 
@@ -264,3 +267,18 @@ async def test_cancel_many_by_thread_by_ids_and_by_status(client: LangGraphClien
     d = await client.runs.create(two, "counter", input={"n": 0}, after_seconds=30)
     await client.runs.cancel_many(run_ids=[d["run_id"]], action="interrupt")
     assert (await client.runs.get(two, d["run_id"]))["status"] == "interrupted"
+
+
+async def test_a_wait_whose_client_leaves_cancels_the_run_with_on_disconnect_cancel(
+    served: RunningServer,
+) -> None:
+    client = get_client(url=served.url, timeout=httpx.Timeout(SLOW * 1.5))
+    tid = (await client.threads.create())["thread_id"]
+    with pytest.raises(httpx.ReadTimeout):  # the client gives up and closes the connection
+        await client.runs.wait(
+            tid, "counter", input={"n": 0, "delay": SLOW}, on_disconnect="cancel"
+        )
+    patient = get_client(url=served.url)
+    (run,) = await patient.runs.list(tid)
+    await _until(patient, tid, run["run_id"], "interrupted")
+    assert (await patient.threads.get_state(tid))["values"]["n"] < 3

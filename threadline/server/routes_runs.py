@@ -7,7 +7,7 @@ import asyncio
 import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Header, HTTPException, Query, Response
+from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from threadline.server import records
@@ -22,6 +22,7 @@ from threadline.server.routes_threads import find_thread
 from threadline.server.runopts import STREAM_MODES, event_name
 
 router = APIRouter(tags=["runs"])
+DISCONNECT_POLL_SECONDS = 0.2  # how often a waiting /wait with on_disconnect=cancel looks
 
 
 async def start_run(
@@ -172,10 +173,28 @@ async def create_stream(
     return stream_response(state, run, on_disconnect=body.on_disconnect)
 
 
+async def wait_or_cancel(
+    state: ServerState, request: Request, run_id: str, on_disconnect: str
+) -> dict[str, Any]:
+    """``wait_for_end``; with ``on_disconnect="cancel"``, a client that leaves cancels the run."""
+    if on_disconnect != "cancel":
+        return await wait_for_end(state, run_id)
+    waiting = asyncio.ensure_future(wait_for_end(state, run_id))
+    while not waiting.done():
+        await asyncio.wait({waiting}, timeout=DISCONNECT_POLL_SECONDS)
+        if not waiting.done() and await request.is_disconnected():
+            await _cancel(state, [run_id], "interrupt")
+    return waiting.result()
+
+
 @router.post("/threads/{thread_id}/runs/wait")
-async def create_wait(thread_id: str, body: RunCreate, state: State, owner: Owner) -> Response:
+async def create_wait(
+    thread_id: str, body: RunCreate, state: State, owner: Owner, request: Request
+) -> Response:
     run = await start_run(state, owner, thread_id, body)
-    return _json(output(await wait_for_end(state, run["run_id"])), run)
+    return _json(
+        output(await wait_or_cancel(state, request, run["run_id"], body.on_disconnect)), run
+    )
 
 
 @router.get("/threads/{thread_id}/runs")
@@ -279,9 +298,9 @@ async def stream_stateless(body: RunCreate, state: State, owner: Owner) -> Strea
 
 
 @router.post("/runs/wait")
-async def wait_stateless(body: RunCreate, state: State, owner: Owner) -> Response:
+async def wait_stateless(body: RunCreate, state: State, owner: Owner, request: Request) -> Response:
     run = await start_run(state, owner, None, body)
-    result = output(await wait_for_end(state, run["run_id"]))
+    result = output(await wait_or_cancel(state, request, run["run_id"], body.on_disconnect))
     if _deletes_itself(run):
         await _forget(state, run)
     return _json(result, run)
