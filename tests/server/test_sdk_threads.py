@@ -149,6 +149,8 @@ async def test_search_by_ids_and_values_and_state_by_checkpoint_object(
     await client.runs.wait(two, "counter", input={"n": 2})
     assert [t["thread_id"] for t in await client.threads.search(values={"steps": [3]})] == [two]
     assert [t["thread_id"] for t in await client.threads.search(ids=[one])] == [one]
+    slim = await client.threads.search(ids=[two], select=["thread_id", "status"])
+    assert slim == [{"thread_id": two, "status": "idle"}]
     history = await client.threads.get_history(one)
     older = history[1]["checkpoint"]
     at = await client.threads.get_state(one, checkpoint=older)  # POST .../state/checkpoint
@@ -168,3 +170,22 @@ async def test_durability_exit_saves_only_the_end(client: LangGraphClient) -> No
     assert len(await client.threads.get_history(quick)) < len(
         await client.threads.get_history(steady)
     )
+
+
+async def test_prune_deletes_threads_or_keeps_only_their_latest_state(
+    client: LangGraphClient,
+) -> None:
+    ids = [(await client.threads.create())["thread_id"] for _ in range(3)]
+    for tid in ids:
+        await client.runs.wait(tid, "counter", input={"n": 1})
+    kept = await client.threads.prune([ids[0]], strategy="keep_latest")
+    assert kept == {"pruned_count": 1}
+    history = await client.threads.get_history(ids[0])
+    assert [h["values"]["n"] for h in history] == [3]
+    assert (await client.threads.get_state(ids[0]))["values"] == {"n": 3, "steps": [2, 3]}
+    gone = await client.threads.prune([ids[1], ids[2], "not-a-thread"])
+    assert gone == {"pruned_count": 2}
+    for tid in ids[1:]:
+        with pytest.raises(NotFoundError):
+            await client.threads.get(tid)
+    assert [t["thread_id"] for t in await client.threads.search()] == [ids[0]]

@@ -98,6 +98,11 @@ class ThreadSearch(Body):
         return value
 
 
+class ThreadPrune(Body):
+    thread_ids: list[str] = Field(max_length=1000)
+    strategy: Literal["delete", "keep_latest"] = "delete"
+
+
 class ThreadCount(Body):
     metadata: dict[str, Any] | None = None
     values: dict[str, Any] | None = None
