@@ -112,6 +112,7 @@ await step("joinStream", async () => {
   const later = [];
   for await (const part of client.runs.joinStream(thread.thread_id, run.run_id, {
     lastEventId: ids[0],
+    streamMode: ["values", "updates"],
   })) {
     later.push({ event: part.event, data: part.data });
   }
