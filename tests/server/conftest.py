@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 from harness import GRAPHS, HERE, RunningServer, start_server
+from langgraph_sdk import get_client
+from langgraph_sdk.client import LangGraphClient
 
 from threadline.server.settings import ServerSettings
 
@@ -22,3 +24,8 @@ def served(settings: ServerSettings) -> Iterator[RunningServer]:
     yield running
     running.stop()
     thread.join(timeout=20)
+
+
+@pytest.fixture
+def client(served: RunningServer) -> LangGraphClient:
+    return get_client(url=served.url)

@@ -5,9 +5,21 @@ from __future__ import annotations
 import asyncio
 import operator
 import time
+from dataclasses import dataclass
 from typing import Annotated, Any, TypedDict
 
-from threadline import END, START, StateGraph, get_stream_writer, interrupt
+from threadline import (
+    END,
+    START,
+    CompiledStateGraph,
+    Runtime,
+    StateGraph,
+    get_store,
+    get_stream_writer,
+    interrupt,
+)
+from threadline.graph import MessagesState
+from threadline.models import ScriptedChatModel
 
 
 class Ticket(TypedDict, total=False):
@@ -155,3 +167,96 @@ audited.add_node("ask", ask)
 audited.add_edge(START, "work")
 audited.add_conditional_edges("work", after_work, ["work", "ask", END])
 audited.add_edge("ask", END)
+
+
+# ---------------------------------------------------------------- a chat model's tokens
+def chatbot(state: MessagesState) -> dict[str, Any]:
+    heard = state["messages"][-1].content
+    model = ScriptedChatModel([f"you said {heard}"])
+    return {"messages": [model.invoke(state["messages"])]}
+
+
+chat = StateGraph(MessagesState)
+chat.add_node("chatbot", chatbot)
+chat.add_edge(START, "chatbot")
+chat.add_edge("chatbot", END)
+
+
+# ---------------------------------------------------------------- a subgraph
+class Outer(TypedDict, total=False):
+    topic: str
+    ask: bool
+    notes: Annotated[list[str], operator.add]
+
+
+def research(state: Outer) -> dict[str, Any]:
+    get_stream_writer()({"researching": state["topic"]})
+    if state.get("ask"):
+        interrupt({"check": state["topic"]})
+    return {"notes": [f"found {state['topic']}"]}
+
+
+def summarise(state: Outer) -> dict[str, Any]:
+    return {"notes": [f"summary of {len(state['notes'])}"]}
+
+
+def _inner() -> CompiledStateGraph:
+    """The subgraph (built here: every StateGraph at module level is served)."""
+    inner = StateGraph(Outer)
+    inner.add_node("research", research)
+    inner.add_node("summarise", summarise)
+    inner.add_edge(START, "research")
+    inner.add_edge("research", "summarise")
+    inner.add_edge("summarise", END)
+    return inner.compile()
+
+
+def plan(state: Outer) -> dict[str, Any]:
+    return {"notes": [f"plan {state['topic']}"]}
+
+
+nested = StateGraph(Outer)
+nested.add_node("plan", plan)
+nested.add_node("inner", _inner())
+nested.add_edge(START, "plan")
+nested.add_edge("plan", "inner")
+nested.add_edge("inner", END)
+
+
+# ---------------------------------------------------------------- a run's context
+@dataclass
+class Tone:
+    greeting: str = "hello"
+
+
+class Greeted(TypedDict, total=False):
+    name: str
+    text: str
+
+
+def greet(state: Greeted, runtime: Runtime[Tone]) -> dict[str, Any]:
+    tone = runtime.context or Tone()  # no context given: the defaults
+    return {"text": f"{tone.greeting} {state['name']}"}
+
+
+greeter = StateGraph(Greeted, context_schema=Tone)
+greeter.add_node("greet", greet)
+greeter.add_edge(START, "greet")
+greeter.add_edge("greet", END)
+
+
+# ---------------------------------------------------------------- the store
+class Memo(TypedDict, total=False):
+    who: str
+    text: str
+
+
+def remember(state: Memo) -> dict[str, Any]:
+    get_store().put(("memos", state["who"]), "last", {"text": state["text"]})
+    return {}
+
+
+memo = StateGraph(Memo)
+memo.add_node("remember", remember)
+memo.add_edge(START, "remember")
+memo.add_edge("remember", END)

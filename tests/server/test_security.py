@@ -155,3 +155,19 @@ def test_a_body_over_the_limit_is_refused_before_it_is_read(settings: ServerSett
     finally:
         running.stop()
         thread.join(timeout=20)
+
+
+async def test_bulk_endpoints_skip_another_keys_threads_and_runs(keyed: Any) -> None:
+    server, a, b, _ = keyed
+    world = await a_world(server.url, a)
+    bob = get_client(url=server.url, api_key=b)
+    assert await bob.threads.prune([world["tid"]]) == {"pruned_count": 0}
+    assert await bob.threads.prune([world["tid"]], strategy="keep_latest") == {"pruned_count": 0}
+    alice = get_client(url=server.url, api_key=a)
+    assert len(await alice.threads.get_history(world["tid"])) > 1
+    tid = (await alice.threads.create())["thread_id"]
+    slow = await alice.runs.create(tid, "counter", input={"n": 2, "delay": 0.5})
+    await bob.runs.cancel_many(run_ids=[slow["run_id"]])
+    await bob.runs.cancel_many(status="all")
+    assert (await alice.runs.join(tid, slow["run_id"]))["n"] == 3
+    assert (await alice.runs.get(tid, slow["run_id"]))["status"] == "success"

@@ -127,7 +127,11 @@ def _errors(app: FastAPI) -> None:
             {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
             for e in exc.errors()
         ]
-        return JSONResponse({"detail": problems}, 422)
+        # ``message`` names each field in one line: what langgraph-sdk's errors show
+        message = "; ".join(
+            f"{'.'.join(str(part) for part in p['loc'])}: {p['msg']}" for p in problems
+        )
+        return JSONResponse({"detail": problems, "message": message}, 422)
 
     @app.exception_handler(Exception)
     async def failed(request: Request, exc: Exception) -> JSONResponse:

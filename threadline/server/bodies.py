@@ -98,6 +98,11 @@ class ThreadSearch(Body):
         return value
 
 
+class ThreadPrune(Body):
+    thread_ids: list[str] = Field(max_length=1000)
+    strategy: Literal["delete", "keep_latest"] = "delete"
+
+
 class ThreadCount(Body):
     metadata: dict[str, Any] | None = None
     values: dict[str, Any] | None = None
@@ -198,12 +203,21 @@ class RunBatchItem(RunCreate):
     pass
 
 
+class RunsCancel(Body):
+    """``POST /runs/cancel``: the runs of a thread, runs by id, or every run in a status."""
+
+    thread_id: str | None = None
+    run_ids: list[str] | None = None
+    status: Literal["pending", "running", "all"] | None = None
+
+
 class StorePut(Body):
     namespace: list[str]
     key: str
     value: dict[str, Any]
     index: Literal[False] | list[str] | None = None
-    ttl: float | None = None
+    # minutes, as LangGraph Server's; at most about a hundred years
+    ttl: float | None = Field(None, gt=0, le=52_596_000)
 
 
 class StoreDelete(Body):
@@ -217,14 +231,7 @@ class StoreSearch(Body):
     limit: int = Field(10, ge=1, le=1000)
     offset: int = Field(0, ge=0, le=1_000_000_000)
     query: str | None = None
-    refresh_ttl: bool | None = None
-
-    @field_validator("refresh_ttl")
-    @classmethod
-    def _unsupported(cls, value: Any) -> Any:
-        if value is not None:
-            raise ValueError("a search does not refresh TTLs in threadline; get the item instead")
-        return value
+    refresh_ttl: bool | None = None  # the items found are read again with their TTL refreshed
 
 
 class StoreNamespaces(Body):

@@ -191,7 +191,7 @@ async def _settle(
         await _post_webhook(s, kwargs["webhook"], run_id)
     if row["stateless"] and kwargs.get("on_completion", "delete") == "delete":
         await s.saver.adelete_thread(thread_id)
-        await s.db.call(lambda tx: records.delete_thread(tx, row["owner"], thread_id))
+        await s.db.call(lambda tx: records.drop_stateless_thread(tx, thread_id))
     return status
 
 

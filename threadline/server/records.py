@@ -237,6 +237,12 @@ def delete_thread(tx: Tx, owner: str, thread_id: str) -> bool:
     return True
 
 
+def drop_stateless_thread(tx: Tx, thread_id: str) -> None:
+    """A stateless run's thread goes; its run and events stay for whoever waits or joins (the
+    route that waited deletes them once it has read the result)."""
+    tx.run("DELETE FROM tl_threads WHERE thread_id = ?", thread_id)
+
+
 def search_threads(tx: Tx, owner: str, q: Mapping[str, Any]) -> list[dict[str, Any]]:
     sql, params = "SELECT * FROM tl_threads WHERE owner = ?", [owner]
     if q.get("status"):
@@ -324,6 +330,17 @@ def active_runs(tx: Tx, thread_id: str) -> list[dict[str, Any]]:
     )
 
 
+def run_ids_in(tx: Tx, owner: str, statuses: Sequence[str]) -> list[str]:
+    """The ids of ``owner``'s runs in one of ``statuses``, oldest first."""
+    marks = ",".join("?" * len(statuses))
+    rows = tx.rows(
+        f"SELECT run_id FROM tl_runs WHERE owner = ? AND status IN ({marks}) ORDER BY created_at",
+        owner,
+        *statuses,
+    )
+    return [r["run_id"] for r in rows]
+
+
 def list_runs(
     tx: Tx, owner: str, thread_id: str, limit: int, offset: int, status: str | None
 ) -> list[dict[str, Any]]:
@@ -367,9 +384,11 @@ def cancel_action(tx: Tx, run_id: str) -> str | None:
     return None if row is None else row["cancel_action"]
 
 
-def delete_run(tx: Tx, owner: str, run_id: str) -> bool:
-    if tx.run("DELETE FROM tl_runs WHERE run_id = ? AND owner = ?", run_id, owner) == 0:
+def delete_run(tx: Tx, owner: str | None, run_id: str) -> bool:
+    """Delete a run of ``owner`` (any owner's with ``None``) and its stream."""
+    if get_run(tx, owner, run_id) is None:
         return False
+    tx.run("DELETE FROM tl_runs WHERE run_id = ?", run_id)
     tx.run("DELETE FROM tl_events WHERE run_id = ?", run_id)
     return True
 

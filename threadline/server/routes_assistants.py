@@ -57,7 +57,10 @@ async def create(body: AssistantCreate, state: State, owner: Owner) -> dict[str,
 @router.post("/search")
 async def search(body: AssistantSearch, state: State, owner: Owner) -> list[dict[str, Any]]:
     q = body.model_dump()
-    return await state.services.db.call(lambda tx: records.search_assistants(tx, owner, q))
+    found = await state.services.db.call(lambda tx: records.search_assistants(tx, owner, q))
+    if body.select:
+        found = [{k: a[k] for k in body.select if k in a} for a in found]
+    return found
 
 
 @router.post("/count")

@@ -7,19 +7,22 @@ import asyncio
 import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from threadline.server import records
-from threadline.server.bodies import RunCreate
+from threadline.server.bodies import RunCreate, RunsCancel
 from threadline.server.db import Tx
 from threadline.server.deps import Owner, ServerState, State, not_found
 from threadline.server.events import POLL_SECONDS, read_events, run_result
 from threadline.server.queue import iso_in
+from threadline.server.records import ACTIVE
 from threadline.server.routes_assistants import find_assistant
 from threadline.server.routes_threads import find_thread
+from threadline.server.runopts import STREAM_MODES, event_name
 
 router = APIRouter(tags=["runs"])
+DISCONNECT_POLL_SECONDS = 0.2  # how often a waiting /wait with on_disconnect=cancel looks
 
 
 async def start_run(
@@ -89,6 +92,7 @@ def stream_response(
     after: int = -1,
     on_disconnect: str = "continue",
     modes: list[str] | None = None,
+    forget: bool = False,
 ) -> StreamingResponse:
     """The run's events as server-sent events, from just after ``after``."""
     run_id, thread_id = run["run_id"], run["thread_id"]
@@ -104,6 +108,11 @@ def stream_response(
                     yield b": heartbeat\n\n"
                 elif modes is None or item[1].split("|")[0] in modes or item[1] == "error":
                     yield _sse(item[1], item[2], item[0])
+            # the stream has no ``end`` event: langgraph-sdk asks for the run's status when a
+            # stream closes, and reconnects while it still reads as running
+            await wait_for_end(state, run_id)
+            if forget:  # a stateless run, read to its end: nothing of it is kept
+                await _forget(state, run)
         except asyncio.CancelledError:
             if on_disconnect == "cancel":  # the client left: stop the run too
                 asyncio.get_running_loop().create_task(_cancel(state, [run_id], "interrupt"))
@@ -112,6 +121,15 @@ def stream_response(
     path = f"/threads/{thread_id}/runs/{run_id}"
     headers = {"Location": f"{path}/stream", "Content-Location": path, "Cache-Control": "no-store"}
     return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
+
+
+def _deletes_itself(run: dict[str, Any]) -> bool:
+    """A stateless run whose thread and records go once it has been read to its end."""
+    return bool(run["kwargs"].get("on_completion") == "delete")
+
+
+async def _forget(state: ServerState, run: dict[str, Any]) -> None:
+    await state.services.db.call(lambda tx: records.delete_run(tx, None, run["run_id"]))
 
 
 async def _cancel(state: ServerState, run_ids: list[str], action: str) -> None:
@@ -163,10 +181,28 @@ async def create_stream(
     return stream_response(state, run, on_disconnect=body.on_disconnect)
 
 
+async def wait_or_cancel(
+    state: ServerState, request: Request, run_id: str, on_disconnect: str
+) -> dict[str, Any]:
+    """``wait_for_end``; with ``on_disconnect="cancel"``, a client that leaves cancels the run."""
+    if on_disconnect != "cancel":
+        return await wait_for_end(state, run_id)
+    waiting = asyncio.ensure_future(wait_for_end(state, run_id))
+    while not waiting.done():
+        await asyncio.wait({waiting}, timeout=DISCONNECT_POLL_SECONDS)
+        if not waiting.done() and await request.is_disconnected():
+            await _cancel(state, [run_id], "interrupt")
+    return waiting.result()
+
+
 @router.post("/threads/{thread_id}/runs/wait")
-async def create_wait(thread_id: str, body: RunCreate, state: State, owner: Owner) -> Response:
+async def create_wait(
+    thread_id: str, body: RunCreate, state: State, owner: Owner, request: Request
+) -> Response:
     run = await start_run(state, owner, thread_id, body)
-    return _json(output(await wait_for_end(state, run["run_id"])), run)
+    return _json(
+        output(await wait_or_cancel(state, request, run["run_id"], body.on_disconnect)), run
+    )
 
 
 @router.get("/threads/{thread_id}/runs")
@@ -214,11 +250,16 @@ async def join_stream(
 ) -> StreamingResponse:
     run = await find_run(state, owner, thread_id, run_id)
     after = int(last_event_id) if last_event_id and last_event_id.lstrip("-").isdigit() else -1
+    # langgraph-sdk sends ``stream_mode=`` (empty) when it means every mode
+    wanted = [m for m in stream_mode or [] if m]
+    unknown = [m for m in wanted if m not in STREAM_MODES]
+    if unknown:
+        raise HTTPException(422, f"stream_mode: unknown modes {unknown}; use {list(STREAM_MODES)}")
     return stream_response(
         state,
         run,
         after=after,
-        modes=stream_mode,
+        modes=[event_name(m) for m in wanted] or None,
         on_disconnect="cancel" if cancel_on_disconnect else "continue",
     )
 
@@ -259,13 +300,18 @@ async def create_stateless(body: RunCreate, state: State, owner: Owner) -> dict[
 @router.post("/runs/stream")
 async def stream_stateless(body: RunCreate, state: State, owner: Owner) -> StreamingResponse:
     run = await start_run(state, owner, None, body)
-    return stream_response(state, run, on_disconnect=body.on_disconnect)
+    return stream_response(
+        state, run, on_disconnect=body.on_disconnect, forget=_deletes_itself(run)
+    )
 
 
 @router.post("/runs/wait")
-async def wait_stateless(body: RunCreate, state: State, owner: Owner) -> Response:
+async def wait_stateless(body: RunCreate, state: State, owner: Owner, request: Request) -> Response:
     run = await start_run(state, owner, None, body)
-    return _json(output(await wait_for_end(state, run["run_id"])), run)
+    result = output(await wait_or_cancel(state, request, run["run_id"], body.on_disconnect))
+    if _deletes_itself(run):
+        await _forget(state, run)
+    return _json(result, run)
 
 
 @router.post("/runs/batch")
@@ -275,22 +321,25 @@ async def batch(body: list[RunCreate], state: State, owner: Owner) -> list[dict[
 
 @router.post("/runs/cancel", status_code=202)
 async def cancel_many(
-    request: Request,
     state: State,
     owner: Owner,
+    body: Annotated[RunsCancel | None, Body()] = None,
     action: str = Query("interrupt", pattern="^(interrupt|rollback)$"),
 ) -> Response:
-    body = await request.json() if await request.body() else {}
-    ids: list[str] = list(body.get("run_ids") or [])
-    if body.get("thread_id"):
-        await find_thread(state, owner, body["thread_id"])
-        active = await state.services.db.call(lambda tx: records.active_runs(tx, body["thread_id"]))
-        ids += [r["run_id"] for r in active]
+    q = body or RunsCancel()
+    if q.thread_id:
+        await find_thread(state, owner, q.thread_id)
+    statuses = {"pending": ["pending"], "running": ["running"]}.get(q.status or "", list(ACTIVE))
 
-    def owned(tx: Tx) -> list[str]:
-        return [r for r in ids if records.get_run(tx, owner, r) is not None]
+    def chosen(tx: Tx) -> list[str]:
+        ids = list(q.run_ids or [])
+        if q.thread_id:
+            ids += [r["run_id"] for r in records.active_runs(tx, q.thread_id)]
+        if q.status:
+            ids += records.run_ids_in(tx, owner, statuses)
+        return [r for r in dict.fromkeys(ids) if records.get_run(tx, owner, r) is not None]
 
-    await _cancel(state, await state.services.db.call(owned), action)
+    await _cancel(state, await state.services.db.call(chosen), action)
     return Response(status_code=202)
 
 

@@ -48,8 +48,9 @@ def _store(state: State) -> Any:
 
 @router.put("/items", status_code=204)
 async def put_item(body: StorePut, state: State, owner: Owner) -> Response:
+    ttl = None if body.ttl is None else body.ttl * 60  # minutes on the wire, seconds in the store
     await _store(state).aput(
-        _inside(owner, body.namespace), body.key, body.value, index=body.index, ttl=body.ttl
+        _inside(owner, body.namespace), body.key, body.value, index=body.index, ttl=ttl
     )
     return Response(status_code=204)
 
@@ -80,6 +81,9 @@ async def search_items(body: StoreSearch, state: State, owner: Owner) -> dict[st
         limit=body.limit,
         offset=body.offset,
     )
+    if body.refresh_ttl:  # the store's search never refreshes; a read of each item does
+        for item in found:
+            await _store(state).aget(item.namespace, item.key, refresh_ttl=True)
     return {"items": [_item(owner, i) for i in found]}
 
 

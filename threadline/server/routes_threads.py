@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from typing import Any
 
@@ -16,6 +17,7 @@ from threadline.server.bodies import (
     ThreadCount,
     ThreadCreate,
     ThreadPatch,
+    ThreadPrune,
     ThreadSearch,
 )
 from threadline.server.db import Tx
@@ -125,6 +127,29 @@ async def delete(thread_id: str, state: State, owner: Owner) -> Response:
     await state.services.db.call(lambda tx: records.delete_thread(tx, owner, thread_id))
     await state.services.saver.adelete_thread(thread_id)
     return Response(status_code=204)
+
+
+@router.post("/prune")
+async def prune(body: ThreadPrune, state: State, owner: Owner) -> dict[str, int]:
+    """Delete threads, or (``keep_latest``) all but their newest checkpoints; how many."""
+
+    def owned(tx: Tx) -> list[str]:
+        found = [t for t in dict.fromkeys(body.thread_ids) if records.get_thread(tx, owner, t)]
+        busy = [t for t in found if records.active_runs(tx, t)]
+        if busy:
+            raise HTTPException(409, f"thread {busy[0]} has runs in progress; cancel them first")
+        return found
+
+    found = await state.services.db.call(owned)
+    for thread_id in found:
+        if body.strategy == "keep_latest":
+            await state.services.saver.aprune(thread_id, keep_last=1)
+        else:
+            await state.services.db.call(
+                functools.partial(records.delete_thread, owner=owner, thread_id=thread_id)
+            )
+            await state.services.saver.adelete_thread(thread_id)
+    return {"pruned_count": len(found)}
 
 
 @router.post("/{thread_id}/copy")

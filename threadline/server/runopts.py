@@ -23,6 +23,12 @@ STREAM_MODES = {
 _EVENT_NAMES = {"messages": "messages"}
 
 
+def event_name(client_mode: str) -> str:
+    """The SSE event name of a client's stream mode (``messages-tuple`` -> ``messages``)."""
+    mode = STREAM_MODES[client_mode]
+    return _EVENT_NAMES.get(mode, mode)
+
+
 @dataclass(frozen=True)
 class GraphCall:
     """``graph.astream(input, config, **options)`` for one run."""
