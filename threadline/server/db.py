@@ -117,6 +117,9 @@ class Database:
                 "use a sqlite:/// or postgresql:// db URL"
             )
         with self.tx() as tx:
+            if self.postgres:  # processes starting together would race on CREATE ... IF NOT EXISTS
+                tx.run("SELECT pg_advisory_xact_lock(hashtext('threadline server records'))")
+                tx.run(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
             for statement in filter(str.strip, SCHEMA.split(";")):
                 tx.run(statement)
 
@@ -174,7 +177,6 @@ def _postgres_pool(url: str, schema: str) -> Any:
         raise ConfigError("PostgreSQL needs psycopg: pip install 'threadline[postgres]'") from exc
 
     def configure(conn: Any) -> None:
-        conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
         conn.execute(f'SET search_path TO "{schema}"')
         conn.commit()
 
