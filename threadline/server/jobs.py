@@ -55,9 +55,12 @@ def apply_schema(settings: ServerSettings) -> None:
     import psycopg
 
     with psycopg.connect(settings.db, autocommit=False) as conn:
+        # the lock first: CREATE SCHEMA IF NOT EXISTS itself races between processes
+        conn.execute(
+            "SELECT pg_advisory_xact_lock(hashtext(%s))", (f"threadline:{settings.schema}",)
+        )
         conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{settings.schema}"')
         conn.execute(f'SET LOCAL search_path TO "{settings.schema}"')
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext('threadline:' || current_schema()))")
         found = conn.execute("SELECT to_regclass('procrastinate_jobs') IS NOT NULL").fetchone()
         if not (found and found[0]):
             conn.execute(SchemaManager.get_schema())
