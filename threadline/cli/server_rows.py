@@ -25,16 +25,14 @@ def sync_server_row(url: str, schema: str | None, bound: ThreadGraph, thread_id:
         return False
     from threadline.server import records
     from threadline.server.db import Database
-    from threadline.server.wire import interrupts_by_task, jsonable, thread_status
+    from threadline.server.wire import thread_summary
 
     snap = bound.graph.get_state({"configurable": {"thread_id": thread_id}})
 
     def refresh(tx: Tx) -> bool:
         if not records.thread_exists(tx, thread_id):
             return False
-        records.set_thread_state(
-            tx, thread_id, thread_status(snap), jsonable(snap.values), interrupts_by_task(snap)
-        )
+        records.set_thread_state(tx, thread_id, *thread_summary(snap))
         return True
 
     db = Database(url, schema=schema) if schema and is_postgres(url) else Database(url)

@@ -22,7 +22,7 @@ from threadline.server import queue, records
 from threadline.server.db import Database, Tx
 from threadline.server.events import RESULT_EVENT, EventBus, EventLog, last_seq
 from threadline.server.runopts import graph_call
-from threadline.server.wire import interrupts_by_task, jsonable, thread_status
+from threadline.server.wire import jsonable, thread_summary
 from threadline.store.base import BaseStore
 
 log = logging.getLogger("threadline.server")
@@ -201,12 +201,12 @@ async def _thread_summary(
     """Where the thread stands: from its newest checkpoint, so a run refused before it saved
     anything (a wrong answer) leaves a waiting thread waiting; a failed run on a thread that
     waits for nothing leaves it ``error``."""
-    snap = await graph.aget_state({"configurable": {"thread_id": thread_id}})
-    error = next((t.error for t in snap.tasks if t.error), None)
-    thread = thread_status(snap)
+    thread, values, interrupts, error = thread_summary(
+        await graph.aget_state({"configurable": {"thread_id": thread_id}})
+    )
     if status == "error" and thread == "idle":
         thread = "error"
-    return thread, jsonable(snap.values), interrupts_by_task(snap), error
+    return thread, values, interrupts, error
 
 
 async def _roll_back(

@@ -22,7 +22,7 @@ from threadline.server.bodies import (
 )
 from threadline.server.db import Tx
 from threadline.server.deps import Owner, ServerState, State, not_found
-from threadline.server.wire import interrupts_by_task, jsonable, state_out, thread_status
+from threadline.server.wire import state_out, thread_summary
 
 router = APIRouter(prefix="/threads", tags=["threads"])
 
@@ -236,13 +236,8 @@ async def update_state(
     checkpoint_id = body.checkpoint_id or (ref.checkpoint_id if ref else None)
     config = _config(thread_id, checkpoint_id, ref.checkpoint_ns if ref else "")
     new = await graph.aupdate_state(config, body.values, as_node=body.as_node)
-    snap = await graph.aget_state(_config(thread_id))
-    status = thread_status(snap)
-    await state.services.db.call(
-        lambda tx: records.set_thread_state(
-            tx, thread_id, status, jsonable(snap.values), interrupts_by_task(snap)
-        )
-    )
+    summary = thread_summary(await graph.aget_state(_config(thread_id)))
+    await state.services.db.call(lambda tx: records.set_thread_state(tx, thread_id, *summary))
     return {"checkpoint": new["configurable"]}
 
 

@@ -101,6 +101,13 @@ def thread_status(snap: StateSnapshot) -> str:
     return "interrupted" if snap.next or snap.interrupts else "idle"
 
 
+def thread_summary(snap: StateSnapshot) -> tuple[str, Any, dict[str, Any], str | None]:
+    """What a thread's record keeps of its newest checkpoint: status, values, pending
+    interrupts by task, and the first task error."""
+    error = next((t.error for t in snap.tasks if t.error), None)
+    return thread_status(snap), jsonable(snap.values), interrupts_by_task(snap), error
+
+
 def command_in(body: Mapping[str, Any]) -> Command[Any]:
     """A ``Command`` from its JSON: ``resume``, ``update``, ``goto`` (names or Send objects)."""
     unknown = set(body) - {"resume", "update", "goto"}
