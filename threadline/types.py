@@ -164,14 +164,31 @@ class RetryPolicy:
 
 
 class SnapshotTask(NamedTuple):
-    """A task of a checkpoint's next step, as ``get_state`` shows it."""
+    """A task of a checkpoint's next step, as ``get_state`` shows it.
+
+    Fields in LangGraph's ``PregelTask`` order, so tuples compare equal to LangGraph's;
+    ``path`` is ``("__pregel_pull", node)`` for a task an edge started, ``("__pregel_push",
+    i, False)`` for the i-th ``Send`` of the step.
+    """
 
     id: str
     name: str
+    path: tuple[Any, ...] = ()
     error: str | None = None
     interrupts: tuple[Interrupt, ...] = ()
     state: Any = None
     result: Any = None
+
+
+PregelTask = SnapshotTask  # LangGraph's name for it
+
+
+class StateUpdate(NamedTuple):
+    """One update of ``bulk_update_state``: ``values`` as if ``as_node`` wrote them."""
+
+    values: dict[str, Any] | Any | None
+    as_node: str | None = None
+    task_id: str | None = None
 
 
 class StateSnapshot(NamedTuple):

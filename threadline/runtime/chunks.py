@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from threadline.checkpoint.base import Checkpoint, TaskWrite, WriteKind
@@ -328,17 +328,25 @@ def task_triggers(spec: GraphSpec, task: Task) -> tuple[str, ...]:
     return tuple(sorted([f"branch:to:{task.name}", *joins]))
 
 
-def _task_infos(spec: GraphSpec, step: int, tasks: list[Task]) -> dict[str, TaskInfo]:
-    infos = {}
+def task_paths(tasks: Sequence[Task]) -> list[tuple[Any, ...]]:
+    """LangGraph's path of each task: ``(PULL, name)`` for an edge's, ``(PUSH, i, False)`` for
+    the i-th ``Send`` of the step; shown in ``tasks`` events and on ``get_state().tasks``."""
+    paths: list[tuple[Any, ...]] = []
     pushed = 0
     for task in tasks:
         if task.send:
-            path: tuple[Any, ...] = (PUSH, pushed, False)
+            paths.append((PUSH, pushed, False))
             pushed += 1
         else:
-            path = (PULL, task.name)
-        infos[task.id] = TaskInfo(step, task_triggers(spec, task), path)
-    return infos
+            paths.append((PULL, task.name))
+    return paths
+
+
+def _task_infos(spec: GraphSpec, step: int, tasks: list[Task]) -> dict[str, TaskInfo]:
+    return {
+        task.id: TaskInfo(step, task_triggers(spec, task), path)
+        for task, path in zip(tasks, task_paths(tasks), strict=True)
+    }
 
 
 def _error_text(value: Any) -> Any:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from threadline.checkpoint.base import (
@@ -21,6 +21,7 @@ from threadline.errors import InvalidUpdateError
 from threadline.graph.spec import GraphSpec
 from threadline.runtime import command_input
 from threadline.runtime.answers import pending_interrupts
+from threadline.runtime.chunks import task_paths
 from threadline.runtime.loop import STEP_TASK
 from threadline.runtime.planning import plan_next, tasks_of
 from threadline.runtime.routing import routes_after
@@ -45,7 +46,8 @@ def snapshot_of(spec: GraphSpec, record: CheckpointRecord, live: bool = False) -
     # of it is still to do, and shows why
     step_error = writes.get((STEP_TASK, "error"))
     tasks = []
-    for task in tasks_of(spec, cp, record.checkpoint_ns):
+    planned = tasks_of(spec, cp, record.checkpoint_ns)
+    for task, path in zip(planned, task_paths(planned), strict=True):
         result = writes.get((task.id, "result"))
         error = step_error or (writes.get((task.id, "error")) if not result else None)
         interrupts = writes.get((task.id, "interrupt"))
@@ -53,6 +55,7 @@ def snapshot_of(spec: GraphSpec, record: CheckpointRecord, live: bool = False) -
             SnapshotTask(
                 id=task.id,
                 name=task.name,
+                path=path,
                 error=_error_text(error) if error else None,
                 interrupts=tuple(interrupts.value) if interrupts and not result else (),
                 result=dict(result.value.updates) if result else None,
@@ -91,37 +94,44 @@ def updated_record(
     spec: GraphSpec,
     record: CheckpointRecord | None,
     thread_id: str,
-    values: Any,
-    as_node: str | None,
+    updates: Sequence[tuple[str | None, Any]],
     metadata: dict[str, Any],
 ) -> ChangedRecord:
-    """The ``update`` checkpoint that applies ``values`` as if ``as_node`` had written them."""
-    node = _writer(spec, record, as_node)
-    updates, gotos = normalize_output(spec.schema, node, values)
-    if record is None:
-        base_values, versions, barriers, step, parent = (
-            spec.schema.initial_values(),
-            {},
-            {},
-            -1,
-            None,
+    """The ``update`` checkpoint that applies each ``(as_node, values)`` of ``updates`` as if
+    that node had written them in one step (``bulk_update_state`` gives several, in order)."""
+    if not updates:
+        raise InvalidUpdateError("an update step needs at least one (as_node, values) update")
+    if len(updates) > 1 and any(as_node is None for as_node, _ in updates):
+        raise InvalidUpdateError(
+            "several updates in one step each need as_node=, to say which node wrote them"
         )
+    writes = []
+    for as_node, values in updates:
+        if isinstance(values, Command) and values.graph is not None:
+            raise InvalidUpdateError("update_state does not take Command(graph=...)")
+        node = _writer(spec, record, as_node)
+        writes.append((node, *normalize_output(spec.schema, node, values)))
+    if record is None:
+        base_values, versions, barriers = spec.schema.initial_values(), {}, {}
+        step, parent = -1, None
     else:
         cp = record.checkpoint
         base_values, versions, barriers = cp.values, cp.versions, cp.barriers
         step, parent = cp.step + 1, cp.id
-    if isinstance(values, Command) and values.graph is not None:
-        raise InvalidUpdateError("update_state does not take Command(graph=...)")
     cp_id = new_checkpoint_id()
     if record is None:
         versions = dict.fromkeys(base_values, cp_id)
     new_values, new_versions, changes = apply_writes(
-        spec.schema, base_values, versions, [(node, updates)], cp_id
+        spec.schema, base_values, versions, [(node, update) for node, update, _ in writes], cp_id
     )
-    # routed as if ``node`` had written, outside any run (START's routes ignore gotos)
-    routes = routes_after(spec, node, base_values, updates, gotos if node != START else (), None)
-    next_, barriers = plan_next(spec, barriers, [(node, routes)])
-    cp = _new_checkpoint(cp_id, parent, step, new_values, new_versions, next_, barriers, node)
+    # routed as if each node had written, outside any run (START's routes ignore gotos)
+    finished = [
+        (node, routes_after(spec, node, base_values, update, gotos if node != START else (), None))
+        for node, update, gotos in writes
+    ]
+    next_, barriers = plan_next(spec, barriers, finished)
+    nodes = tuple(dict.fromkeys(node for node, _, _ in writes if node != START))
+    cp = _new_checkpoint(cp_id, parent, step, new_values, new_versions, next_, barriers, nodes)
     meta = {**metadata, "source": "update", "step": step, "parents": {}}
     if record is None:
         changes = dict.fromkeys(new_values, SET)
@@ -154,7 +164,7 @@ def _new_checkpoint(
     versions: dict[str, str],
     next_: tuple[PlannedTask, ...],
     barriers: dict[str, tuple[str, ...]],
-    node: str,
+    nodes: tuple[str, ...],
 ) -> Checkpoint:
     return Checkpoint(
         id=cp_id,
@@ -165,7 +175,7 @@ def _new_checkpoint(
         next=next_,
         created_at=now_iso(),
         barriers=barriers,
-        updated_by=(node,) if node != START else (),
+        updated_by=nodes,
     )
 
 
