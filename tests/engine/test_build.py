@@ -9,7 +9,7 @@ from typing import Annotated, Literal, TypedDict
 import pytest
 
 from threadline import END, START, Command, StateGraph
-from threadline.errors import ConfigError, GraphValidationError
+from threadline.errors import GraphValidationError
 
 
 class State(TypedDict, total=False):
@@ -354,11 +354,20 @@ def test_draw_mermaid_shows_every_node_and_edge_with_conditional_edges_dotted():
     }
 
 
-def test_compile_debug_true_is_refused_not_ignored():
-    g = StateGraph(State)
-    g.add_node("a", lambda s: {})
+def test_compile_debug_true_prints_updates_and_values(capsys):
+    class N(TypedDict):
+        n: int
+
+    g = StateGraph(N)
+    g.add_node("a", lambda s: {"n": s["n"] + 1})
     g.add_edge(START, "a")
     g.add_edge("a", END)
-    with pytest.raises(ConfigError, match="stream_mode='debug'"):
-        g.compile(debug=True)
-    assert g.compile(debug=False) is not None
+    assert g.compile(debug=True).invoke({"n": 1}) == {"n": 2}
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [
+        "\x1b[1m[values]\x1b[0m {'n': 1}",
+        "\x1b[1m[updates]\x1b[0m {'a': {'n': 2}}",
+        "\x1b[1m[values]\x1b[0m {'n': 2}",
+    ]
+    assert g.compile(debug=False).invoke({"n": 1}) == {"n": 2}
+    assert capsys.readouterr().out == ""

@@ -18,6 +18,7 @@ from threadline.graph.configs import (
     recursion_limit,
     thread_id_of,
 )
+from threadline.graph.printing import aprinting, printed_modes, printing
 from threadline.graph.runnable import RunnableMethods
 from threadline.graph.schema import StateSchema
 from threadline.graph.spec import CallStyle, GraphSpec, NodeSpec
@@ -46,11 +47,10 @@ _OPTIONS = frozenset(
         "stream_mode",
         "subgraphs",
         "debug",
+        "print_mode",
         "context",
     ]
 )
-# LangGraph prints debug output for debug=True; we offer the same events as a stream mode.
-_DEBUG_TRUE = "debug=True is not supported; use stream_mode='debug' to receive debug events"
 DURABILITY = ("sync", "async", "exit")
 
 
@@ -72,6 +72,7 @@ class CompiledStateGraph(RunnableMethods, TraceReading, StateAccess):
         release_thread: ReleasePolicy | None = None,
         migrations: Migrations | None = None,
         trace: bool = True,
+        debug: bool = False,
     ):
         if checkpointer is not None and not isinstance(checkpointer, BaseSaver | bool):
             raise GraphValidationError(
@@ -100,6 +101,7 @@ class CompiledStateGraph(RunnableMethods, TraceReading, StateAccess):
         #: The state version and its upcasters (threadline/runtime/migrate.py)
         self.migrations = migrations
         self.trace = trace  # runs save an execution trace (``get_trace``)
+        self.debug = debug  # runs print their updates and values (threadline/graph/printing.py)
 
     # ------------------------------------------------------------------ running
     def invoke(
@@ -191,10 +193,13 @@ class CompiledStateGraph(RunnableMethods, TraceReading, StateAccess):
             raise AsyncNodeInSyncRunError(
                 f"{async_only!r} is async; run this graph with ainvoke() or astream()"
             )
-        loop = self._loop(config, modes, options, invoked)
+        printed = printed_modes(options, self.debug)
+        loop = self._loop(config, modes | printed, options, invoked)
         items = drive_sync(loop, input)
         if loop.s.nested and loop.s.sink is not None:
             return forwarded(items, loop.s.sink, loop.s.ns)
+        if printed and not loop.s.nested:
+            items = printing(items, printed, modes)
         if self.release_thread is not None and not loop.s.nested:
             return released(items, loop, self.release_thread)
         return items
@@ -207,10 +212,13 @@ class CompiledStateGraph(RunnableMethods, TraceReading, StateAccess):
         options: dict[str, Any],
         invoked: bool = False,
     ) -> AsyncGenerator[Emit | Done]:
-        loop = self._loop(config, modes, options, invoked)
+        printed = printed_modes(options, self.debug)
+        loop = self._loop(config, modes | printed, options, invoked)
         items = drive_async(loop, input)
         if loop.s.nested and loop.s.sink is not None:
             return aforwarded(items, loop.s.sink, loop.s.ns)
+        if printed and not loop.s.nested:
+            items = aprinting(items, printed, modes)
         if self.release_thread is not None and not loop.s.nested:
             return areleased(items, loop, self.release_thread)
         return items
@@ -227,8 +235,6 @@ class CompiledStateGraph(RunnableMethods, TraceReading, StateAccess):
         unknown = options.keys() - _OPTIONS if options else ()
         if unknown:
             raise TypeError(f"unexpected keyword argument {sorted(unknown)[0]!r}")
-        if options.get("debug"):
-            raise ConfigError(_DEBUG_TRUE)
         config = dict(self._bound(config) or {})
         parent = current_task()
         nested = parent is not None

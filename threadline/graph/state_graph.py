@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from threadline.constants import END, RESERVED_NAMES, START
-from threadline.errors import ConfigError, GraphValidationError
+from threadline.errors import GraphValidationError
 from threadline.graph.schema import StateSchema, read_schema
 from threadline.graph.spec import (
     Branch,
@@ -207,15 +207,10 @@ class StateGraph:
 
         ``release_thread`` says what becomes of a thread when a run reaches END: ``"delete"``
         removes it, ``"keep_last"`` keeps only its final checkpoint; ``None`` keeps it all.
-        ``trace=False``: runs save no execution trace (see ``get_trace``).
+        ``trace=False``: runs save no execution trace (see ``get_trace``). ``debug=True``: runs
+        print their ``updates`` and ``values`` chunks, as LangGraph's do.
         """
         from threadline.graph.compiled import CompiledStateGraph
-
-        if debug:
-            raise ConfigError(
-                "compile(debug=True) is not supported; use stream_mode='debug' to receive "
-                "debug events"
-            )
 
         spec = self._spec()
         if strict:
@@ -235,6 +230,7 @@ class StateGraph:
             release_thread=release_thread,
             migrations=Migrations.of(self.state_version, self.upcasters),
             trace=trace,
+            debug=debug,
         )
 
     def validate(self, interrupt: Sequence[str] | str | None = None) -> StateGraph:
