@@ -176,6 +176,15 @@ class GraphInterrupt(BaseException):
         self.interrupts = interrupts
 
 
+class GraphDrained(ThreadlineError):
+    """A run stopped between two steps because its ``RunControl`` asked it to drain (say, on
+    SIGTERM). The step before is saved: ``invoke(None, config)`` continues the thread."""
+
+    def __init__(self, reason: str = "shutdown"):
+        super().__init__(f"Graph drained: {reason}")
+        self.reason = reason
+
+
 class ParentCommand(BaseException):
     """Carries a ``Command(graph=Command.PARENT)`` out of a subgraph to its parent's node."""
 
@@ -295,7 +304,7 @@ class NodeTimeoutError(ThreadlineError):
         )
 
 
-__all__ += ["NodeTimeoutError", "NonDeterminismError"]
+__all__ += ["GraphDrained", "NodeTimeoutError", "NonDeterminismError"]
 
 
 class InvalidAnswerError(InvalidResumeError):

@@ -49,6 +49,7 @@ _OPTIONS = frozenset(
         "debug",
         "print_mode",
         "context",
+        "control",
     ]
 )
 DURABILITY = ("sync", "async", "exit")
@@ -282,6 +283,9 @@ class CompiledStateGraph(RunnableMethods, TraceReading, StateAccess):
         store = self.store if self.store is not None or parent is None else parent.store
         context = coerce_context(self.context_schema, options.get("context"))
         settings.context = context if context or parent is None else parent.env.context
+        settings.control = options.get("control") or (
+            parent.env.control if parent is not None else None
+        )
         settings.cache = self.cache
         settings.invoked = invoked
         if self.migrations is not None:

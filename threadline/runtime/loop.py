@@ -27,6 +27,7 @@ from threadline.clock import now_iso
 from threadline.constants import INTERRUPT_KEY, START
 from threadline.errors import (
     CheckpointNotFoundError,
+    GraphDrained,
     GraphInterrupt,
     GraphRecursionError,
     InvalidUpdateError,
@@ -233,6 +234,10 @@ class RunLoop:
                 before = self.s.interrupt_before
                 if before and not self.progress.writes and hits(before, runnable):
                     return (yield from self._breakpoint(runnable))
+                control = self.s.control
+                if control is not None and control.drain_requested and not self.s.nested:
+                    yield from self.progress.flush()  # the step before is saved, even on "exit"
+                    raise GraphDrained(control.drain_reason or "shutdown")
                 if out is not None:
                     yield from out.step_starts(cp.step + 1, cp.values, tasks, self.progress.writes)
                 outcomes = yield self.setup.execute(runnable, cp, self.progress.writes, self.stop)

@@ -32,6 +32,7 @@ from threadline.types import Command, Interrupt, RetryPolicy, Send
 if TYPE_CHECKING:
     from threadline.cache.base import BaseCache
     from threadline.checkpoint.base import BaseSaver
+    from threadline.runtime.runtime import RunControl
     from threadline.runtime.settings import RunSettings
     from threadline.store.base import BaseStore
 
@@ -111,6 +112,7 @@ class StepEnv:
     cache: BaseCache[Any] | None = None  # ``compile(cache=...)``
     calls: StepCalls | None = None  # the ``@task`` calls of the step's tasks
     trace: RunTrace | None = None  # where the run keeps its execution trace, if it keeps one
+    control: RunControl | None = None  # ``invoke(..., control=...)``: ``Runtime.control``
 
     @classmethod
     def of_run(
@@ -139,6 +141,7 @@ class StepEnv:
             context=s.context,
             cache=s.cache,
             trace=s.trace,
+            control=s.control,
         )
 
 
