@@ -300,7 +300,8 @@ class NodeTimeoutError(ThreadlineError):
         self.idle_timeout = idle_timeout
         self.timeout = run_timeout if kind == "run" else idle_timeout
         super().__init__(
-            f"{what} {node!r} exceeded its timeout of {self.timeout:.3f}s (elapsed: {elapsed:.3f}s)"
+            f"{what} {node!r} exceeded its {'idle ' if kind == 'idle' else ''}timeout of "
+            f"{self.timeout:.3f}s (elapsed: {elapsed:.3f}s)"
         )
 
 

@@ -16,7 +16,7 @@ from threadline.graph.spec import CallStyle, NodeSpec, is_async_callable
 from threadline.runtime.context import current_task
 from threadline.runtime.timeouts import seconds, within
 from threadline.store.base import BaseStore
-from threadline.types import RetryPolicy
+from threadline.types import RetryPolicy, TimeoutPolicy
 
 INJECTED = ("config", "previous", "runtime", "store", "writer")
 
@@ -39,7 +39,7 @@ class entrypoint:
         context_schema: type | None = None,
         cache_policy: Any = None,
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
-        timeout: float | timedelta | None = None,
+        timeout: float | timedelta | TimeoutPolicy | None = None,
         trace: bool = True,
     ) -> None:
         if cache is not None or cache_policy is not None:
@@ -108,7 +108,10 @@ def _injected(func: Callable[..., Any]) -> tuple[str, ...]:
 
 
 def _body(
-    func: Callable[..., Any], inject: tuple[str, ...], is_async: bool, timeout: float | None
+    func: Callable[..., Any],
+    inject: tuple[str, ...],
+    is_async: bool,
+    timeout: TimeoutPolicy | None,
 ) -> Callable[[Any], Any]:
     """The graph node: the function called with its input and what it declared, its return
     value split into what the caller gets and what the next run sees as ``previous``."""

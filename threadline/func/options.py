@@ -10,7 +10,7 @@ from typing import Any
 from threadline.graph.spec import CallStyle, NodeSpec, is_async_callable
 from threadline.runtime.task import retry_delay as node_retry_delay
 from threadline.runtime.timeouts import seconds
-from threadline.types import RetryPolicy
+from threadline.types import RetryPolicy, TimeoutPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,14 +22,14 @@ class TaskOptions:
     is_async: bool
     node: NodeSpec  # the task as the engine describes a runnable (its calls' ``task.node``)
     retry: tuple[RetryPolicy, ...] = ()
-    timeout: float | None = None
+    timeout: TimeoutPolicy | None = None
 
 
 def task_options(
     fn: Callable[..., Any],
     name: str | None,
     retry_policy: RetryPolicy | Sequence[RetryPolicy] | None,
-    timeout: float | timedelta | None,
+    timeout: float | timedelta | TimeoutPolicy | None,
 ) -> TaskOptions:
     if not callable(fn):
         raise TypeError(f"@task decorates a function, got {fn!r}")

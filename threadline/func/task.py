@@ -10,7 +10,7 @@ from typing import Any, Generic, TypeVar
 from threadline.errors import GraphValidationError
 from threadline.func.call import start_call
 from threadline.func.options import TaskOptions, task_options
-from threadline.types import RetryPolicy
+from threadline.types import RetryPolicy, TimeoutPolicy
 
 T = TypeVar("T")
 
@@ -38,7 +38,7 @@ def task(
     name: str | None = None,
     retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
     cache_policy: Any = None,
-    timeout: float | timedelta | None = None,
+    timeout: float | timedelta | TimeoutPolicy | None = None,
 ) -> Any:
     """Make a function a task: ``@task`` or ``@task(name=..., retry_policy=..., timeout=...)``.
 

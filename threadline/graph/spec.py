@@ -16,7 +16,7 @@ from threadline.constants import END, START
 from threadline.errors import GraphValidationError, InvalidUpdateError
 from threadline.graph.schema import StateSchema, is_schema_class
 from threadline.runtime.timeouts import seconds
-from threadline.types import CachePolicy, Command, RetryPolicy, Send
+from threadline.types import CachePolicy, Command, RetryPolicy, Send, TimeoutPolicy
 
 if TYPE_CHECKING:
     from threadline.graph.compiled import CompiledStateGraph
@@ -149,7 +149,7 @@ class NodeSpec:
     reader: StateSchema | None = None
     cache: NodeCache | None = None
     defer: bool = False
-    timeout: float | None = None
+    timeout: TimeoutPolicy | None = None
 
 
 def with_options(
@@ -157,7 +157,7 @@ def with_options(
     action: Any,
     cache_policy: CachePolicy[Any] | None,
     defer: bool,
-    timeout: float | timedelta | None = None,
+    timeout: float | timedelta | TimeoutPolicy | None = None,
 ) -> NodeSpec:
     """``node`` with its ``add_node`` options ``cache_policy``, ``defer`` and ``timeout``,
     checked."""

@@ -23,7 +23,7 @@ from threadline.graph.spec import (
 )
 from threadline.graph.validate import Finding, find_problems, raise_findings, validate_graph
 from threadline.runtime.migrate import Migrations, Upcaster, checked_version
-from threadline.types import CachePolicy, RetryPolicy
+from threadline.types import CachePolicy, RetryPolicy, TimeoutPolicy
 
 if TYPE_CHECKING:
     from threadline.cache.base import BaseCache
@@ -93,7 +93,7 @@ class StateGraph:
         input_schema: type | None = None,
         cache_policy: CachePolicy[Any] | None = None,
         defer: bool = False,
-        timeout: float | timedelta | None = None,
+        timeout: float | timedelta | TimeoutPolicy | None = None,
     ) -> StateGraph:
         """Add a node; ``add_node(fn)`` names it after the function.
 

@@ -28,6 +28,7 @@ from threadline.clock import now_iso
 from threadline.constants import INTERRUPT_KEY, START
 from threadline.graph.spec import GraphSpec
 from threadline.runtime.task import Outcome, Task
+from threadline.runtime.timeouts import progress
 from threadline.runtime.writes import Update, applied
 from threadline.types import Interrupt
 
@@ -62,7 +63,7 @@ def live_outlets(
     """Where a run's tasks send what streams while they run: what they give
     ``get_stream_writer()``, as ``custom`` chunks, and the chunks of their subgraphs (those a
     nested run forwards, or with ``stream(subgraphs=True)`` all of them) to ``put``."""
-    writer: Writer = _discard
+    writer: Writer = _progress_only
     if put is not None and "custom" in settings.stream_modes:
         writer = functools.partial(_custom, put)
     sink = put if put is not None and settings.subgraphs else settings.sink
@@ -70,7 +71,13 @@ def live_outlets(
 
 
 def _custom(put: Put, item: Any) -> None:
+    progress()
     put(Emit("custom", item))
+
+
+def _progress_only(_: Any) -> None:
+    """A write nobody streams still shows the task is alive (``TimeoutPolicy.idle_timeout``)."""
+    progress()
 
 
 def _discard(_: Any) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from threadline.runtime.context import current_task
+from threadline.runtime.timeouts import heartbeat
 from threadline.store.base import BaseStore
 
 if TYPE_CHECKING:
@@ -75,10 +76,6 @@ class RunControl:
         return self._drain_reason
 
 
-def _no_heartbeat() -> None:
-    """``Runtime.heartbeat``: threadline has no idle timeouts, so there is nothing to refresh."""
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Runtime(Generic[Context]):
     """The run-scoped things a node may use: ``context`` (the run's static dependencies, such
@@ -93,7 +90,7 @@ class Runtime(Generic[Context]):
     previous: Any = None
     execution_info: ExecutionInfo | None = None
     server_info: ServerInfo | None = None
-    heartbeat: Callable[[], None] = _no_heartbeat
+    heartbeat: Callable[[], None] = heartbeat  # refreshes the attempt's idle timeout
     control: RunControl | None = None
 
     def override(self, **changes: Any) -> Runtime[Context]:
@@ -111,7 +108,7 @@ class Runtime(Generic[Context]):
             previous=self.previous if other.previous is None else other.previous,
             execution_info=other.execution_info or self.execution_info,
             server_info=other.server_info or self.server_info,
-            heartbeat=other.heartbeat if other.heartbeat is not _no_heartbeat else self.heartbeat,
+            heartbeat=other.heartbeat if other.heartbeat is not heartbeat else self.heartbeat,
             control=other.control or self.control,
         )
 
