@@ -164,7 +164,7 @@ def _run_sync(task: Task, env: StepEnv) -> Outcome:
         trace.begin(ctx)
     try:
         output = _call_with_retry(node, node.sync_fn, task.node_input(env), ctx)
-        outcome = _routed(task, env, *_output_parts(task, env, output), ctx)
+        outcome = _routed(task, env, *_output_parts(task, env, output, ctx), ctx)
     except (Exception, GraphInterrupt) as exc:
         outcome = _stopped(task, exc)
     finally:
@@ -203,7 +203,7 @@ async def _run_async(task: Task, env: StepEnv) -> Outcome:
             output = await asyncio.get_running_loop().run_in_executor(None, thread_ctx.run, call)
         else:
             output = await _call_with_retry_async(node, node.async_fn, task.node_input(env), ctx)
-        parts = _output_parts(task, env, output)
+        parts = _output_parts(task, env, output, ctx)
         if task.name not in env.spec.branches:  # nothing to await: plain edges and gotos
             outcome = _routed(task, env, *parts, ctx)
         else:
@@ -358,7 +358,19 @@ def start_result(task: Task, env: StepEnv, updates: Update) -> TaskResult:
         leave_task(token)
 
 
-def _output_parts(task: Task, env: StepEnv, output: Any) -> tuple[Update, Gotos]:
+def _output_parts(task: Task, env: StepEnv, output: Any, ctx: TaskContext) -> tuple[Update, Gotos]:
+    """What the task writes and where it goes: what it pushed while running (``push_message``)
+    first, then what it returned."""
+    if not getattr(ctx, "pushed", None):
+        return _returned_parts(task, env, output)
+    pushed = tuple(
+        w for key, value in ctx.pushed for w in updates_of(env.spec.schema, task.name, {key: value})
+    )
+    updates, gotos = _returned_parts(task, env, output)
+    return pushed + updates, gotos
+
+
+def _returned_parts(task: Task, env: StepEnv, output: Any) -> tuple[Update, Gotos]:
     if type(output) is dict:  # the usual case, checked without the calls below
         return updates_of(env.spec.schema, task.name, output), ()
     if isinstance(output, Command) and output.graph is not None:
