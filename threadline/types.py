@@ -181,6 +181,16 @@ def _seconds(timeout: float | timedelta | None) -> float | None:
 
 
 @dataclass(frozen=True, slots=True)
+class TracePolicy:
+    """How a node's LangSmith trace records its input and output. threadline sends no
+    LangSmith traces, so it is accepted with nothing to shape (its own execution trace,
+    ``get_trace``, records no node inputs or outputs)."""
+
+    process_inputs: Callable[[Any], Any] | None = None
+    process_outputs: Callable[[Any], Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class RetryPolicy:
     """How a node retries after an exception: exponential backoff with optional jitter."""
 

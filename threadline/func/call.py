@@ -20,9 +20,10 @@ from typing import Any, Generic, TypeVar
 
 from threadline.checkpoint.base import TaskWrite
 from threadline.errors import NonDeterminismError
-from threadline.func.options import TaskOptions, retry_delay
+from threadline.func.options import TaskOptions
 from threadline.runtime.calls import TASK_WRITE, StepCalls, asettle_calls, call_id, settle_calls
 from threadline.runtime.context import TaskContext, current_task, enter_task, leave_task
+from threadline.runtime.retry import retry_delay
 from threadline.runtime.task import Task
 from threadline.runtime.timeouts import call_within, within
 from threadline.runtime.trace import note_retry

@@ -11,9 +11,9 @@ from threadline.checkpoint.base import BaseSaver
 from threadline.errors import GraphValidationError
 from threadline.func.final import PREVIOUS, final, state_update
 from threadline.func.graph import FunctionalGraph, entrypoint_spec
-from threadline.func.options import retry_policies
 from threadline.graph.spec import CallStyle, NodeSpec, is_async_callable
 from threadline.runtime.context import current_task
+from threadline.runtime.retry import retry_policies
 from threadline.runtime.timeouts import seconds, within
 from threadline.store.base import BaseStore
 from threadline.types import RetryPolicy, TimeoutPolicy
@@ -47,16 +47,10 @@ class entrypoint:
                 "entrypoint(cache=..., cache_policy=...) is not supported yet; "
                 "remove it (results of @task calls are saved by the checkpointer)"
             )
-        policies = retry_policies(retry_policy)
-        if len(policies) > 1:
-            raise GraphValidationError(
-                "entrypoint(retry_policy=...) takes one RetryPolicy; combine the exceptions "
-                "to retry into its retry_on"
-            )
         self.checkpointer = checkpointer
         self.store = store
         self.context_schema = context_schema
-        self.retry_policy = policies[0] if policies else None
+        self.retry_policy = retry_policies(retry_policy)
         self.timeout = seconds(timeout)
         self.trace = trace  # runs save an execution trace (``get_trace``)
 

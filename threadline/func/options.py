@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from threadline.graph.spec import CallStyle, NodeSpec, is_async_callable
-from threadline.runtime.task import retry_delay as node_retry_delay
+from threadline.runtime.retry import retry_policies
 from threadline.runtime.timeouts import seconds
 from threadline.types import RetryPolicy, TimeoutPolicy
 
@@ -41,21 +41,3 @@ def task_options(
         else NodeSpec(label, fn, None, CallStyle())
     )
     return TaskOptions(label, fn, is_async, node, retry_policies(retry_policy), seconds(timeout))
-
-
-def retry_policies(policy: RetryPolicy | Sequence[RetryPolicy] | None) -> tuple[RetryPolicy, ...]:
-    """One policy or several (the first whose ``retry_on`` matches an error decides)."""
-    if policy is None:
-        return ()
-    policies = (policy,) if isinstance(policy, RetryPolicy) else tuple(policy)
-    for p in policies:
-        if not isinstance(p, RetryPolicy):
-            raise TypeError(f"retry_policy must be a RetryPolicy or a list of them, got {p!r}")
-    return policies
-
-
-def retry_delay(policies: tuple[RetryPolicy, ...], attempt: int, exc: Exception) -> float | None:
-    """Seconds before the next attempt, or ``None`` to give up: the first policy that retries
-    ``exc`` decides, with its own ``max_attempts`` and backoff."""
-    policy = next((p for p in policies if p.should_retry(exc)), None)
-    return node_retry_delay(policy, attempt, exc)

@@ -12,6 +12,7 @@ from threadline.errors import (
     AsyncNodeInSyncRunError,
     ConfigError,
     GraphValidationError,
+    NotSupportedError,
 )
 from threadline.graph.configs import (
     checkpoint_metadata,
@@ -354,7 +355,7 @@ class CompiledStateGraph(RunnableMethods, TraceReading, StateAccess):
     def as_node(
         self,
         name: str,
-        retry: RetryPolicy | None,
+        retry: tuple[RetryPolicy, ...],
         destinations: Sequence[str] | None,
         parent: StateSchema,
     ) -> NodeSpec:
@@ -370,8 +371,14 @@ class CompiledStateGraph(RunnableMethods, TraceReading, StateAccess):
         declared = tuple(destinations) if destinations is not None else None
         return NodeSpec(name, sync_fn, async_fn, CallStyle(), retry, declared, subgraph=self)
 
-    def get_graph(self) -> Any:
-        """A drawable view of the graph (``.draw_mermaid()``)."""
+    def get_graph(
+        self, config: Mapping[str, Any] | None = None, *, xray: int | bool = False
+    ) -> Any:
+        """A drawable view of the graph (``.draw_mermaid()``). ``config`` changes nothing in
+        it; ``xray`` (drawing the subgraphs' own nodes) is not supported for graphs that have
+        subgraphs, and changes nothing in those that have none, as in LangGraph."""
         from threadline.graph.drawing import DrawableGraph
 
+        if xray and any(node.subgraph is not None for node in self.spec.nodes.values()):
+            raise NotSupportedError("get_graph(xray=...) does not draw subgraphs' nodes yet")
         return DrawableGraph.of(self.spec)

@@ -142,7 +142,7 @@ class NodeSpec:
     sync_fn: Callable[..., Any] | None
     async_fn: Callable[..., Any] | None
     style: CallStyle
-    retry: RetryPolicy | None = None
+    retry: tuple[RetryPolicy, ...] = ()  # the first policy that accepts an error decides
     destinations: tuple[str, ...] | None = None
     subgraph: CompiledStateGraph | None = None
     # The node's own input schema, when it reads other keys than the graph's state schema
@@ -150,6 +150,8 @@ class NodeSpec:
     cache: NodeCache | None = None
     defer: bool = False
     timeout: TimeoutPolicy | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)  # add_node(metadata=...)
+    labels: dict[str, str] = field(default_factory=dict)  # edge labels of ``destinations``
 
 
 def with_options(
@@ -183,7 +185,7 @@ def with_options(
 def node_from_callable(
     name: str,
     fn: Callable[..., Any],
-    retry: RetryPolicy | None,
+    retry: tuple[RetryPolicy, ...],
     destinations: Sequence[str] | None,
 ) -> NodeSpec:
     declared = tuple(destinations) if destinations is not None else _command_targets(fn)

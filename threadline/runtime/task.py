@@ -10,7 +10,6 @@ import asyncio
 import contextvars
 import dataclasses
 import functools
-import random
 import time
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
@@ -23,11 +22,12 @@ from threadline.graph.spec import GraphSpec, NodeCache, NodeSpec
 from threadline.runtime.cached import aremember, entry_key, remember
 from threadline.runtime.calls import StepCalls, asettle_calls, settle_calls
 from threadline.runtime.context import SpareAnswer, TaskContext, enter_task, leave_task
+from threadline.runtime.retry import retry_delay
 from threadline.runtime.routing import branch_state, call_branch, drop_end, routes_after
 from threadline.runtime.timeouts import call_within, within
 from threadline.runtime.trace import RunTrace, note_retry
 from threadline.runtime.writes import Update, normalize_output, updates_of
-from threadline.types import Command, Interrupt, RetryPolicy, Send
+from threadline.types import Command, Interrupt, Send
 
 if TYPE_CHECKING:
     from threadline.cache.base import BaseCache
@@ -281,7 +281,7 @@ class _ParentBound(Exception):
 
 
 def _call_with_retry(node: NodeSpec, fn: Callable[..., Any], arg: Any, ctx: TaskContext) -> Any:
-    if node.retry is not None:
+    if node.retry:
         ctx.first_attempt_time = time.time()
     attempt = 0
     while True:
@@ -304,7 +304,7 @@ def _call_with_retry(node: NodeSpec, fn: Callable[..., Any], arg: Any, ctx: Task
 async def _call_with_retry_async(
     node: NodeSpec, fn: Callable[..., Any], arg: Any, ctx: TaskContext
 ) -> Any:
-    if node.retry is not None:
+    if node.retry:
         ctx.first_attempt_time = time.time()
     attempt = 0
     while True:
@@ -331,18 +331,6 @@ def _call(node: NodeSpec, fn: Callable[..., Any], arg: Any, ctx: TaskContext) ->
         return fn(arg) if node.style.plain else fn(arg, **node.style.kwargs(ctx))
     except ParentCommand as pc:
         return pc.command
-
-
-def retry_delay(policy: RetryPolicy | None, attempt: int, exc: Exception) -> float | None:
-    """Seconds to wait before the next attempt, or ``None`` to give up."""
-    if policy is None or attempt >= policy.max_attempts or not policy.should_retry(exc):
-        return None
-    delay = min(
-        policy.max_interval, policy.initial_interval * policy.backoff_factor ** (attempt - 1)
-    )
-    if policy.jitter:
-        delay += random.uniform(0, 1)
-    return delay
 
 
 def start_result(task: Task, env: StepEnv, updates: Update) -> TaskResult:
