@@ -11,7 +11,7 @@ from threadline.checkpoint.base import BaseSaver
 from threadline.errors import GraphValidationError
 from threadline.func.final import PREVIOUS, final, state_update
 from threadline.func.graph import FunctionalGraph, entrypoint_spec
-from threadline.graph.spec import CallStyle, NodeSpec, is_async_callable
+from threadline.graph.spec import CallStyle, NodeSpec, is_async_callable, with_options
 from threadline.runtime.context import current_task
 from threadline.runtime.retry import retry_policies
 from threadline.runtime.timeouts import seconds, within
@@ -42,11 +42,8 @@ class entrypoint:
         timeout: float | timedelta | TimeoutPolicy | None = None,
         trace: bool = True,
     ) -> None:
-        if cache is not None or cache_policy is not None:
-            raise GraphValidationError(
-                "entrypoint(cache=..., cache_policy=...) is not supported yet; "
-                "remove it (results of @task calls are saved by the checkpointer)"
-            )
+        self.cache = cache  # where @task(cache_policy=...) calls keep their results
+        self.cache_policy = cache_policy  # the entrypoint's own result, cached by its input
         self.checkpointer = checkpointer
         self.store = store
         self.context_schema = context_schema
@@ -73,8 +70,10 @@ class entrypoint:
             if is_async
             else NodeSpec(name, body, None, CallStyle(), self.retry_policy)
         )
+        node = with_options(node, func, self.cache_policy, False)
         return FunctionalGraph(
             entrypoint_spec(node, self.context_schema),
+            cache=self.cache,
             checkpointer=self.checkpointer,
             store=self.store,
             interrupt_before=frozenset(),

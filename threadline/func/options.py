@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from threadline.graph.spec import CallStyle, NodeSpec, is_async_callable
+from threadline.cache.keys import node_namespace
+from threadline.graph.spec import CallStyle, NodeCache, NodeSpec, is_async_callable
 from threadline.runtime.retry import retry_policies
 from threadline.runtime.timeouts import seconds
-from threadline.types import RetryPolicy, TimeoutPolicy
+from threadline.types import CachePolicy, RetryPolicy, TimeoutPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +24,7 @@ class TaskOptions:
     node: NodeSpec  # the task as the engine describes a runnable (its calls' ``task.node``)
     retry: tuple[RetryPolicy, ...] = ()
     timeout: TimeoutPolicy | None = None
+    cache: NodeCache | None = None  # @task(cache_policy=...): where results are cached
 
 
 def task_options(
@@ -30,6 +32,7 @@ def task_options(
     name: str | None,
     retry_policy: RetryPolicy | Sequence[RetryPolicy] | None,
     timeout: float | timedelta | TimeoutPolicy | None,
+    cache_policy: CachePolicy[Any] | None = None,
 ) -> TaskOptions:
     if not callable(fn):
         raise TypeError(f"@task decorates a function, got {fn!r}")
@@ -40,4 +43,7 @@ def task_options(
         if is_async
         else NodeSpec(label, fn, None, CallStyle())
     )
-    return TaskOptions(label, fn, is_async, node, retry_policies(retry_policy), seconds(timeout))
+    cache = NodeCache(cache_policy, node_namespace(label, fn)) if cache_policy is not None else None
+    return TaskOptions(
+        label, fn, is_async, node, retry_policies(retry_policy), seconds(timeout), cache
+    )
