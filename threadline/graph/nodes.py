@@ -16,14 +16,20 @@ from threadline.types import CachePolicy, RetryPolicy, TimeoutPolicy
 
 
 def is_runnable(action: Any) -> bool:
-    """A LangChain-style runnable (``invoke``/``ainvoke``, such as a ``RunnableSequence`` or a
-    ``StructuredTool``): LangGraph runs it as a node with the state and the config."""
-    return (
-        not inspect.isroutine(action)
-        and not hasattr(action, "spec")  # a compiled graph is a subgraph, not a runnable
-        and callable(getattr(action, "invoke", None))
-        and callable(getattr(action, "ainvoke", None))
+    """A LangChain runnable (a ``RunnableSequence``, a ``StructuredTool``...), or an object
+    that cannot be called but has ``invoke``/``ainvoke``: LangGraph runs it as a node with the
+    state and the config. Other callables (threadline's ``ToolNode`` too) are called."""
+    if inspect.isroutine(action) or hasattr(action, "spec"):  # a compiled graph: a subgraph
+        return False
+    if any(
+        c.__name__ == "Runnable" and c.__module__.startswith("langchain_core.")
+        for c in type(action).__mro__
+    ):
+        return True
+    has_methods = callable(getattr(action, "invoke", None)) and callable(
+        getattr(action, "ainvoke", None)
     )
+    return has_methods and not callable(action)
 
 
 def runnable_node(

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from threadline.cache.keys import node_namespace
 from threadline.constants import END, START
 from threadline.errors import GraphValidationError, InvalidUpdateError
-from threadline.graph.schema import StateSchema, is_schema_class
+from threadline.graph.schema import ROOT, StateSchema, is_schema_class
 from threadline.runtime.timeouts import seconds
 from threadline.types import CachePolicy, Command, RetryPolicy, Send, TimeoutPolicy
 
@@ -321,23 +321,30 @@ class GraphSpec:
     # The runtime context's schema (StateGraph(context_schema=...)); None when not given
     context_schema: type | None = None
 
-    def output_values(self, values: Mapping[str, Any]) -> dict[str, Any]:
+    def output_values(self, values: Mapping[str, Any]) -> Any:
         """What ``invoke`` returns: the output schema's keys in its order (the state schema's
         by default). As in LangGraph, keys never written are absent."""
+        if self.schema.kind == "root":
+            return values.get(ROOT)
         keys = self.schema.channels if self.output_keys is None else self.output_keys
         return {key: values[key] for key in keys if key in values}
 
-    def state_values(self, values: Mapping[str, Any]) -> dict[str, Any]:
+    def state_values(self, values: Mapping[str, Any]) -> Any:
         """Every channel's value in schema order: ``get_state().values`` and the ``values``
         stream mode, which LangGraph does not narrow to the output schema."""
+        if self.schema.kind == "root":
+            return values.get(ROOT)
         return {key: values[key] for key in self.schema.channels if key in values}
 
-    def input_updates(self, value: Any) -> dict[str, Any]:
-        """An ``invoke`` input as updates: with an input schema, only its keys are taken.
+    def input_updates(self, value: Any) -> Any:
+        """An ``invoke`` input as updates: with an input schema, only its keys are taken; a
+        state that is one value takes the input as it is.
 
         Keys of the state that the input schema lacks are dropped, as LangGraph drops them;
         keys of no schema at all are left in, for the caller's check to refuse.
         """
+        if self.schema.kind == "root":
+            return value
         if self.input_schema is None:
             return self.schema.input_values(value)
         updates = self.input_schema.input_values(value)

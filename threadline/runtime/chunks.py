@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from threadline.checkpoint.base import Checkpoint, TaskWrite, WriteKind
 from threadline.clock import now_iso
 from threadline.constants import INTERRUPT_KEY, START
+from threadline.graph.schema import ROOT
 from threadline.graph.spec import GraphSpec
 from threadline.runtime.task import Outcome, Task
 from threadline.runtime.timeouts import progress
@@ -278,11 +279,14 @@ class Chunks:
     def _update(self, updates: Update) -> dict[str, Any] | None:
         """A task's ``updates`` chunk: what it wrote (of the keys shown), ``None`` if nothing."""
         shown = self.shown
+        if self.spec.schema.kind == "root":  # the state is one value: the update is that value
+            return dict(updates).get(ROOT)
         if shown is None:
             return dict(updates) or None
         return {k: v for k, v in updates if k in shown} or None
 
-    def _state(self, values: Mapping[str, Any]) -> dict[str, Any]:
+    def _state(self, values: Mapping[str, Any]) -> Any:
+        """The state a ``values`` chunk shows: a dict of keys, or a one-value state's value."""
         if self.shown is None:
             return self.spec.state_values(values)
         return self.spec.output_values(values)

@@ -88,7 +88,7 @@ class RunLoop:
         self.out = Chunks.of_run(spec, settings, saver is not None)
 
     # ----------------------------------------------------------------- entry
-    def run(self, input: Any, put: Put | None = None) -> Generator[Effect, Any, dict[str, Any]]:
+    def run(self, input: Any, put: Put | None = None) -> Generator[Effect, Any, Any]:
         """The run's effects; ``put`` takes the chunks made while tasks run, when any stream."""
         self.setup.put = put
         record = (yield Load(self.s.checkpoint_id)) if self.saver is not None else None
@@ -206,7 +206,7 @@ class RunLoop:
             self._record_answers(answers, pending)
 
     # ----------------------------------------------------------------- steps
-    def _steps(self) -> Generator[Effect, Any, dict[str, Any]]:
+    def _steps(self) -> Generator[Effect, Any, Any]:
         while True:
             cp = self.progress.cp()
             tasks = tasks_of(self.spec, cp, self.s.ns, self._task_id)
@@ -272,7 +272,7 @@ class RunLoop:
         self._keep(finished)
         yield from self.progress.flush()
 
-    def _stop(self, outcomes: list[Outcome]) -> Generator[Effect, Any, dict[str, Any]]:
+    def _stop(self, outcomes: list[Outcome]) -> Generator[Effect, Any, Any]:
         """A task failed, was interrupted or routed to the parent: save the step's writes, stop."""
         yield from self.progress.flush()
         parent = next((o.parent_command for o in outcomes if o.parent_command is not None), None)
@@ -328,7 +328,7 @@ class RunLoop:
         if self.out is not None:
             yield from self.out.step_applied(new.values, [u for _, u in updates])
 
-    def _breakpoint(self, runnable: list[Task]) -> Generator[Effect, Any, dict[str, Any]]:
+    def _breakpoint(self, runnable: list[Task]) -> Generator[Effect, Any, Any]:
         names = tuple(dict.fromkeys(t.name for t in runnable))
         self.progress.add_writes([TaskWrite(BREAKPOINT_TASK, BREAKPOINT_TASK, "breakpoint", names)])
         yield from self.progress.flush()
@@ -386,10 +386,11 @@ class RunLoop:
     def _next_names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.progress.cp().next)
 
-    def _output(self, interrupts: tuple[Interrupt, ...] = (), done: Any = ()) -> dict[str, Any]:
-        """What the run returns; ``done``: what a stopped step's finished tasks wrote."""
+    def _output(self, interrupts: tuple[Interrupt, ...] = (), done: Any = ()) -> Any:
+        """What the run returns; ``done``: what a stopped step's finished tasks wrote. A state
+        that is one value is returned as it is (with no room for interrupts, as in LangGraph)."""
         values = self.spec.output_values(applied(self.spec.schema, self.progress.cp().values, done))
-        if interrupts:
+        if interrupts and isinstance(values, dict):
             values[INTERRUPT_KEY] = list(interrupts)
         return values
 
