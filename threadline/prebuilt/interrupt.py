@@ -40,7 +40,7 @@ class HumanResponse(TypedDict):
     ``edit`` (an ``ActionRequest`` with the edited arguments)."""
 
     type: Literal["accept", "ignore", "response", "edit"]
-    args: None | str | ActionRequest
+    args: str | ActionRequest | None
 
 
 __all__ = ["ActionRequest", "HumanInterrupt", "HumanInterruptConfig", "HumanResponse"]
