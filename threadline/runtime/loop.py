@@ -136,6 +136,13 @@ class RunLoop:
 
         Either way the step it starts with does not stop at ``interrupt_before`` again.
         """
+        if record is None and self.saver is None:
+            asked = (self.s.config.get("configurable") or {}).get("thread_id")
+            raise NothingToResumeError(
+                f"invoke(None) continues a saved thread{f' ({asked!r})' if asked else ''}, but "
+                "this graph has no checkpointer: compile(checkpointer=...) to keep threads, or "
+                "pass an input"
+            )
         if record is None:
             raise NothingToResumeError(
                 f"thread {self.s.thread_id!r} has no checkpoint to continue; pass an input"
