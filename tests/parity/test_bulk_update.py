@@ -7,7 +7,7 @@ from typing import Annotated, TypedDict
 
 import pytest
 
-from threadline import START, Send, StateGraph
+from threadline import END, START, Send, StateGraph, interrupt
 from threadline.checkpoint.memory import InMemorySaver
 from threadline.errors import InvalidUpdateError
 from threadline.types import PregelTask, StateUpdate
@@ -91,3 +91,29 @@ def test_snapshot_tasks_carry_langgraph_paths():
     first = graph.get_state_history(config, limit=3)
     paths = {t.path for s in first for t in s.tasks}
     assert ("__pregel_pull", "fan") in paths
+
+
+def test_as_node_end_finishes_a_thread_and_copy_forks_it(saver):
+    def ask(state: State) -> dict:
+        return {"items": [interrupt("approve?")]}
+
+    g = StateGraph(State)
+    g.add_node("ask", ask)
+    g.add_node("after", lambda s: {"items": ["after"]})
+    g.add_edge(START, "ask")
+    g.add_edge("ask", "after")
+    graph = g.compile(checkpointer=saver)
+    config = {"configurable": {"thread_id": "t"}}
+    graph.invoke({"items": []}, config)
+    assert graph.get_state(config).interrupts
+    graph.update_state(config, None, as_node=END)  # Agent Inbox's "mark resolved"
+    done = graph.get_state(config)
+    assert (done.values, done.next, done.interrupts) == ({"items": []}, (), ())
+    assert done.metadata is not None and done.metadata["source"] == "update"
+    assert graph.invoke(None, config) == {"items": []}  # nothing left to run
+    graph.update_state(config, None, as_node="__copy__")
+    copy = graph.get_state(config)
+    assert copy.metadata is not None and copy.metadata["source"] == "fork"
+    assert copy.parent_config == done.config and copy.values == done.values
+    with pytest.raises(InvalidUpdateError, match="pass None"):
+        graph.update_state(config, {"items": ["x"]}, as_node=END)

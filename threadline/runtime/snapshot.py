@@ -16,7 +16,7 @@ from threadline.checkpoint.changes import SET, ChangedRecord
 from threadline.checkpoint.ids import new_checkpoint_id
 from threadline.checkpoint.langgraph_api import checkpoint_config
 from threadline.clock import now_iso
-from threadline.constants import START
+from threadline.constants import END, START
 from threadline.errors import InvalidUpdateError
 from threadline.graph.spec import GraphSpec
 from threadline.runtime import command_input
@@ -28,6 +28,8 @@ from threadline.runtime.routing import routes_after
 from threadline.runtime.task_ids import task_id
 from threadline.runtime.writes import applied, apply_writes, finished_updates, normalize_output
 from threadline.types import Command, SnapshotTask, StateSnapshot
+
+COPY = "__copy__"  # update_state's as_node for a fork that copies the checkpoint
 
 
 def snapshot_of(spec: GraphSpec, record: CheckpointRecord, live: bool = False) -> StateSnapshot:
@@ -101,6 +103,8 @@ def updated_record(
     that node had written them in one step (``bulk_update_state`` gives several, in order)."""
     if not updates:
         raise InvalidUpdateError("an update step needs at least one (as_node, values) update")
+    if any(as_node in (END, COPY) for as_node, _ in updates):
+        return _ended_or_copied(record, thread_id, updates, metadata)
     if len(updates) > 1 and any(as_node is None for as_node, _ in updates):
         raise InvalidUpdateError(
             "several updates in one step each need as_node=, to say which node wrote them"
@@ -136,6 +140,40 @@ def updated_record(
     if record is None:
         changes = dict.fromkeys(new_values, SET)
     return ChangedRecord(thread_id, "", cp, meta, (), changes)
+
+
+def _ended_or_copied(
+    record: CheckpointRecord | None,
+    thread_id: str,
+    updates: Sequence[tuple[str | None, Any]],
+    metadata: dict[str, Any],
+) -> ChangedRecord:
+    """``as_node=END`` (values ``None``): a checkpoint with nothing left to run, so the thread
+    is finished and its interrupts are dropped (Agent Inbox's "mark resolved"). ``as_node=
+    "__copy__"``: a ``fork`` checkpoint copying the one addressed. Both keep the values."""
+    as_node, values = updates[0]
+    what = "ends the thread" if as_node == END else "copies the checkpoint"
+    if len(updates) > 1:
+        raise InvalidUpdateError(f"as_node={as_node!r} {what}: it must be its step's only update")
+    if values is not None:
+        raise InvalidUpdateError(f"as_node={as_node!r} {what} and takes no values: pass None")
+    if record is None:
+        raise InvalidUpdateError(f"as_node={as_node!r} {what}, but the thread has no checkpoint")
+    cp = record.checkpoint
+    copy = as_node == COPY
+    new = Checkpoint(
+        id=new_checkpoint_id(),
+        parent_id=cp.id,
+        step=cp.step + 1,
+        values=cp.values,
+        versions=cp.versions,
+        next=cp.next if copy else (),
+        created_at=now_iso(),
+        barriers=cp.barriers if copy else {},
+        updated_by=cp.updated_by if copy else (),
+    )
+    meta = {**metadata, "source": "fork" if copy else "update", "step": new.step, "parents": {}}
+    return ChangedRecord(thread_id, "", new, meta, (), {})
 
 
 def _writer(spec: GraphSpec, record: CheckpointRecord | None, as_node: str | None) -> str:
