@@ -5,6 +5,7 @@ Messages name the culprit (node, key, thread, checkpoint) and say what to do abo
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -185,6 +186,16 @@ class GraphDrained(ThreadlineError):
         self.reason = reason
 
 
+@dataclass(frozen=True, slots=True)
+class NodeError:
+    """What a node's error handler (``add_node(..., error_handler=...)``) is told: the node
+    that failed and its exception. The handler takes it by a parameter annotated
+    ``NodeError`` (or named ``error``)."""
+
+    node: str
+    error: BaseException
+
+
 class ParentCommand(BaseException):
     """Carries a ``Command(graph=Command.PARENT)`` out of a subgraph to its parent's node."""
 
@@ -305,7 +316,7 @@ class NodeTimeoutError(ThreadlineError):
         )
 
 
-__all__ += ["GraphDrained", "NodeTimeoutError", "NonDeterminismError"]
+__all__ += ["GraphDrained", "NodeError", "NodeTimeoutError", "NonDeterminismError"]
 
 
 class InvalidAnswerError(InvalidResumeError):

@@ -11,8 +11,8 @@ from langchain_core.runnables import RunnableLambda
 from langchain_core.runnables.graph import NodeStyles
 from langchain_core.tools import StructuredTool
 
-from threadline import START, RetryPolicy, StateGraph
-from threadline.errors import NotSupportedError
+from threadline import START, Command, RetryPolicy, StateGraph
+from threadline.errors import NodeError, NotSupportedError
 from threadline.types import TimeoutPolicy, TracePolicy
 
 
@@ -95,12 +95,70 @@ def test_set_node_defaults_apply_to_nodes_without_their_own():
     assert compiled.spec.nodes["a"].timeout == TimeoutPolicy(run_timeout=5)
 
 
-def test_error_handler_is_refused_not_ignored():
+def bad(state: State) -> dict:
+    raise ValueError("boom")
+
+
+def handler(state: State, error: NodeError) -> dict:
+    return {"log": [f"handled {error.node}: {error.error!r}"]}
+
+
+def test_an_error_handler_takes_the_failed_tasks_place(saver):
     g = StateGraph(State)
-    with pytest.raises(NotSupportedError, match="error_handler"):
-        g.add_node("a", lambda s: {}, error_handler=lambda s: {})
-    with pytest.raises(NotSupportedError, match="error_handler"):
-        g.set_node_defaults(error_handler=lambda s: {})
+    g.add_node("a", bad, error_handler=handler)
+    g.add_node("b", lambda s: {"log": ["b"]})
+    g.add_edge(START, "a")
+    g.add_edge("a", "b")  # does not fire after a handled failure, as in LangGraph
+    graph = g.compile(checkpointer=saver)
+    config = {"configurable": {"thread_id": "t"}}
+    assert graph.invoke({"x": 0, "log": []}, config) == {
+        "x": 0,
+        "log": ["handled a: ValueError('boom')"],
+    }
+    assert graph.get_state(config).next == ()
+    assert len(list(graph.get_state_history(config))) == 3
+
+
+async def test_a_handler_routes_with_command_and_may_be_async():
+    async def rescue(state: State, failure: NodeError) -> Command:
+        return Command(update={"log": [f"rescued {failure.node}"]}, goto="c")
+
+    g = StateGraph(State)
+    g.add_node("a", bad, error_handler=rescue)
+    g.add_node("c", lambda s: {"log": ["c"]})
+    g.add_edge(START, "a")
+    assert (await g.compile().ainvoke({"x": 0, "log": []}))["log"] == ["rescued a", "c"]
+
+
+def test_default_handler_retries_first_and_a_failing_handler_fails_the_run():
+    attempts = []
+
+    def flaky(state: State) -> dict:
+        attempts.append(1)
+        raise ConnectionError("down")
+
+    g = StateGraph(State)
+    g.set_node_defaults(
+        error_handler=handler, retry_policy=RetryPolicy(max_attempts=2, initial_interval=0)
+    )
+    g.add_node("a", flaky)
+    g.add_node("b", bad)
+    g.add_edge(START, "a")
+    g.add_edge(START, "b")
+    assert g.compile().invoke({"x": 0, "log": []})["log"] == [
+        "handled a: ConnectionError('down')",
+        "handled b: ValueError('boom')",
+    ]
+    assert len(attempts) == 2
+
+    def broken(state: State, error: NodeError) -> dict:
+        raise RuntimeError("handler broke")
+
+    g = StateGraph(State)
+    g.add_node("a", bad, error_handler=broken)
+    g.add_edge(START, "a")
+    with pytest.raises(RuntimeError, match="handler broke"):
+        g.compile().invoke({"x": 0, "log": []})
 
 
 def drawn():

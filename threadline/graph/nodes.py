@@ -11,7 +11,7 @@ from typing import Any
 
 from threadline.cache.keys import node_namespace
 from threadline.errors import GraphValidationError
-from threadline.graph.spec import CallStyle, NodeCache, NodeSpec
+from threadline.graph.spec import CallStyle, ErrorHandler, NodeCache, NodeSpec
 from threadline.types import CachePolicy, RetryPolicy, TimeoutPolicy
 
 
@@ -72,6 +72,7 @@ class NodeDefaults:
     retry: tuple[RetryPolicy, ...] = ()
     cache_policy: CachePolicy[Any] | None = None
     timeout: TimeoutPolicy | None = None
+    error_handler: ErrorHandler | None = None
     actions: dict[str, Any] = field(default_factory=dict)  # each node's action (cache keys)
 
     def applied(self, node: NodeSpec) -> NodeSpec:
@@ -79,6 +80,8 @@ class NodeDefaults:
         changes: dict[str, Any] = {}
         if self.retry and not node.retry:
             changes["retry"] = self.retry
+        if self.error_handler is not None and node.error_handler is None:
+            changes["error_handler"] = self.error_handler
         if self.timeout is not None and node.timeout is None:
             changes["timeout"] = self.timeout
         if self.cache_policy is not None and node.cache is None and node.name in self.actions:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from threadline.cache.keys import node_namespace
 from threadline.constants import END, START
-from threadline.errors import GraphValidationError, InvalidUpdateError
+from threadline.errors import GraphValidationError, InvalidUpdateError, NodeError
 from threadline.graph.schema import ROOT, StateSchema, is_schema_class
 from threadline.runtime.timeouts import seconds
 from threadline.types import CachePolicy, Command, RetryPolicy, Send, TimeoutPolicy
@@ -151,7 +151,43 @@ class NodeSpec:
     defer: bool = False
     timeout: TimeoutPolicy | None = None
     metadata: dict[str, Any] = field(default_factory=dict)  # add_node(metadata=...)
+    error_handler: ErrorHandler | None = None  # add_node(error_handler=...)
     labels: dict[str, str] = field(default_factory=dict)  # edge labels of ``destinations``
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorHandler:
+    """``add_node(..., error_handler=fn)``: called with the state and a ``NodeError`` when the
+    node fails for good (after its retries); what it returns takes the failed task's place."""
+
+    fn: Callable[..., Any]
+    style: CallStyle
+    error_param: str | None  # the parameter that takes the NodeError
+    is_async: bool
+
+    @classmethod
+    def of(cls, fn: Callable[..., Any]) -> ErrorHandler:
+        if not callable(fn):
+            raise GraphValidationError(f"error_handler must be callable, got {fn!r}")
+        return cls(fn, call_style(fn), _error_param(fn), is_async_callable(fn))
+
+    def kwargs(self, ctx: TaskContext, error: Any) -> dict[str, Any]:
+        kwargs = {} if self.style.plain else self.style.kwargs(ctx)
+        if self.error_param is not None:
+            kwargs[self.error_param] = error
+        return kwargs
+
+
+def _error_param(fn: Callable[..., Any]) -> str | None:
+    """The parameter annotated ``NodeError``, else one named ``error``, else none."""
+    try:
+        params = inspect.signature(fn).parameters
+        hints = typing.get_type_hints(fn)
+    except Exception:
+        hints = {}
+        params = inspect.signature(fn).parameters
+    typed = [name for name in params if hints.get(name) is NodeError]
+    return typed[0] if typed else ("error" if "error" in params else None)
 
 
 def with_options(

@@ -9,11 +9,12 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from threadline.constants import END, RESERVED_NAMES, START
-from threadline.errors import GraphValidationError, NotSupportedError
+from threadline.errors import GraphValidationError
 from threadline.graph.nodes import NodeDefaults, destination_targets, is_runnable, runnable_node
 from threadline.graph.schema import StateSchema, read_schema
 from threadline.graph.spec import (
     Branch,
+    ErrorHandler,
     GraphSpec,
     Join,
     NodeSpec,
@@ -84,7 +85,7 @@ class StateGraph:
         """Options for every node added without its own, applied at ``compile()`` (so nodes
         added before the call get them too); a subgraph's nodes keep their own graph's."""
         if error_handler is not None:
-            raise NotSupportedError("set_node_defaults(error_handler=...) is not supported yet")
+            self._defaults.error_handler = ErrorHandler.of(error_handler)
         if retry_policy is not None:
             self._defaults.retry = retry_policies(retry_policy)
         if cache_policy is not None:
@@ -136,7 +137,8 @@ class StateGraph:
         ``metadata`` is shown on the node in ``get_graph()``; ``destinations`` may be a dict of
         target to edge label. The action may also be a runnable (``invoke``/``ainvoke``).
         ``trace_policy`` shapes LangSmith traces, which threadline does not send: accepted,
-        with nothing to shape.
+        with nothing to shape. ``error_handler(state, error: NodeError)`` runs when the node
+        fails for good; what it returns (an update, a ``Command``) replaces the node's.
         """
         if action is None:
             if isinstance(node, str):
@@ -147,15 +149,16 @@ class StateGraph:
         self._check_name(node)
         if node in self.nodes:
             raise GraphValidationError(f"node {node!r} is already in the graph")
-        if error_handler is not None:
-            raise NotSupportedError(f"add_node({node!r}, error_handler=...) is not supported yet")
         try:
             retry = retry_policies(retry_policy)
         except TypeError:
             raise GraphValidationError(f"retry_policy of {node!r} must be a RetryPolicy") from None
         targets, labels = destination_targets(node, destinations)
         spec = self._node_spec(node, action, retry, targets)
-        spec = dataclasses.replace(spec, metadata=dict(metadata or {}), labels=labels)
+        handler = ErrorHandler.of(error_handler) if error_handler is not None else None
+        spec = dataclasses.replace(
+            spec, metadata=dict(metadata or {}), labels=labels, error_handler=handler
+        )
         self._defaults.actions[node] = action
         reads = input_schema or annotated_input_schema(action)
         if reads is not None and reads is not self.state_schema:

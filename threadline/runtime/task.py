@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from threadline import serde
 from threadline.constants import START
-from threadline.errors import GraphInterrupt, InvalidUpdateError, ParentCommand
-from threadline.graph.spec import GraphSpec, NodeCache, NodeSpec
+from threadline.errors import GraphInterrupt, InvalidUpdateError, NodeError, ParentCommand
+from threadline.graph.spec import ErrorHandler, GraphSpec, NodeCache, NodeSpec
 from threadline.runtime.cached import aremember, entry_key, remember
 from threadline.runtime.calls import StepCalls, asettle_calls, settle_calls
 from threadline.runtime.context import SpareAnswer, TaskContext, enter_task, leave_task
@@ -167,6 +167,8 @@ def _run_sync(task: Task, env: StepEnv) -> Outcome:
         outcome = _routed(task, env, *_output_parts(task, env, output, ctx), ctx)
     except (Exception, GraphInterrupt) as exc:
         outcome = _stopped(task, exc)
+        if outcome.error is not None and node.error_handler is not None:
+            outcome = _handled(task, env, ctx, node.error_handler, outcome.error)
     finally:
         settle_calls(ctx)
         leave_task(token)
@@ -210,6 +212,8 @@ async def _run_async(task: Task, env: StepEnv) -> Outcome:
             outcome = await _arouted(task, env, *parts, ctx)
     except (Exception, GraphInterrupt) as exc:
         outcome = _stopped(task, exc)
+        if outcome.error is not None and node.error_handler is not None:
+            outcome = await _ahandled(task, env, ctx, node.error_handler, outcome.error)
     finally:
         await asettle_calls(ctx)
         leave_task(token)
@@ -270,6 +274,45 @@ def _stopped(task: Task, exc: Exception | GraphInterrupt) -> Outcome:
     if isinstance(exc, _ParentBound):
         return Outcome(task, parent_command=exc.command)
     return Outcome(task, error=exc)
+
+
+def _handled(
+    task: Task, env: StepEnv, ctx: TaskContext, handler: ErrorHandler, error: BaseException
+) -> Outcome:
+    """A failed task whose node has an error handler: the handler's update and
+    ``Command(goto=...)`` take the task's place, and the node's own edges do not fire (as in
+    LangGraph). A handler that fails fails the task with its own error."""
+    ctx.pushed = []  # what the failed attempt pushed is not kept
+    try:
+        if handler.is_async:
+            raise InvalidUpdateError(
+                f"the error handler of {task.name!r} is async; run the graph with ainvoke()"
+            )
+        kwargs = handler.kwargs(ctx, NodeError(task.name, error))
+        return _handler_outcome(task, env, ctx, handler.fn(task.node_input(env), **kwargs))
+    except Exception as failed:
+        return Outcome(task, error=failed)
+
+
+async def _ahandled(
+    task: Task, env: StepEnv, ctx: TaskContext, handler: ErrorHandler, error: BaseException
+) -> Outcome:
+    ctx.pushed = []
+    try:
+        kwargs = handler.kwargs(ctx, NodeError(task.name, error))
+        if handler.is_async:
+            output = await handler.fn(task.node_input(env), **kwargs)
+        else:
+            call = functools.partial(handler.fn, task.node_input(env), **kwargs)
+            output = await asyncio.to_thread(contextvars.copy_context().run, call)
+        return _handler_outcome(task, env, ctx, output)
+    except Exception as failed:
+        return Outcome(task, error=failed)
+
+
+def _handler_outcome(task: Task, env: StepEnv, ctx: TaskContext, output: Any) -> Outcome:
+    updates, gotos = _output_parts(task, env, output, ctx)
+    return Outcome(task, result=TaskResult(updates, drop_end(gotos)), gotos=gotos)
 
 
 class _ParentBound(Exception):
