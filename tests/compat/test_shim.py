@@ -86,7 +86,7 @@ def test_the_names_of_issue_24_are_at_langgraphs_paths() -> None:
         """
         from langgraph.types import PregelTask, StateUpdate, TimeoutPolicy, TracePolicy
         from langgraph.runtime import DEFAULT_RUNTIME, RunControl, ServerInfo
-        from langgraph.errors import GraphDrained
+        from langgraph.errors import GraphDrained, NodeError
         from langgraph.graph.message import push_message
         from langgraph.checkpoint.base import BaseCheckpointSaver
         from langgraph.prebuilt.interrupt import (
