@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 # The library alone (its one dependency), for the demo; the full toolchain implies it
 LIB_STAMP := $(VENV)/.installed-lib
 
-.PHONY: demo test lint clean
+.PHONY: demo test test-browser lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || { test -n "$(PY)" || { $(NO_PY); }; $(PY) -m venv $(VENV); }
@@ -27,7 +27,16 @@ demo: $(LIB_STAMP)
 	$(BIN)/python examples/approval_demo.py start
 	$(BIN)/python examples/approval_demo.py resume approve
 
-test: $(STAMP)
+# Debian's Chromium, which the browser tests (tests/web) drive with Playwright: installed with
+# apt-get when /usr/bin/chromium is missing and apt-get is there (as root, or through sudo).
+test-browser:
+	@test -x /usr/bin/chromium || ! command -v apt-get >/dev/null 2>&1 || { \
+	  SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
+	  echo "installing chromium for the browser tests (apt-get)"; \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
+
+test: $(STAMP) test-browser
 	$(BIN)/ruff check threadline tests examples
 	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest -q
@@ -41,7 +50,8 @@ clean:
 
 # Benchmarks: threadline vs LangGraph 1.2.22 side by side, in one process (see docs/performance.md).
 # The peer venv holds both libraries; its packages are reinstalled when pyproject.toml changes.
-# `make bench BENCH_ARGS=--quick` for a 1-minute smoke run.
+# `make bench BENCH_ARGS=--quick` for a 1-minute smoke run. Then the server's cases (bench/server.py:
+# runs/s and latency over HTTP, in-process on SQLite and with 1-3 workers on PostgreSQL).
 .PHONY: bench
 bench:
 	test -x bench/.venv-peer/bin/python || { test -n "$(PY)" || { $(NO_PY); }; \
@@ -50,9 +60,10 @@ bench:
 	  bench/.venv-peer/bin/pip install --quiet --upgrade pip && \
 	  bench/.venv-peer/bin/pip install --quiet langgraph==1.2.22 \
 	    langgraph-checkpoint-sqlite==3.1.2 langgraph-checkpoint-postgres==3.2.0 \
-	    'psycopg[binary,pool]>=3.2,<4' 'redis>=5,<9' -e . && \
+	    'psycopg[binary,pool]>=3.2,<4' 'redis>=5,<9' -e '.[workers]' && \
 	  touch bench/.venv-peer/.installed; }
 	bench/.venv-peer/bin/python -m bench.run $(BENCH_ARGS)
+	bench/.venv-peer/bin/python -m bench.server $(filter --quick,$(BENCH_ARGS))
 
 # LangGraph compat corpus: record what LangGraph itself prints for tests/compat/programs/*.py
 # (see tests/compat/README.md). LangGraph lives only in .venv-lg.
@@ -75,8 +86,16 @@ agent-demo: $(STAMP)
 	$(BIN)/python examples/refund_agent.py start
 	$(BIN)/python examples/refund_agent.py resume $(DECISION)
 
+# The server (docs/server.md): `threadline serve` on SQLite, a client that answers a refund over
+# HTTP with langgraph-sdk, then a second refund left waiting while it keeps serving (Ctrl-C).
+.PHONY: serve-demo
+serve-demo: $(STAMP)
+	$(BIN)/python examples/server/demo.py
+
 # Kill harness soak: thousands of SIGKILLs on every saver, each run continued in fresh processes
 # and checked (see docs/durability.md, "Kill harness"). `make soak SOAK_ARGS="--trials 100"`.
+# `make soak SOAK_ARGS=--server`: the scale-out soak instead (API server, three workers on
+# PostgreSQL, workers SIGKILLed mid-step; docs/server.md, "Workers and the queue").
 .PHONY: soak
 soak: $(STAMP)
 	$(BIN)/python -m bench.kill_soak $(SOAK_ARGS)

@@ -9,6 +9,7 @@ failures. Figures: docs/durability.md, "Kill harness".
     python -m bench.kill_soak                        # 600 trials per saver
     python -m bench.kill_soak --trials 100 --backends sqlite files
     python -m bench.kill_soak --only redis:approval:async:1300042   # replay one trial
+    python -m bench.kill_soak --server       # scale-out soak (bench/server_soak.py)
 
 PostgreSQL and Redis come from THREADLINE_TEST_POSTGRES_URL / THREADLINE_TEST_REDIS_URL (local
 defaults, as the tests). A failed trial keeps its folder (side-effect log, round reports).
@@ -71,7 +72,15 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--workers", type=int, default=4, help="trials run at once")
     parser.add_argument("--only", help="replay one trial: backend:workload:durability:seed")
+    parser.add_argument("--server", action="store_true", help="the scale-out soak instead")
+    parser.add_argument("--rounds", type=int, default=3, help="--server: clusters in turn")
+    parser.add_argument("--runs", type=int, default=300, help="--server: threads per round")
+    parser.add_argument("--kills", type=int, default=5, help="--server: SIGKILLs per round")
     args = parser.parse_args()
+    if args.server:
+        from bench.server_soak import soak as server_soak
+
+        return server_soak(args.rounds, args.runs, args.kills, delay=0.3)
     workdir = Path(tempfile.mkdtemp(prefix="kill-soak-"))
     if args.only:
         return replay(args.only, workdir)

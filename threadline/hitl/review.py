@@ -11,12 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
+from threadline.hitl.inbox import inbox_request
 from threadline.hitl.review_answers import DECISION_TYPES, REVIEW_MARK
 from threadline.hitl.review_answers import DecisionType as DecisionType
 from threadline.hitl.validation import check_supported
 from threadline.runtime.context import interrupt
+
+RequestShape = Literal["threadline", "agent-inbox"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +81,13 @@ class Decision:
             raise ValueError(f"Decision(type={self.type!r}) takes no message")
 
 
-def request_review(actions: Sequence[ActionRequest]) -> list[Decision]:
+def request_review(
+    actions: Sequence[ActionRequest], *, shape: RequestShape = "threadline"
+) -> list[Decision]:
     """Ask for a decision on each of ``actions`` in one interrupt; return them in order.
+
+    ``shape="agent-inbox"`` asks in Agent Inbox's ``HumanInterrupt`` list instead of the
+    canonical request, so that UI lists and answers it; the answer is read the same way.
 
     Call it inside a node. The run stops until ``Command(resume=...)`` answers with one
     decision per action (``{"decisions": [...]}``); an answer that does not fit (a decision an
@@ -91,7 +99,11 @@ def request_review(actions: Sequence[ActionRequest]) -> list[Decision]:
         raise TypeError(
             f"request_review() takes a non-empty list of ActionRequest, got {actions!r}"
         )
-    answer = interrupt(review_request(actions), schema=review_answer_schema(actions))
+    if shape not in ("threadline", "agent-inbox"):
+        raise ValueError(f"shape must be 'threadline' or 'agent-inbox', got {shape!r}")
+    request = review_request(actions)
+    value = inbox_request(request) if shape == "agent-inbox" else request
+    answer = interrupt(value, schema=review_answer_schema(actions))
     return [Decision(**decision) for decision in answer["decisions"]]
 
 

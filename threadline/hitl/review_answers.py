@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal
 
+from threadline.hitl.inbox import canonical_request
 from threadline.hitl.validation import Problem, problems, raise_problems
 
 DecisionType = Literal["accept", "edit", "respond", "reject"]
@@ -33,6 +34,7 @@ Read = tuple[Json, list[Problem]]  # a canonical decision, or what is wrong with
 def review_answer(request: dict[str, Any], answer: Any, interrupt_id: str) -> dict[str, Any]:
     """The canonical form of ``answer`` to ``request``; ``InvalidAnswerError`` naming every
     problem (``decisions[1].args.amount: ...``) when it is not a valid answer."""
+    request = canonical_request(request)  # asked in Agent Inbox's shape, perhaps
     actions = request["action_requests"]
     configs = request["review_configs"]
     raw, found = _decision_list(answer, len(actions))

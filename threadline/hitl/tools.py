@@ -18,7 +18,13 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from threadline.hitl.review import ActionRequest, Decision, DecisionType, request_review
+from threadline.hitl.review import (
+    ActionRequest,
+    Decision,
+    DecisionType,
+    RequestShape,
+    request_review,
+)
 from threadline.hitl.review_answers import DECISION_TYPES
 
 
@@ -32,14 +38,17 @@ class _Reviewed:
         args_schema: dict[str, Any] | None,
         description: str | None,
         allowed: Sequence[DecisionType],
+        shape: RequestShape = "threadline",
     ) -> None:
         self.name = name
         self.body = body
         self.template = ActionRequest(name, {}, description, tuple(allowed), args_schema)
+        self.shape = shape
 
     def decide(self, args: dict[str, Any]) -> tuple[Decision, dict[str, Any]]:
         """Ask for review of a call with ``args``; the decision and the arguments to run with."""
-        (decision,) = request_review([dataclasses.replace(self.template, args=args)])
+        asked = dataclasses.replace(self.template, args=args)
+        (decision,) = request_review([asked], shape=self.shape)
         # only an edit has args: a dict (``Decision`` checks it)
         return decision, decision.args if isinstance(decision.args, dict) else args
 
@@ -72,22 +81,26 @@ def human_review(
     *,
     allowed: Sequence[DecisionType] = DECISION_TYPES,
     description: str | None = None,
+    shape: RequestShape = "threadline",
 ) -> Any:
     """``tool`` behind a review: each call asks a person first (see the module docstring).
 
     ``tool`` is a function (sync or async) or a langchain-core tool; the result is the same
     kind of thing, with the same name, signature or argument schema, so it can be offered to a
     model and called by a tool node as the original would. ``allowed`` limits the decisions;
-    ``description`` is shown to the reviewer.
+    ``description`` is shown to the reviewer; ``shape="agent-inbox"`` asks in Agent Inbox's
+    shape (see ``request_review``).
 
     An accepted or edited call runs at most once: its result is saved as a ``@task`` result
     of the node, so when the node runs again (a later interrupt in it, a retry) the call
     returns the saved result instead of running the tool again.
     """
+    if shape not in ("threadline", "agent-inbox"):
+        raise ValueError(f"shape must be 'threadline' or 'agent-inbox', got {shape!r}")
     if _is_langchain_tool(tool):
-        return _review_langchain_tool(tool, allowed, description)
+        return _review_langchain_tool(tool, allowed, description, shape)
     if inspect.isfunction(tool) or inspect.ismethod(tool) or inspect.isbuiltin(tool):
-        return _review_function(tool, allowed, description)
+        return _review_function(tool, allowed, description, shape)
     raise TypeError(
         f"human_review() wraps a function or a langchain-core tool, got {tool!r}; wrap a "
         "callable object's method (human_review(obj.method)) instead"
@@ -108,7 +121,10 @@ def _is_langchain_tool(tool: Any) -> bool:
 
 
 def _review_function(
-    fn: Callable[..., Any], allowed: Sequence[DecisionType], description: str | None
+    fn: Callable[..., Any],
+    allowed: Sequence[DecisionType],
+    description: str | None,
+    shape: RequestShape,
 ) -> Callable[..., Any]:
     signature = inspect.signature(fn)
     for param in signature.parameters.values():
@@ -118,7 +134,8 @@ def _review_function(
                 "so a reviewer could not edit it; make it a keyword-or-positional parameter"
             )
     takes_more = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
-    reviewed = _Reviewed(fn.__name__, fn, _function_schema(fn, takes_more), description, allowed)
+    schema = _function_schema(fn, takes_more)
+    reviewed = _Reviewed(fn.__name__, fn, schema, description, allowed, shape)
 
     def named(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         bound = signature.bind(*args, **kwargs)  # a wrong call fails here, as it would unwrapped
@@ -156,7 +173,7 @@ def _function_schema(fn: Callable[..., Any], takes_more: bool) -> dict[str, Any]
 
 
 def _review_langchain_tool(
-    tool: Any, allowed: Sequence[DecisionType], description: str | None
+    tool: Any, allowed: Sequence[DecisionType], description: str | None, shape: RequestShape
 ) -> Any:
     from langchain_core.tools import StructuredTool
 
@@ -177,8 +194,8 @@ def _review_langchain_tool(
     async def abody(**kwargs: Any) -> Any:
         return await tool.ainvoke(kwargs)
 
-    reviewed = _Reviewed(tool.name, body, schema, description, allowed)
-    areviewed = _Reviewed(tool.name, abody, schema, description, allowed)
+    reviewed = _Reviewed(tool.name, body, schema, description, allowed, shape)
+    areviewed = _Reviewed(tool.name, abody, schema, description, allowed, shape)
 
     def run(**kwargs: Any) -> Any:
         return reviewed(kwargs)

@@ -1,0 +1,5 @@
+"""``python -m threadline.cli``."""
+
+from threadline.cli import main
+
+main()
