@@ -7,6 +7,8 @@ NO_PY := echo "no Python 3.11+ found (tried python3.13, python3.12, python3.11, 
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The library alone (its one dependency), for the demo; the full toolchain implies it
+LIB_STAMP := $(VENV)/.installed-lib
 
 .PHONY: demo test test-browser lint clean
 
@@ -16,7 +18,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+$(LIB_STAMP): pyproject.toml
+	test -x $(BIN)/python || { test -n "$(PY)" || { $(NO_PY); }; $(PY) -m venv $(VENV); }
+	test $(STAMP) -nt pyproject.toml || $(BIN)/pip install --quiet -e .
+	touch $(LIB_STAMP)
+
+demo: $(LIB_STAMP)
 	$(BIN)/python examples/approval_demo.py start
 	$(BIN)/python examples/approval_demo.py resume approve
 

@@ -20,3 +20,23 @@ def lazy_attributes(namespace: dict[str, Any], table: Mapping[str, str]) -> Call
         return value
 
     return __getattr__
+
+
+# Optional drivers and the extra that installs each
+_EXTRAS = {"psycopg": "postgres", "psycopg_pool": "postgres", "redis": "redis"}
+
+
+def import_with_extra(module: str) -> Any:
+    """``importlib.import_module(module)``; a missing optional driver is a
+    ``ModuleNotFoundError`` that says which extra to install, as the other extras' errors do."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        driver = (exc.name or "").split(".")[0]
+        extra = _EXTRAS.get(driver)
+        if extra is None:
+            raise
+        raise ModuleNotFoundError(
+            f"{module} needs {driver}, which is not installed: pip install 'threadline[{extra}]'",
+            name=exc.name,
+        ) from exc

@@ -5,6 +5,7 @@ Messages name the culprit (node, key, thread, checkpoint) and say what to do abo
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -176,6 +177,25 @@ class GraphInterrupt(BaseException):
         self.interrupts = interrupts
 
 
+class GraphDrained(ThreadlineError):
+    """A run stopped between two steps because its ``RunControl`` asked it to drain (say, on
+    SIGTERM). The step before is saved: ``invoke(None, config)`` continues the thread."""
+
+    def __init__(self, reason: str = "shutdown"):
+        super().__init__(f"Graph drained: {reason}")
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class NodeError:
+    """What a node's error handler (``add_node(..., error_handler=...)``) is told: the node
+    that failed and its exception. The handler takes it by a parameter annotated
+    ``NodeError`` (or named ``error``)."""
+
+    node: str
+    error: BaseException
+
+
 class ParentCommand(BaseException):
     """Carries a ``Command(graph=Command.PARENT)`` out of a subgraph to its parent's node."""
 
@@ -291,11 +311,12 @@ class NodeTimeoutError(ThreadlineError):
         self.idle_timeout = idle_timeout
         self.timeout = run_timeout if kind == "run" else idle_timeout
         super().__init__(
-            f"{what} {node!r} exceeded its timeout of {self.timeout:.3f}s (elapsed: {elapsed:.3f}s)"
+            f"{what} {node!r} exceeded its {'idle ' if kind == 'idle' else ''}timeout of "
+            f"{self.timeout:.3f}s (elapsed: {elapsed:.3f}s)"
         )
 
 
-__all__ += ["NodeTimeoutError", "NonDeterminismError"]
+__all__ += ["GraphDrained", "NodeError", "NodeTimeoutError", "NonDeterminismError"]
 
 
 class InvalidAnswerError(InvalidResumeError):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, NamedTuple, TypeVar
+from datetime import timedelta
+from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar
 
 from threadline import serde
 from threadline.cache.keys import default_cache_key
@@ -134,6 +135,62 @@ class CachePolicy(Generic[K]):
 
 
 @dataclass(frozen=True, slots=True)
+class TimeoutPolicy:
+    """Time limits on one attempt of a node or task: ``run_timeout`` caps its whole run,
+    ``idle_timeout`` the time it may go without progress. Progress is ``runtime.heartbeat()``
+    and, with ``refresh_on="auto"``, also what the attempt streams (``get_stream_writer()``).
+    Seconds or ``timedelta``s; ``add_node(timeout=...)`` also takes plain seconds."""
+
+    run_timeout: float | timedelta | None = None
+    idle_timeout: float | timedelta | None = None
+    refresh_on: Literal["auto", "heartbeat"] = "auto"
+
+    def __post_init__(self) -> None:
+        if self.refresh_on not in ("auto", "heartbeat"):
+            raise ValueError(f"refresh_on must be 'auto' or 'heartbeat', got {self.refresh_on!r}")
+        if self.run_timeout is None and self.idle_timeout is None:
+            raise ValueError("TimeoutPolicy needs a run_timeout, an idle_timeout or both")
+        object.__setattr__(self, "run_timeout", _seconds(self.run_timeout))
+        object.__setattr__(self, "idle_timeout", _seconds(self.idle_timeout))
+
+    @property
+    def limits(self) -> tuple[float | None, float | None]:
+        """``(run_timeout, idle_timeout)`` in seconds (``__post_init__`` made them floats)."""
+        run, idle = _seconds(self.run_timeout), _seconds(self.idle_timeout)
+        return run, idle
+
+    @classmethod
+    def coerce(cls, value: float | timedelta | TimeoutPolicy | None) -> TimeoutPolicy | None:
+        """A timeout as given to ``add_node``/``@task``: seconds, a ``timedelta`` or a policy."""
+        if value is None or isinstance(value, TimeoutPolicy):
+            return value
+        return cls(run_timeout=value)
+
+
+def _seconds(timeout: float | timedelta | None) -> float | None:
+    """A timeout as positive seconds (a number or a ``timedelta``), checked where it is given."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, timedelta):
+        timeout = timeout.total_seconds()
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise TypeError(f"timeout must be seconds (a number) or a timedelta, got {timeout!r}")
+    if not timeout > 0:  # NaN too
+        raise ValueError(f"timeout must be positive, got {timeout}")
+    return float(timeout)
+
+
+@dataclass(frozen=True, slots=True)
+class TracePolicy:
+    """How a node's LangSmith trace records its input and output. threadline sends no
+    LangSmith traces, so it is accepted with nothing to shape (its own execution trace,
+    ``get_trace``, records no node inputs or outputs)."""
+
+    process_inputs: Callable[[Any], Any] | None = None
+    process_outputs: Callable[[Any], Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class RetryPolicy:
     """How a node retries after an exception: exponential backoff with optional jitter."""
 
@@ -164,14 +221,31 @@ class RetryPolicy:
 
 
 class SnapshotTask(NamedTuple):
-    """A task of a checkpoint's next step, as ``get_state`` shows it."""
+    """A task of a checkpoint's next step, as ``get_state`` shows it.
+
+    Fields in LangGraph's ``PregelTask`` order, so tuples compare equal to LangGraph's;
+    ``path`` is ``("__pregel_pull", node)`` for a task an edge started, ``("__pregel_push",
+    i, False)`` for the i-th ``Send`` of the step.
+    """
 
     id: str
     name: str
+    path: tuple[Any, ...] = ()
     error: str | None = None
     interrupts: tuple[Interrupt, ...] = ()
     state: Any = None
     result: Any = None
+
+
+PregelTask = SnapshotTask  # LangGraph's name for it
+
+
+class StateUpdate(NamedTuple):
+    """One update of ``bulk_update_state``: ``values`` as if ``as_node`` wrote them."""
+
+    values: dict[str, Any] | Any | None
+    as_node: str | None = None
+    task_id: str | None = None
 
 
 class StateSnapshot(NamedTuple):

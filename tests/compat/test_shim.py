@@ -78,3 +78,25 @@ def test_running_a_program_makes_it_main(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout == "__main__ True threadline.graph.state_graph\n"
+
+
+def test_the_names_of_issue_24_are_at_langgraphs_paths() -> None:
+    """Each name imported from the module LangGraph 1.2.22 defines it in."""
+    result = run_with_shim(
+        """
+        from langgraph.types import PregelTask, StateUpdate, TimeoutPolicy, TracePolicy
+        from langgraph.runtime import DEFAULT_RUNTIME, RunControl, ServerInfo
+        from langgraph.errors import GraphDrained, NodeError
+        from langgraph.graph.message import push_message
+        from langgraph.checkpoint.base import BaseCheckpointSaver
+        from langgraph.prebuilt.interrupt import (
+            ActionRequest, HumanInterrupt, HumanInterruptConfig, HumanResponse,
+        )
+        from langgraph.graph import START, StateGraph
+        graph = StateGraph(dict).add_node("n", lambda s: s).add_edge(START, "n").compile()
+        assert callable(graph.bulk_update_state) and callable(graph.abulk_update_state)
+        print("ok")
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "ok\n"

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import operator
 import re
-from typing import Annotated, Literal, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
 
 import pytest
 
 from threadline import END, START, Command, StateGraph
-from threadline.errors import ConfigError, GraphValidationError
+from threadline.errors import GraphValidationError, InvalidUpdateError
 
 
 class State(TypedDict, total=False):
@@ -251,14 +251,20 @@ class PlainClass:
     value: str
 
 
-@pytest.mark.parametrize("schema", [dict, PlainClass, int], ids=["dict", "plain-class", "int"])
-def test_a_state_schema_must_be_a_typeddict_dataclass_or_pydantic_model(schema):
-    with pytest.raises(GraphValidationError, match=schema.__name__):
-        g = StateGraph(schema)
-        g.add_node("a", lambda s: {})
-        g.add_edge(START, "a")
-        g.add_edge("a", END)
-        g.compile()
+def test_a_plain_annotated_class_is_a_state_of_keys_read_as_dicts():
+    seen = []
+
+    def a(state: Any) -> dict:
+        seen.append(state)
+        return {"value": "b"}
+
+    g = StateGraph(PlainClass)
+    g.add_node("a", a)
+    g.add_edge(START, "a")
+    assert g.compile().invoke({"value": "a"}) == {"value": "b"}  # as in LangGraph
+    assert seen == [{"value": "a"}]
+    with pytest.raises(InvalidUpdateError, match="other"):
+        g.compile().invoke({"other": 1})
 
 
 # ------------------------------------------------------------------ builder conveniences
@@ -354,11 +360,20 @@ def test_draw_mermaid_shows_every_node_and_edge_with_conditional_edges_dotted():
     }
 
 
-def test_compile_debug_true_is_refused_not_ignored():
-    g = StateGraph(State)
-    g.add_node("a", lambda s: {})
+def test_compile_debug_true_prints_updates_and_values(capsys):
+    class N(TypedDict):
+        n: int
+
+    g = StateGraph(N)
+    g.add_node("a", lambda s: {"n": s["n"] + 1})
     g.add_edge(START, "a")
     g.add_edge("a", END)
-    with pytest.raises(ConfigError, match="stream_mode='debug'"):
-        g.compile(debug=True)
-    assert g.compile(debug=False) is not None
+    assert g.compile(debug=True).invoke({"n": 1}) == {"n": 2}
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [
+        "\x1b[1m[values]\x1b[0m {'n': 1}",
+        "\x1b[1m[updates]\x1b[0m {'a': {'n': 2}}",
+        "\x1b[1m[values]\x1b[0m {'n': 2}",
+    ]
+    assert g.compile(debug=False).invoke({"n": 1}) == {"n": 2}
+    assert capsys.readouterr().out == ""

@@ -14,6 +14,7 @@ import pytest
 from threadline import END, START, Command, RetryPolicy, StateGraph, interrupt
 from threadline.checkpoint import InMemorySaver, SqliteSaver
 from threadline.errors import AsyncNodeInSyncRunError, GraphValidationError, NodeTimeoutError
+from threadline.types import TimeoutPolicy
 
 QUICK_RETRY = RetryPolicy(initial_interval=0.01, jitter=False)
 
@@ -213,5 +214,6 @@ def test_a_bad_timeout_is_refused_when_the_node_is_added(timeout, problem):
 
 
 def test_a_timeout_is_seconds_or_a_timedelta():
-    assert chain(lambda state: {}, timeout=2).nodes["fetch"].timeout == 2.0
-    assert chain(lambda state: {}, timeout=timedelta(minutes=1)).nodes["fetch"].timeout == 60.0
+    assert chain(lambda state: {}, timeout=2).nodes["fetch"].timeout == TimeoutPolicy(2.0)
+    minute = chain(lambda state: {}, timeout=timedelta(minutes=1)).nodes["fetch"].timeout
+    assert minute == TimeoutPolicy(run_timeout=60.0)

@@ -243,11 +243,26 @@ async def test_astream_rejects_an_unknown_stream_mode():
         [c async for c in diamond().astream({"items": []}, stream_mode="bogus")]
 
 
-def test_debug_true_is_refused_not_ignored():
+def test_debug_true_prints_without_changing_what_is_streamed(capsys):
     graph = _one_node_graph()
-    with pytest.raises(ConfigError, match="stream_mode='debug'"):
-        list(graph.stream({"n": 0}, debug=True))
-    assert list(graph.stream({"n": 0}, debug=False))  # the "off" form is fine
+    quiet = list(graph.stream({"n": 0}))
+    assert capsys.readouterr().out == ""
+    assert list(graph.stream({"n": 0}, debug=True)) == quiet
+    printed = capsys.readouterr().out.splitlines()
+    assert [line.split("\x1b[0m")[0] for line in printed] == [
+        "\x1b[1m[values]",
+        "\x1b[1m[updates]",
+        "\x1b[1m[values]",
+    ]
+
+
+async def test_print_mode_prints_the_modes_it_names(capsys):
+    graph = _one_node_graph()
+    final = await graph.ainvoke({"n": 0}, print_mode="updates")
+    assert final == await graph.ainvoke({"n": 0})
+    assert capsys.readouterr().out.count("[updates]") == 1
+    with pytest.raises(ConfigError, match="bogus"):
+        graph.invoke({"n": 0}, print_mode=["bogus"])
 
 
 class Log(TypedDict, total=False):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import ormsgpack
@@ -165,8 +166,9 @@ def test_langchain_only_classes_round_trip_too() -> None:
 
 
 def test_the_message_names_cannot_be_taken_by_a_registered_class() -> None:
+    @dataclasses.dataclass
     class Impostor:
-        pass
+        text: str
 
     with pytest.raises(ValueError, match="threadline's own"):
         serde.register(Impostor, name="threadline.messages.HumanMessage")

@@ -63,9 +63,8 @@ class Shade(enum.Enum):
     DARK = "dark"
 
 
-@serde.register
 class NotStorable:
-    """Registered, but neither a dataclass, a pydantic model, a NamedTuple nor an Enum."""
+    """Neither a dataclass, a pydantic model, a NamedTuple nor an Enum."""
 
 
 OPAQUE = f"{__name__}.Opaque"
@@ -147,10 +146,11 @@ def test_unregistered_registrable_types_say_register(value: Any, type_name: str)
     assert f"threadline.serde.register({type(value).__qualname__})" in str(err)
 
 
-def test_registered_but_unstorable_class() -> None:
-    err = fail({"k": NotStorable()})
-    assert err.path == "k"
-    assert "dataclasses, pydantic models, NamedTuples and Enums" in str(err)
+def test_registering_an_unstorable_class_fails_at_once() -> None:
+    with pytest.raises(TypeError, match="dataclass, pydantic model, NamedTuple or Enum"):
+        serde.register(NotStorable)
+    assert serde.name_of(NotStorable) is None
+    assert "register" in str(fail({"k": NotStorable()}))
 
 
 @pytest.mark.parametrize(

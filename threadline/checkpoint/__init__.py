@@ -7,9 +7,9 @@ gives it (``threadline.checkpoint.memory``, ``.sqlite``, ``.sqlite.aio``, ``.pos
 ``langgraph`` part of its imports.
 """
 
-import importlib
 from typing import Any
 
+from threadline._lazy import import_with_extra
 from threadline.checkpoint.base import (
     BaseSaver,
     Checkpoint,
@@ -64,5 +64,5 @@ _LAZY = {
 def __getattr__(name: str) -> Any:
     """Import a saver whose driver is an optional dependency only when it is asked for."""
     if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        return getattr(import_with_extra(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -300,3 +300,9 @@ class BaseSaver(OffLoop, ABC, LangGraphCheckpointerAPI):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+BaseCheckpointSaver = BaseSaver
+"""LangGraph's name for the saver base class (``langgraph.checkpoint.base``). A custom saver
+subclassing it implements threadline's record methods (``get_tuple(thread_id, ns, id)``,
+``put(record)``, ...: see docs/storage.md), not LangGraph's config-and-dict ones."""

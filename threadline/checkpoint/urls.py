@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from threadline._lazy import import_with_extra
 from threadline.checkpoint.base import BaseSaver
 from threadline.errors import ConfigError
 
@@ -32,15 +33,15 @@ def from_url(url: str, **options: Any) -> BaseSaver:
 
         return FileSaver(unquote(urlsplit(url).path), **options)
     if scheme in ("postgres", "postgresql"):
-        from threadline.checkpoint.postgres import PostgresSaver
-
-        saver = PostgresSaver(url, **options)
+        postgres = import_with_extra("threadline.checkpoint.postgres")
+        saver: BaseSaver = postgres.PostgresSaver(url, **options)
         saver.setup()
         return saver
     if scheme in ("redis", "rediss"):
-        from threadline.checkpoint.redis import RedisSaver
-
-        return RedisSaver(url, **options)
+        redis_saver: BaseSaver = import_with_extra("threadline.checkpoint.redis").RedisSaver(
+            url, **options
+        )
+        return redis_saver
     raise ConfigError(f"unknown checkpoint store URL {url!r}; use one of: {_SCHEMES}")
 
 

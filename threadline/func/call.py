@@ -18,11 +18,14 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from threadline.cache.base import BaseCache
+from threadline.cache.keys import FullKey, hashed_key
 from threadline.checkpoint.base import TaskWrite
 from threadline.errors import NonDeterminismError
-from threadline.func.options import TaskOptions, retry_delay
+from threadline.func.options import TaskOptions
 from threadline.runtime.calls import TASK_WRITE, StepCalls, asettle_calls, call_id, settle_calls
 from threadline.runtime.context import TaskContext, current_task, enter_task, leave_task
+from threadline.runtime.retry import retry_delay
 from threadline.runtime.task import Task
 from threadline.runtime.timeouts import call_within, within
 from threadline.runtime.trace import note_retry
@@ -156,7 +159,7 @@ class _Call:
         if trace is not None:
             trace.begin(self.ctx)
         try:
-            value = self._attempts_sync()
+            value = self._cached_sync()
         except BaseException as exc:  # the caller sees it in .result(), interrupts included
             if trace is not None:
                 trace.call_ended(self.ctx, exc)
@@ -168,6 +171,19 @@ class _Call:
         if trace is not None:
             trace.call_ended(self.ctx, None)
         self._deliver(future, value)
+
+    def _cached_sync(self) -> Any:
+        """The cached result of an equal call (``@task(cache_policy=...)``), or the call's."""
+        entry = self._cache_entry()
+        if entry is None:
+            return self._attempts_sync()
+        cache, key, ttl = entry
+        hit = cache.get([key]).get(key)
+        if hit is not None:
+            return hit["value"]
+        value = self._attempts_sync()
+        cache.set({key: ({"value": value}, ttl)})
+        return value
 
     def _attempts_sync(self) -> Any:
         attempt = 0
@@ -221,7 +237,7 @@ class _Call:
         if trace is not None:
             trace.begin(self.ctx)
         try:
-            value = await self._attempts_async()
+            value = await self._cached_async()
         except BaseException as exc:
             if trace is not None:
                 trace.call_ended(self.ctx, exc)
@@ -252,6 +268,18 @@ class _Call:
 
     def _write(self, value: Any) -> TaskWrite:
         return TaskWrite(self.cid, self.options.name, TASK_WRITE, value)
+
+    async def _cached_async(self) -> Any:
+        entry = self._cache_entry()
+        if entry is None:
+            return await self._attempts_async()
+        cache, key, ttl = entry
+        hit = (await cache.aget([key])).get(key)
+        if hit is not None:
+            return hit["value"]
+        value = await self._attempts_async()
+        await cache.aset({key: ({"value": value}, ttl)})
+        return value
 
     async def _attempts_async(self) -> Any:
         attempt = 0
@@ -287,6 +315,16 @@ class _Call:
         return await within(work, self.options.timeout, self.options.name, "task")
 
     # ------------------------------------------------------------------ both
+    def _cache_entry(self) -> tuple[BaseCache[Any], FullKey, float | None] | None:
+        """Where this call's result is cached: the run's cache, the task's namespace and a
+        hash of ``key_func(*args, **kwargs)``; ``None`` when either side has no cache."""
+        node_cache, cache = self.options.cache, self.ctx.env.cache
+        if node_cache is None or cache is None:
+            return None
+        policy, args, kwargs = node_cache.policy, self.args, self.kwargs
+        key = hashed_key(lambda _: policy.key_func(*args, **kwargs), None)
+        return cache, (node_cache.namespace, key), policy.ttl
+
     def _resolve(self, resolve: Callable[[Any], None], value: Any) -> None:
         sink = updates_sink.get()
         if sink is not None:

@@ -11,12 +11,12 @@ from threadline.checkpoint.base import BaseSaver
 from threadline.errors import GraphValidationError
 from threadline.func.final import PREVIOUS, final, state_update
 from threadline.func.graph import FunctionalGraph, entrypoint_spec
-from threadline.func.options import retry_policies
-from threadline.graph.spec import CallStyle, NodeSpec, is_async_callable
+from threadline.graph.spec import CallStyle, NodeSpec, is_async_callable, with_options
 from threadline.runtime.context import current_task
+from threadline.runtime.retry import retry_policies
 from threadline.runtime.timeouts import seconds, within
 from threadline.store.base import BaseStore
-from threadline.types import RetryPolicy
+from threadline.types import RetryPolicy, TimeoutPolicy
 
 INJECTED = ("config", "previous", "runtime", "store", "writer")
 
@@ -39,24 +39,15 @@ class entrypoint:
         context_schema: type | None = None,
         cache_policy: Any = None,
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
-        timeout: float | timedelta | None = None,
+        timeout: float | timedelta | TimeoutPolicy | None = None,
         trace: bool = True,
     ) -> None:
-        if cache is not None or cache_policy is not None:
-            raise GraphValidationError(
-                "entrypoint(cache=..., cache_policy=...) is not supported yet; "
-                "remove it (results of @task calls are saved by the checkpointer)"
-            )
-        policies = retry_policies(retry_policy)
-        if len(policies) > 1:
-            raise GraphValidationError(
-                "entrypoint(retry_policy=...) takes one RetryPolicy; combine the exceptions "
-                "to retry into its retry_on"
-            )
+        self.cache = cache  # where @task(cache_policy=...) calls keep their results
+        self.cache_policy = cache_policy  # the entrypoint's own result, cached by its input
         self.checkpointer = checkpointer
         self.store = store
         self.context_schema = context_schema
-        self.retry_policy = policies[0] if policies else None
+        self.retry_policy = retry_policies(retry_policy)
         self.timeout = seconds(timeout)
         self.trace = trace  # runs save an execution trace (``get_trace``)
 
@@ -79,8 +70,10 @@ class entrypoint:
             if is_async
             else NodeSpec(name, body, None, CallStyle(), self.retry_policy)
         )
+        node = with_options(node, func, self.cache_policy, False)
         return FunctionalGraph(
             entrypoint_spec(node, self.context_schema),
+            cache=self.cache,
             checkpointer=self.checkpointer,
             store=self.store,
             interrupt_before=frozenset(),
@@ -108,7 +101,10 @@ def _injected(func: Callable[..., Any]) -> tuple[str, ...]:
 
 
 def _body(
-    func: Callable[..., Any], inject: tuple[str, ...], is_async: bool, timeout: float | None
+    func: Callable[..., Any],
+    inject: tuple[str, ...],
+    is_async: bool,
+    timeout: TimeoutPolicy | None,
 ) -> Callable[[Any], Any]:
     """The graph node: the function called with its input and what it declared, its return
     value split into what the caller gets and what the next run sees as ``previous``."""

@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from threadline.graph.spec import CallStyle, NodeSpec, is_async_callable
-from threadline.runtime.task import retry_delay as node_retry_delay
+from threadline.cache.keys import node_namespace
+from threadline.graph.spec import CallStyle, NodeCache, NodeSpec, is_async_callable
+from threadline.runtime.retry import retry_policies
 from threadline.runtime.timeouts import seconds
-from threadline.types import RetryPolicy
+from threadline.types import CachePolicy, RetryPolicy, TimeoutPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,14 +23,16 @@ class TaskOptions:
     is_async: bool
     node: NodeSpec  # the task as the engine describes a runnable (its calls' ``task.node``)
     retry: tuple[RetryPolicy, ...] = ()
-    timeout: float | None = None
+    timeout: TimeoutPolicy | None = None
+    cache: NodeCache | None = None  # @task(cache_policy=...): where results are cached
 
 
 def task_options(
     fn: Callable[..., Any],
     name: str | None,
     retry_policy: RetryPolicy | Sequence[RetryPolicy] | None,
-    timeout: float | timedelta | None,
+    timeout: float | timedelta | TimeoutPolicy | None,
+    cache_policy: CachePolicy[Any] | None = None,
 ) -> TaskOptions:
     if not callable(fn):
         raise TypeError(f"@task decorates a function, got {fn!r}")
@@ -40,22 +43,7 @@ def task_options(
         if is_async
         else NodeSpec(label, fn, None, CallStyle())
     )
-    return TaskOptions(label, fn, is_async, node, retry_policies(retry_policy), seconds(timeout))
-
-
-def retry_policies(policy: RetryPolicy | Sequence[RetryPolicy] | None) -> tuple[RetryPolicy, ...]:
-    """One policy or several (the first whose ``retry_on`` matches an error decides)."""
-    if policy is None:
-        return ()
-    policies = (policy,) if isinstance(policy, RetryPolicy) else tuple(policy)
-    for p in policies:
-        if not isinstance(p, RetryPolicy):
-            raise TypeError(f"retry_policy must be a RetryPolicy or a list of them, got {p!r}")
-    return policies
-
-
-def retry_delay(policies: tuple[RetryPolicy, ...], attempt: int, exc: Exception) -> float | None:
-    """Seconds before the next attempt, or ``None`` to give up: the first policy that retries
-    ``exc`` decides, with its own ``max_attempts`` and backoff."""
-    policy = next((p for p in policies if p.should_retry(exc)), None)
-    return node_retry_delay(policy, attempt, exc)
+    cache = NodeCache(cache_policy, node_namespace(label, fn)) if cache_policy is not None else None
+    return TaskOptions(
+        label, fn, is_async, node, retry_policies(retry_policy), seconds(timeout), cache
+    )

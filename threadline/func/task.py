@@ -10,7 +10,7 @@ from typing import Any, Generic, TypeVar
 from threadline.errors import GraphValidationError
 from threadline.func.call import start_call
 from threadline.func.options import TaskOptions, task_options
-from threadline.types import RetryPolicy
+from threadline.types import CachePolicy, RetryPolicy, TimeoutPolicy
 
 T = TypeVar("T")
 
@@ -37,8 +37,8 @@ def task(
     *,
     name: str | None = None,
     retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
-    cache_policy: Any = None,
-    timeout: float | timedelta | None = None,
+    cache_policy: CachePolicy[Any] | None = None,
+    timeout: float | timedelta | TimeoutPolicy | None = None,
 ) -> Any:
     """Make a function a task: ``@task`` or ``@task(name=..., retry_policy=..., timeout=...)``.
 
@@ -46,15 +46,15 @@ def task(
     concurrently (``.result()`` or ``await`` it). Its result is saved as soon as it returns, so
     when the caller runs again after an interrupt, a failure or a crash, the call returns the
     saved result without running. ``timeout`` (seconds) limits each attempt, sync or async.
+    ``cache_policy`` keeps results in the graph's cache (``compile(cache=...)`` or
+    ``@entrypoint(cache=...)``), keyed by the call's arguments: a call with equal arguments,
+    in any run or thread, returns the cached result without running.
     """
-    if cache_policy is not None:
-        raise GraphValidationError(
-            "@task(cache_policy=...) is not supported yet; remove it (a task's result is "
-            "already saved by the checkpointer for re-runs of its caller)"
-        )
+    if cache_policy is not None and not isinstance(cache_policy, CachePolicy):
+        raise GraphValidationError(f"cache_policy must be a CachePolicy, got {cache_policy!r}")
 
     def decorate(fn: Callable[..., Any]) -> TaskFunction[Any]:
-        return TaskFunction(task_options(fn, name, retry_policy, timeout))
+        return TaskFunction(task_options(fn, name, retry_policy, timeout, cache_policy))
 
     if __func_or_none__ is not None:
         return decorate(__func_or_none__)

@@ -12,12 +12,14 @@ from threadline.errors import (
     AsyncNodeInSyncRunError,
     ConfigError,
     GraphValidationError,
+    NotSupportedError,
 )
 from threadline.graph.configs import (
     checkpoint_metadata,
     recursion_limit,
     thread_id_of,
 )
+from threadline.graph.printing import aprinting, printed_modes, printing
 from threadline.graph.runnable import RunnableMethods
 from threadline.graph.schema import StateSchema
 from threadline.graph.spec import CallStyle, GraphSpec, NodeSpec
@@ -46,11 +48,11 @@ _OPTIONS = frozenset(
         "stream_mode",
         "subgraphs",
         "debug",
+        "print_mode",
         "context",
+        "control",
     ]
 )
-# LangGraph prints debug output for debug=True; we offer the same events as a stream mode.
-_DEBUG_TRUE = "debug=True is not supported; use stream_mode='debug' to receive debug events"
 DURABILITY = ("sync", "async", "exit")
 
 
@@ -72,6 +74,7 @@ class CompiledStateGraph(RunnableMethods, TraceReading, StateAccess):
         release_thread: ReleasePolicy | None = None,
         migrations: Migrations | None = None,
         trace: bool = True,
+        debug: bool = False,
     ):
         if checkpointer is not None and not isinstance(checkpointer, BaseSaver | bool):
             raise GraphValidationError(
@@ -100,6 +103,7 @@ class CompiledStateGraph(RunnableMethods, TraceReading, StateAccess):
         #: The state version and its upcasters (threadline/runtime/migrate.py)
         self.migrations = migrations
         self.trace = trace  # runs save an execution trace (``get_trace``)
+        self.debug = debug  # runs print their updates and values (threadline/graph/printing.py)
 
     # ------------------------------------------------------------------ running
     def invoke(
@@ -191,10 +195,13 @@ class CompiledStateGraph(RunnableMethods, TraceReading, StateAccess):
             raise AsyncNodeInSyncRunError(
                 f"{async_only!r} is async; run this graph with ainvoke() or astream()"
             )
-        loop = self._loop(config, modes, options, invoked)
+        printed = printed_modes(options, self.debug)
+        loop = self._loop(config, modes | printed, options, invoked)
         items = drive_sync(loop, input)
         if loop.s.nested and loop.s.sink is not None:
             return forwarded(items, loop.s.sink, loop.s.ns)
+        if printed and not loop.s.nested:
+            items = printing(items, printed, modes)
         if self.release_thread is not None and not loop.s.nested:
             return released(items, loop, self.release_thread)
         return items
@@ -207,10 +214,13 @@ class CompiledStateGraph(RunnableMethods, TraceReading, StateAccess):
         options: dict[str, Any],
         invoked: bool = False,
     ) -> AsyncGenerator[Emit | Done]:
-        loop = self._loop(config, modes, options, invoked)
+        printed = printed_modes(options, self.debug)
+        loop = self._loop(config, modes | printed, options, invoked)
         items = drive_async(loop, input)
         if loop.s.nested and loop.s.sink is not None:
             return aforwarded(items, loop.s.sink, loop.s.ns)
+        if printed and not loop.s.nested:
+            items = aprinting(items, printed, modes)
         if self.release_thread is not None and not loop.s.nested:
             return areleased(items, loop, self.release_thread)
         return items
@@ -227,8 +237,6 @@ class CompiledStateGraph(RunnableMethods, TraceReading, StateAccess):
         unknown = options.keys() - _OPTIONS if options else ()
         if unknown:
             raise TypeError(f"unexpected keyword argument {sorted(unknown)[0]!r}")
-        if options.get("debug"):
-            raise ConfigError(_DEBUG_TRUE)
         config = dict(self._bound(config) or {})
         parent = current_task()
         nested = parent is not None
@@ -276,6 +284,9 @@ class CompiledStateGraph(RunnableMethods, TraceReading, StateAccess):
         store = self.store if self.store is not None or parent is None else parent.store
         context = coerce_context(self.context_schema, options.get("context"))
         settings.context = context if context or parent is None else parent.env.context
+        settings.control = options.get("control") or (
+            parent.env.control if parent is not None else None
+        )
         settings.cache = self.cache
         settings.invoked = invoked
         if self.migrations is not None:
@@ -344,7 +355,7 @@ class CompiledStateGraph(RunnableMethods, TraceReading, StateAccess):
     def as_node(
         self,
         name: str,
-        retry: RetryPolicy | None,
+        retry: tuple[RetryPolicy, ...],
         destinations: Sequence[str] | None,
         parent: StateSchema,
     ) -> NodeSpec:
@@ -360,8 +371,14 @@ class CompiledStateGraph(RunnableMethods, TraceReading, StateAccess):
         declared = tuple(destinations) if destinations is not None else None
         return NodeSpec(name, sync_fn, async_fn, CallStyle(), retry, declared, subgraph=self)
 
-    def get_graph(self) -> Any:
-        """A drawable view of the graph (``.draw_mermaid()``)."""
+    def get_graph(
+        self, config: Mapping[str, Any] | None = None, *, xray: int | bool = False
+    ) -> Any:
+        """A drawable view of the graph (``.draw_mermaid()``). ``config`` changes nothing in
+        it; ``xray`` (drawing the subgraphs' own nodes) is not supported for graphs that have
+        subgraphs, and changes nothing in those that have none, as in LangGraph."""
         from threadline.graph.drawing import DrawableGraph
 
+        if xray and any(node.subgraph is not None for node in self.spec.nodes.values()):
+            raise NotSupportedError("get_graph(xray=...) does not draw subgraphs' nodes yet")
         return DrawableGraph.of(self.spec)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import string
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from threadline.constants import END, START
@@ -24,7 +25,8 @@ class DrawableGraph:
 
     nodes: tuple[str, ...]
     edges: tuple[Edge, ...]
-    deferred: frozenset[str] = frozenset()  # nodes added with defer=True, marked as LangGraph does
+    # What LangGraph writes under a node's name: its add_node metadata, then ``defer = True``
+    metadata: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, spec: GraphSpec) -> DrawableGraph:
@@ -42,7 +44,7 @@ class DrawableGraph:
                 else:
                     edges += [Edge(source, t, True) for t in branch.possible_targets() or ()]
         for node in spec.nodes.values():
-            edges += [Edge(node.name, t, True) for t in node.destinations or ()]
+            edges += [Edge(node.name, t, True, node.labels.get(t)) for t in node.destinations or ()]
         edges.sort(key=lambda e: (e.source, e.target, e.conditional, e.label or ""))
         sources = {e.source for e in edges}
         ending = {s for s, targets in spec.edges.items() if END in targets}
@@ -51,23 +53,58 @@ class DrawableGraph:
         unique = tuple(dict.fromkeys(edges))
         ends = {e.target for e in unique} | {e.source for e in unique}
         nodes = (START, *spec.nodes, *((END,) if END in ends else ()))
-        return cls(nodes, unique, spec.deferred)
+        metadata = {
+            node.name: {**node.metadata, **({"defer": True} if node.defer else {})}
+            for node in spec.nodes.values()
+            if node.metadata or node.defer
+        }
+        return cls(nodes, unique, metadata)
 
-    def draw_mermaid(self, *, curve_style: Any = "linear", wrap_label_n_words: int = 9) -> str:
-        """The graph as Mermaid flowchart text, exactly as LangGraph writes it."""
-        curve = getattr(curve_style, "value", curve_style)  # langchain-core's CurveStyle too
-        lines = ["---", "config:", "  flowchart:", f"    curve: {curve}", "---", "graph TD;"]
-        lines += [_node_line(name, name in self.deferred) for name in self.nodes]
-        for edge in self.edges:
-            lines.append(
-                f"\t{_id(edge.source)}{_arrow(edge, wrap_label_n_words)}{_id(edge.target)};"
-            )
-        lines += [
-            "\tclassDef default fill:#f2f0ff,line-height:1.2",
-            "\tclassDef first fill-opacity:0",
-            "\tclassDef last fill:#bfb6fc",
+    def draw_mermaid(
+        self,
+        *,
+        with_styles: bool = True,
+        curve_style: Any = "linear",
+        node_colors: Any = None,
+        wrap_label_n_words: int = 9,
+        frontmatter_config: Mapping[str, Any] | None = None,
+    ) -> str:
+        """The graph as Mermaid flowchart text, exactly as LangGraph writes it.
+
+        ``with_styles=False`` leaves out the front matter, node lines and classes;
+        ``node_colors`` (langchain-core's ``NodeStyles``, or anything with ``default``,
+        ``first`` and ``last``) replaces the classes' styles; ``frontmatter_config`` adds to the
+        front matter's ``config``."""
+        edges = [
+            f"\t{_id(e.source)}{_arrow(e, wrap_label_n_words)}{_id(e.target)};" for e in self.edges
         ]
+        if not with_styles:
+            return "\n".join(["graph TD;", *edges]) + "\n"
+        lines = [*_front_matter(curve_style, frontmatter_config), "graph TD;"]
+        lines += [_node_line(name, self.metadata.get(name)) for name in self.nodes]
+        lines += edges
+        lines += [f"\tclassDef {name} {style}" for name, style in _styles(node_colors)]
         return "\n".join(lines) + "\n"
+
+
+def _front_matter(curve_style: Any, extra: Mapping[str, Any] | None) -> list[str]:
+    """``---``-fenced YAML: the flowchart's curve, then ``frontmatter_config``'s settings."""
+    curve = getattr(curve_style, "value", curve_style)  # langchain-core's CurveStyle too
+    config = dict((extra or {}).get("config") or {})
+    flowchart = {"curve": curve, **dict(config.pop("flowchart", None) or {})}
+    lines = ["---", "config:", "  flowchart:"]
+    lines += [f"    {key}: {value}" for key, value in flowchart.items()]
+    lines += [f"  {key}: {value}" for key, value in config.items()]
+    return [*lines, "---"]
+
+
+def _styles(node_colors: Any) -> list[tuple[str, str]]:
+    defaults = {
+        "default": "fill:#f2f0ff,line-height:1.2",
+        "first": "fill-opacity:0",
+        "last": "fill:#bfb6fc",
+    }
+    return [(name, getattr(node_colors, name, style)) for name, style in defaults.items()]
 
 
 def _arrow(edge: Edge, wrap_words: int) -> str:
@@ -82,12 +119,13 @@ def _arrow(edge: Edge, wrap_words: int) -> str:
     return f" -. &nbsp;{label}&nbsp; .-> " if edge.conditional else f" -- &nbsp;{label}&nbsp; --> "
 
 
-def _node_line(name: str, deferred: bool) -> str:
+def _node_line(name: str, metadata: Mapping[str, Any] | None) -> str:
     """A node as LangGraph writes it: START and END rounded, names such as ``_x_`` (which
-    Markdown would read) in a paragraph, a deferred node marked."""
+    Markdown would read) in a paragraph, its metadata (``defer = True`` too) under a rule."""
     label = f"<p>{name}</p>" if name[:1] in _MARKDOWN and name[-1:] in _MARKDOWN else name
-    if deferred:
-        label += "<hr/><small><em>defer = True</em></small>"
+    if metadata:
+        shown = "\n".join(f"{key} = {value}" for key, value in metadata.items())
+        label += f"<hr/><small><em>{shown}</em></small>"
     if name == START:
         return f"\t{_id(name)}([{label}]):::first"
     if name == END:

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Self
 
 from threadline.constants import INTERRUPT_KEY
+from threadline.errors import ConfigError
 from threadline.graph.schema import is_pydantic_model, is_typeddict
 from threadline.types import GraphOutput
 
@@ -102,6 +103,11 @@ class RunnableMethods:
 
     def _bound(self, config: Config | None) -> Config | None:
         """The call's config over the one ``with_config`` bound."""
+        if config is not None and not isinstance(config, Mapping):
+            raise ConfigError(
+                f"config must be a dict such as {{'configurable': {{'thread_id': ...}}}}, got "
+                f"{type(config).__name__} {config!r}"
+            )
         return merge_configs(self.config, config) if self.config else config
 
     def _graph_output(self, output: Any) -> GraphOutput[Any]:

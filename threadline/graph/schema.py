@@ -21,7 +21,10 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
 Reducer = Callable[[Any, Any], Any]
-SchemaKind = Literal["typeddict", "dataclass", "pydantic"]
+SchemaKind = Literal["typeddict", "dataclass", "pydantic", "root"]
+# The one channel of a state that is not a class of keys (``StateGraph(int)``,
+# ``StateGraph(Annotated[list, operator.add])``): nodes get and return the value itself.
+ROOT = "__root__"
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +62,8 @@ class StateSchema:
         A pydantic model's ``ValidationError`` is raised as it is (callers catch that type),
         with a note saying how to fix the state.
         """
+        if self.kind == "root":
+            return values.get(ROOT)
         own = self.own_keys
         fields = dict(values) if own is None else {k: v for k, v in values.items() if k in own}
         if self.kind == "typeddict":
@@ -140,7 +145,13 @@ def _model_updates(model: Any) -> dict[str, Any]:
 
 
 def read_schema(cls: type) -> StateSchema:
-    """Inspect ``cls`` once, at graph build time, so bad reducers fail early."""
+    """Inspect ``cls`` once, at graph build time, so bad reducers fail early.
+
+    A state that declares no keys (``int``, ``list[str]``, ``dict``, ``Annotated[list,
+    operator.add]``: no ``__annotations__``, as LangGraph tells them apart) is one value.
+    """
+    if not is_schema_class(cls) and not hasattr(_unqualified(cls), "__annotations__"):
+        return root_schema(cls)
     kind = _schema_kind(cls)
     try:
         hints = typing.get_type_hints(cls, include_extras=True)
@@ -153,6 +164,18 @@ def read_schema(cls: type) -> StateSchema:
     managed = {k: m for k, h in hints.items() if (m := managed_value_of(_unqualified(h)))}
     channels = {key: _channel(cls, key, h) for key, h in hints.items() if key not in managed}
     return StateSchema(cls=cls, kind=kind, channels=channels, managed=managed)
+
+
+def root_schema(hint: Any) -> StateSchema:
+    """The schema of a state that is one value: one channel, with the reducer of an
+    ``Annotated[T, reducer]`` hint (then starting from ``T()``), else replaced by each write."""
+    hint = _unqualified(hint)
+    base = typing.get_args(hint)[0] if typing.get_origin(hint) is typing.Annotated else hint
+    cls = typing.get_origin(base) or base
+    if not isinstance(cls, type):
+        raise GraphValidationError(f"state schema must be a class or a type, got {hint!r}")
+    channel = _channel(cls, ROOT, hint)
+    return StateSchema(cls=cls, kind="root", channels={ROOT: channel})
 
 
 _FIT_HINT = (
@@ -205,6 +228,8 @@ def _schema_kind(cls: Any) -> SchemaKind:
         return "dataclass"
     if is_pydantic_model(cls):
         return "pydantic"
+    if typing.get_type_hints(cls):  # a plain annotated class: its keys, read as dicts
+        return "typeddict"
     raise GraphValidationError(
         f"state schema {cls.__name__} must be a TypedDict, a dataclass or a pydantic model"
     )

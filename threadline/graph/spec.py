@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from threadline.cache.keys import node_namespace
 from threadline.constants import END, START
-from threadline.errors import GraphValidationError, InvalidUpdateError
-from threadline.graph.schema import StateSchema, is_schema_class
+from threadline.errors import GraphValidationError, InvalidUpdateError, NodeError
+from threadline.graph.schema import ROOT, StateSchema, is_schema_class
 from threadline.runtime.timeouts import seconds
-from threadline.types import CachePolicy, Command, RetryPolicy, Send
+from threadline.types import CachePolicy, Command, RetryPolicy, Send, TimeoutPolicy
 
 if TYPE_CHECKING:
     from threadline.graph.compiled import CompiledStateGraph
@@ -142,14 +142,52 @@ class NodeSpec:
     sync_fn: Callable[..., Any] | None
     async_fn: Callable[..., Any] | None
     style: CallStyle
-    retry: RetryPolicy | None = None
+    retry: tuple[RetryPolicy, ...] = ()  # the first policy that accepts an error decides
     destinations: tuple[str, ...] | None = None
     subgraph: CompiledStateGraph | None = None
     # The node's own input schema, when it reads other keys than the graph's state schema
     reader: StateSchema | None = None
     cache: NodeCache | None = None
     defer: bool = False
-    timeout: float | None = None
+    timeout: TimeoutPolicy | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)  # add_node(metadata=...)
+    error_handler: ErrorHandler | None = None  # add_node(error_handler=...)
+    labels: dict[str, str] = field(default_factory=dict)  # edge labels of ``destinations``
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorHandler:
+    """``add_node(..., error_handler=fn)``: called with the state and a ``NodeError`` when the
+    node fails for good (after its retries); what it returns takes the failed task's place."""
+
+    fn: Callable[..., Any]
+    style: CallStyle
+    error_param: str | None  # the parameter that takes the NodeError
+    is_async: bool
+
+    @classmethod
+    def of(cls, fn: Callable[..., Any]) -> ErrorHandler:
+        if not callable(fn):
+            raise GraphValidationError(f"error_handler must be callable, got {fn!r}")
+        return cls(fn, call_style(fn), _error_param(fn), is_async_callable(fn))
+
+    def kwargs(self, ctx: TaskContext, error: Any) -> dict[str, Any]:
+        kwargs = {} if self.style.plain else self.style.kwargs(ctx)
+        if self.error_param is not None:
+            kwargs[self.error_param] = error
+        return kwargs
+
+
+def _error_param(fn: Callable[..., Any]) -> str | None:
+    """The parameter annotated ``NodeError``, else one named ``error``, else none."""
+    try:
+        params = inspect.signature(fn).parameters
+        hints = typing.get_type_hints(fn)
+    except Exception:
+        hints = {}
+        params = inspect.signature(fn).parameters
+    typed = [name for name in params if hints.get(name) is NodeError]
+    return typed[0] if typed else ("error" if "error" in params else None)
 
 
 def with_options(
@@ -157,7 +195,7 @@ def with_options(
     action: Any,
     cache_policy: CachePolicy[Any] | None,
     defer: bool,
-    timeout: float | timedelta | None = None,
+    timeout: float | timedelta | TimeoutPolicy | None = None,
 ) -> NodeSpec:
     """``node`` with its ``add_node`` options ``cache_policy``, ``defer`` and ``timeout``,
     checked."""
@@ -183,7 +221,7 @@ def with_options(
 def node_from_callable(
     name: str,
     fn: Callable[..., Any],
-    retry: RetryPolicy | None,
+    retry: tuple[RetryPolicy, ...],
     destinations: Sequence[str] | None,
 ) -> NodeSpec:
     declared = tuple(destinations) if destinations is not None else _command_targets(fn)
@@ -319,23 +357,30 @@ class GraphSpec:
     # The runtime context's schema (StateGraph(context_schema=...)); None when not given
     context_schema: type | None = None
 
-    def output_values(self, values: Mapping[str, Any]) -> dict[str, Any]:
+    def output_values(self, values: Mapping[str, Any]) -> Any:
         """What ``invoke`` returns: the output schema's keys in its order (the state schema's
         by default). As in LangGraph, keys never written are absent."""
+        if self.schema.kind == "root":
+            return values.get(ROOT)
         keys = self.schema.channels if self.output_keys is None else self.output_keys
         return {key: values[key] for key in keys if key in values}
 
-    def state_values(self, values: Mapping[str, Any]) -> dict[str, Any]:
+    def state_values(self, values: Mapping[str, Any]) -> Any:
         """Every channel's value in schema order: ``get_state().values`` and the ``values``
         stream mode, which LangGraph does not narrow to the output schema."""
+        if self.schema.kind == "root":
+            return values.get(ROOT)
         return {key: values[key] for key in self.schema.channels if key in values}
 
-    def input_updates(self, value: Any) -> dict[str, Any]:
-        """An ``invoke`` input as updates: with an input schema, only its keys are taken.
+    def input_updates(self, value: Any) -> Any:
+        """An ``invoke`` input as updates: with an input schema, only its keys are taken; a
+        state that is one value takes the input as it is.
 
         Keys of the state that the input schema lacks are dropped, as LangGraph drops them;
         keys of no schema at all are left in, for the caller's check to refuse.
         """
+        if self.schema.kind == "root":
+            return value
         if self.input_schema is None:
             return self.schema.input_values(value)
         updates = self.input_schema.input_values(value)

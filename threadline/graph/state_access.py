@@ -8,17 +8,21 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from threadline.checkpoint.base import BaseSaver, CheckpointRecord
 from threadline.checkpoint.changes import SET
-from threadline.errors import CheckpointerRequiredError, CheckpointNotFoundError
+from threadline.errors import (
+    CheckpointerRequiredError,
+    CheckpointNotFoundError,
+    InvalidUpdateError,
+)
 from threadline.graph.configs import before_id, config_of, configurable_of, thread_id_of
 from threadline.graph.subgraph import saved_ns
 from threadline.runtime.planning import task_ns
 from threadline.runtime.snapshot import empty_snapshot, snapshot_of, updated_record
-from threadline.types import StateSnapshot
+from threadline.types import StateSnapshot, StateUpdate
 
 if TYPE_CHECKING:
     from threadline.graph.spec import GraphSpec
@@ -96,36 +100,58 @@ class StateAccess:
         self, config: Mapping[str, Any], values: Any, as_node: str | None = None
     ) -> dict[str, Any]:
         """Apply ``values`` through the reducers as if ``as_node`` wrote them; fork if older."""
-        saver, thread_id, ns, checkpoint_id = self._address(config)
-        record = self._existing(
-            saver.get_tuple(thread_id, ns, checkpoint_id), config, checkpoint_id
-        )
-        new = self._update(record, thread_id, config, values, as_node)
-        saver.put(new, fork=checkpoint_id is not None)
-        return config_of(new)
+        return self.bulk_update_state(config, [[StateUpdate(values, as_node)]])
 
     async def aupdate_state(
         self, config: Mapping[str, Any], values: Any, as_node: str | None = None
     ) -> dict[str, Any]:
+        return await self.abulk_update_state(config, [[StateUpdate(values, as_node)]])
+
+    def bulk_update_state(
+        self, config: Mapping[str, Any], supersteps: Sequence[Sequence[StateUpdate]]
+    ) -> dict[str, Any]:
+        """Several ``update_state`` steps at once: one ``update`` checkpoint per superstep, each
+        applying its updates together as if their nodes had run side by side in one step."""
         saver, thread_id, ns, checkpoint_id = self._address(config)
+        steps = _supersteps(supersteps)
+        record = self._existing(
+            saver.get_tuple(thread_id, ns, checkpoint_id), config, checkpoint_id
+        )
+        fork = checkpoint_id is not None
+        for updates in steps:
+            record = self._update(record, thread_id, config, updates)
+            saver.put(record, fork=fork)
+            fork = False
+        assert record is not None  # there was at least one step
+        return config_of(record)
+
+    async def abulk_update_state(
+        self, config: Mapping[str, Any], supersteps: Sequence[Sequence[StateUpdate]]
+    ) -> dict[str, Any]:
+        saver, thread_id, ns, checkpoint_id = self._address(config)
+        steps = _supersteps(supersteps)
         found = await saver.aget_tuple(thread_id, ns, checkpoint_id)
         record = self._existing(found, config, checkpoint_id)
-        new = self._update(record, thread_id, config, values, as_node)
-        await saver.aput(new, fork=checkpoint_id is not None)
-        return config_of(new)
+        fork = checkpoint_id is not None
+        for updates in steps:
+            record = self._update(record, thread_id, config, updates)
+            await saver.aput(record, fork=fork)
+            fork = False
+        assert record is not None  # there was at least one step
+        return config_of(record)
 
     def _update(
         self,
         record: CheckpointRecord | None,
         thread_id: str,
         config: Mapping[str, Any],
-        values: Any,
-        as_node: str | None,
+        updates: Sequence[StateUpdate],
     ) -> CheckpointRecord:
         """The ``update`` checkpoint; values an upcaster changed are stored again in full."""
         metadata = self._metadata(dict(config), configurable_of(config))
         upgraded = self._upgraded(record) if record is not None else None
-        new = updated_record(self.spec, upgraded, thread_id, values, as_node, metadata)
+        pairs = [(u.as_node, u.values) for u in updates]
+        new = updated_record(self.spec, upgraded, thread_id, pairs, metadata)
         if upgraded is record or record is None:
             return new
         return dataclasses.replace(new, changes=dict.fromkeys(new.checkpoint.values, SET))
@@ -184,3 +210,13 @@ class StateAccess:
                 f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}"
             )
         return record
+
+
+def _supersteps(supersteps: Sequence[Sequence[StateUpdate]]) -> list[list[StateUpdate]]:
+    """``bulk_update_state``'s steps, each a non-empty list of ``StateUpdate``s."""
+    steps = [[StateUpdate(*u) for u in step] for step in supersteps]
+    if not steps:
+        raise InvalidUpdateError("bulk_update_state needs at least one superstep")
+    if any(not step for step in steps):
+        raise InvalidUpdateError("each superstep of bulk_update_state needs at least one update")
+    return steps

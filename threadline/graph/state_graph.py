@@ -9,10 +9,12 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from threadline.constants import END, RESERVED_NAMES, START
-from threadline.errors import ConfigError, GraphValidationError
+from threadline.errors import GraphValidationError
+from threadline.graph.nodes import NodeDefaults, destination_targets, is_runnable, runnable_node
 from threadline.graph.schema import StateSchema, read_schema
 from threadline.graph.spec import (
     Branch,
+    ErrorHandler,
     GraphSpec,
     Join,
     NodeSpec,
@@ -23,7 +25,9 @@ from threadline.graph.spec import (
 )
 from threadline.graph.validate import Finding, find_problems, raise_findings, validate_graph
 from threadline.runtime.migrate import Migrations, Upcaster, checked_version
-from threadline.types import CachePolicy, RetryPolicy
+from threadline.runtime.retry import retry_policies
+from threadline.runtime.timeouts import seconds
+from threadline.types import CachePolicy, RetryPolicy, TimeoutPolicy, TracePolicy
 
 if TYPE_CHECKING:
     from threadline.cache.base import BaseCache
@@ -68,6 +72,27 @@ class StateGraph:
         #: The state's shape version, stored with each checkpoint (threadline/runtime/migrate.py)
         self.state_version = checked_version(state_version, "state_version")
         self.upcasters: dict[int, Upcaster] = {}
+        self._defaults = NodeDefaults()  # set_node_defaults
+
+    def set_node_defaults(
+        self,
+        *,
+        retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
+        cache_policy: CachePolicy[Any] | None = None,
+        error_handler: Any = None,
+        timeout: float | timedelta | TimeoutPolicy | None = None,
+    ) -> StateGraph:
+        """Options for every node added without its own, applied at ``compile()`` (so nodes
+        added before the call get them too); a subgraph's nodes keep their own graph's."""
+        if error_handler is not None:
+            self._defaults.error_handler = ErrorHandler.of(error_handler)
+        if retry_policy is not None:
+            self._defaults.retry = retry_policies(retry_policy)
+        if cache_policy is not None:
+            self._defaults.cache_policy = cache_policy
+        if timeout is not None:
+            self._defaults.timeout = seconds(timeout)
+        return self
 
     def upcaster(self, from_version: int) -> Callable[[Upcaster], Upcaster]:
         """Register, as a decorator, the function that turns state values of ``from_version``
@@ -88,12 +113,15 @@ class StateGraph:
         node: str | Callable[..., Any],
         action: Callable[..., Any] | None = None,
         *,
-        retry_policy: RetryPolicy | None = None,
-        destinations: Sequence[str] | None = None,
+        retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
+        destinations: Mapping[str, str] | Sequence[str] | None = None,
         input_schema: type | None = None,
         cache_policy: CachePolicy[Any] | None = None,
         defer: bool = False,
-        timeout: float | timedelta | None = None,
+        timeout: float | timedelta | TimeoutPolicy | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        trace_policy: TracePolicy | None = None,
+        error_handler: Any = None,
     ) -> StateGraph:
         """Add a node; ``add_node(fn)`` names it after the function.
 
@@ -105,6 +133,12 @@ class StateGraph:
         ``timeout`` (seconds or a ``timedelta``) limits each attempt: one that runs longer fails
         with ``NodeTimeoutError``, which ``retry_policy`` may retry. A sync node's attempt runs
         in a thread of its own that cannot be stopped: its late result is dropped.
+        ``retry_policy`` may be a list: the first policy that accepts an error decides.
+        ``metadata`` is shown on the node in ``get_graph()``; ``destinations`` may be a dict of
+        target to edge label. The action may also be a runnable (``invoke``/``ainvoke``).
+        ``trace_policy`` shapes LangSmith traces, which threadline does not send: accepted,
+        with nothing to shape. ``error_handler(state, error: NodeError)`` runs when the node
+        fails for good; what it returns (an update, a ``Command``) replaces the node's.
         """
         if action is None:
             if isinstance(node, str):
@@ -115,9 +149,17 @@ class StateGraph:
         self._check_name(node)
         if node in self.nodes:
             raise GraphValidationError(f"node {node!r} is already in the graph")
-        if retry_policy is not None and not isinstance(retry_policy, RetryPolicy):
-            raise GraphValidationError(f"retry_policy of {node!r} must be a RetryPolicy")
-        spec = self._node_spec(node, action, retry_policy, destinations)
+        try:
+            retry = retry_policies(retry_policy)
+        except TypeError:
+            raise GraphValidationError(f"retry_policy of {node!r} must be a RetryPolicy") from None
+        targets, labels = destination_targets(node, destinations)
+        spec = self._node_spec(node, action, retry, targets)
+        handler = ErrorHandler.of(error_handler) if error_handler is not None else None
+        spec = dataclasses.replace(
+            spec, metadata=dict(metadata or {}), labels=labels, error_handler=handler
+        )
+        self._defaults.actions[node] = action
         reads = input_schema or annotated_input_schema(action)
         if reads is not None and reads is not self.state_schema:
             if reads not in self._io_schemas:
@@ -207,15 +249,10 @@ class StateGraph:
 
         ``release_thread`` says what becomes of a thread when a run reaches END: ``"delete"``
         removes it, ``"keep_last"`` keeps only its final checkpoint; ``None`` keeps it all.
-        ``trace=False``: runs save no execution trace (see ``get_trace``).
+        ``trace=False``: runs save no execution trace (see ``get_trace``). ``debug=True``: runs
+        print their ``updates`` and ``values`` chunks, as LangGraph's do.
         """
         from threadline.graph.compiled import CompiledStateGraph
-
-        if debug:
-            raise ConfigError(
-                "compile(debug=True) is not supported; use stream_mode='debug' to receive "
-                "debug events"
-            )
 
         spec = self._spec()
         if strict:
@@ -235,6 +272,7 @@ class StateGraph:
             release_thread=release_thread,
             migrations=Migrations.of(self.state_version, self.upcasters),
             trace=trace,
+            debug=debug,
         )
 
     def validate(self, interrupt: Sequence[str] | str | None = None) -> StateGraph:
@@ -288,8 +326,9 @@ class StateGraph:
         return None if cls is self.state_schema else self._io_schemas[cls].reading(schema.channels)
 
     def _nodes_reading(self, schema: StateSchema) -> dict[str, NodeSpec]:
-        """The nodes, each with the reader of its own input schema, if it has one."""
-        nodes = dict(self.nodes)
+        """The nodes, each with the reader of its own input schema, if it has one, and the
+        defaults of ``set_node_defaults``."""
+        nodes = {name: self._defaults.applied(node) for name, node in self.nodes.items()}
         for name, cls in self._node_inputs.items():
             reader = self._io_schemas[cls].reading(schema.channels)
             nodes[name] = dataclasses.replace(nodes[name], reader=reader)
@@ -299,13 +338,15 @@ class StateGraph:
         self,
         name: str,
         action: Any,
-        retry: RetryPolicy | None,
-        destinations: Sequence[str] | None,
+        retry: tuple[RetryPolicy, ...],
+        destinations: tuple[str, ...] | None,
     ) -> NodeSpec:
         from threadline.graph.compiled import CompiledStateGraph
 
         if isinstance(action, CompiledStateGraph):
             return action.as_node(name, retry, destinations, self.schema)
+        if is_runnable(action):
+            return runnable_node(name, action, retry, destinations)
         if not callable(action):
             raise GraphValidationError(
                 f"node {name!r} must be callable, got {type(action).__name__}"

@@ -1,5 +1,12 @@
 """Running graphs. ``Runtime`` and ``get_runtime`` are public here, as in ``langgraph.runtime``."""
 
-from threadline.runtime.runtime import ExecutionInfo, Runtime, get_runtime
+from threadline.runtime.runtime import (
+    DEFAULT_RUNTIME,
+    ExecutionInfo,
+    RunControl,
+    Runtime,
+    ServerInfo,
+    get_runtime,
+)
 
-__all__ = ["ExecutionInfo", "Runtime", "get_runtime"]
+__all__ = ["DEFAULT_RUNTIME", "ExecutionInfo", "RunControl", "Runtime", "ServerInfo", "get_runtime"]

@@ -20,14 +20,16 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from threadline.checkpoint.base import Checkpoint, TaskWrite, WriteKind
 from threadline.clock import now_iso
 from threadline.constants import INTERRUPT_KEY, START
+from threadline.graph.schema import ROOT
 from threadline.graph.spec import GraphSpec
 from threadline.runtime.task import Outcome, Task
+from threadline.runtime.timeouts import progress
 from threadline.runtime.writes import Update, applied
 from threadline.types import Interrupt
 
@@ -62,7 +64,7 @@ def live_outlets(
     """Where a run's tasks send what streams while they run: what they give
     ``get_stream_writer()``, as ``custom`` chunks, and the chunks of their subgraphs (those a
     nested run forwards, or with ``stream(subgraphs=True)`` all of them) to ``put``."""
-    writer: Writer = _discard
+    writer: Writer = _progress_only
     if put is not None and "custom" in settings.stream_modes:
         writer = functools.partial(_custom, put)
     sink = put if put is not None and settings.subgraphs else settings.sink
@@ -70,7 +72,13 @@ def live_outlets(
 
 
 def _custom(put: Put, item: Any) -> None:
+    progress()
     put(Emit("custom", item))
+
+
+def _progress_only(_: Any) -> None:
+    """A write nobody streams still shows the task is alive (``TimeoutPolicy.idle_timeout``)."""
+    progress()
 
 
 def _discard(_: Any) -> None:
@@ -271,11 +279,14 @@ class Chunks:
     def _update(self, updates: Update) -> dict[str, Any] | None:
         """A task's ``updates`` chunk: what it wrote (of the keys shown), ``None`` if nothing."""
         shown = self.shown
+        if self.spec.schema.kind == "root":  # the state is one value: the update is that value
+            return dict(updates).get(ROOT)
         if shown is None:
             return dict(updates) or None
         return {k: v for k, v in updates if k in shown} or None
 
-    def _state(self, values: Mapping[str, Any]) -> dict[str, Any]:
+    def _state(self, values: Mapping[str, Any]) -> Any:
+        """The state a ``values`` chunk shows: a dict of keys, or a one-value state's value."""
         if self.shown is None:
             return self.spec.state_values(values)
         return self.spec.output_values(values)
@@ -328,17 +339,25 @@ def task_triggers(spec: GraphSpec, task: Task) -> tuple[str, ...]:
     return tuple(sorted([f"branch:to:{task.name}", *joins]))
 
 
-def _task_infos(spec: GraphSpec, step: int, tasks: list[Task]) -> dict[str, TaskInfo]:
-    infos = {}
+def task_paths(tasks: Sequence[Task]) -> list[tuple[Any, ...]]:
+    """LangGraph's path of each task: ``(PULL, name)`` for an edge's, ``(PUSH, i, False)`` for
+    the i-th ``Send`` of the step; shown in ``tasks`` events and on ``get_state().tasks``."""
+    paths: list[tuple[Any, ...]] = []
     pushed = 0
     for task in tasks:
         if task.send:
-            path: tuple[Any, ...] = (PUSH, pushed, False)
+            paths.append((PUSH, pushed, False))
             pushed += 1
         else:
-            path = (PULL, task.name)
-        infos[task.id] = TaskInfo(step, task_triggers(spec, task), path)
-    return infos
+            paths.append((PULL, task.name))
+    return paths
+
+
+def _task_infos(spec: GraphSpec, step: int, tasks: list[Task]) -> dict[str, TaskInfo]:
+    return {
+        task.id: TaskInfo(step, task_triggers(spec, task), path)
+        for task, path in zip(tasks, task_paths(tasks), strict=True)
+    }
 
 
 def _error_text(value: Any) -> Any:

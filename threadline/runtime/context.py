@@ -29,14 +29,16 @@ class TaskContext:
     through from the task and the step (``StepEnv``) when asked for.
     """
 
-    # ``attempt``, ``first_attempt_time``, ``_runtime`` and ``traced`` stay unset (so cost
-    # nothing) until a retry, a ``Runtime`` or the execution trace needs them.
+    # ``attempt``, ``first_attempt_time``, ``_runtime``, ``pushed`` and ``traced`` stay unset (so
+    # cost nothing) until a retry, a ``Runtime``, ``push_message`` or the execution trace needs
+    # them.
     __slots__ = (
         "_runtime",
         "attempt",
         "calls",
         "env",
         "first_attempt_time",
+        "pushed",
         "subgraph_calls",
         "task",
         "task_calls",
@@ -45,6 +47,7 @@ class TaskContext:
     _runtime: Runtime[Any] | None
     attempt: int
     first_attempt_time: float | None
+    pushed: list[tuple[str, Any]]
     traced: float  # when the execution trace saw the task start (``trace.py``)
 
     def __init__(self, task: Task, env: StepEnv) -> None:
@@ -117,6 +120,12 @@ class TaskContext:
                 self.first_attempt_time = runtime.execution_info.node_first_attempt_time
         return runtime
 
+    def push(self, key: str, value: Any) -> None:
+        """Write ``value`` to ``key`` now, ahead of what the node returns (``push_message``)."""
+        if not hasattr(self, "pushed"):
+            self.pushed = []
+        self.pushed.append((key, value))
+
     def restart(self) -> None:
         """A retry runs the node from its top: count interrupts, subgraph and task calls anew."""
         self.calls = 0
@@ -124,6 +133,7 @@ class TaskContext:
         self.attempt = getattr(self, "attempt", 1) + 1
         self._runtime = None
         self.task_calls = 0
+        self.pushed = []
         if self.env.trace is not None:
             self.env.trace.retry(self)
 

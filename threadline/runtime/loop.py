@@ -27,6 +27,7 @@ from threadline.clock import now_iso
 from threadline.constants import INTERRUPT_KEY, START
 from threadline.errors import (
     CheckpointNotFoundError,
+    GraphDrained,
     GraphInterrupt,
     GraphRecursionError,
     InvalidUpdateError,
@@ -87,7 +88,7 @@ class RunLoop:
         self.out = Chunks.of_run(spec, settings, saver is not None)
 
     # ----------------------------------------------------------------- entry
-    def run(self, input: Any, put: Put | None = None) -> Generator[Effect, Any, dict[str, Any]]:
+    def run(self, input: Any, put: Put | None = None) -> Generator[Effect, Any, Any]:
         """The run's effects; ``put`` takes the chunks made while tasks run, when any stream."""
         self.setup.put = put
         record = (yield Load(self.s.checkpoint_id)) if self.saver is not None else None
@@ -135,6 +136,13 @@ class RunLoop:
 
         Either way the step it starts with does not stop at ``interrupt_before`` again.
         """
+        if record is None and self.saver is None:
+            asked = (self.s.config.get("configurable") or {}).get("thread_id")
+            raise NothingToResumeError(
+                f"invoke(None) continues a saved thread{f' ({asked!r})' if asked else ''}, but "
+                "this graph has no checkpointer: compile(checkpointer=...) to keep threads, or "
+                "pass an input"
+            )
         if record is None:
             raise NothingToResumeError(
                 f"thread {self.s.thread_id!r} has no checkpoint to continue; pass an input"
@@ -205,7 +213,7 @@ class RunLoop:
             self._record_answers(answers, pending)
 
     # ----------------------------------------------------------------- steps
-    def _steps(self) -> Generator[Effect, Any, dict[str, Any]]:
+    def _steps(self) -> Generator[Effect, Any, Any]:
         while True:
             cp = self.progress.cp()
             tasks = tasks_of(self.spec, cp, self.s.ns, self._task_id)
@@ -233,6 +241,10 @@ class RunLoop:
                 before = self.s.interrupt_before
                 if before and not self.progress.writes and hits(before, runnable):
                     return (yield from self._breakpoint(runnable))
+                control = self.s.control
+                if control is not None and control.drain_requested and not self.s.nested:
+                    yield from self.progress.flush()  # the step before is saved, even on "exit"
+                    raise GraphDrained(control.drain_reason or "shutdown")
                 if out is not None:
                     yield from out.step_starts(cp.step + 1, cp.values, tasks, self.progress.writes)
                 outcomes = yield self.setup.execute(runnable, cp, self.progress.writes, self.stop)
@@ -267,7 +279,7 @@ class RunLoop:
         self._keep(finished)
         yield from self.progress.flush()
 
-    def _stop(self, outcomes: list[Outcome]) -> Generator[Effect, Any, dict[str, Any]]:
+    def _stop(self, outcomes: list[Outcome]) -> Generator[Effect, Any, Any]:
         """A task failed, was interrupted or routed to the parent: save the step's writes, stop."""
         yield from self.progress.flush()
         parent = next((o.parent_command for o in outcomes if o.parent_command is not None), None)
@@ -323,7 +335,7 @@ class RunLoop:
         if self.out is not None:
             yield from self.out.step_applied(new.values, [u for _, u in updates])
 
-    def _breakpoint(self, runnable: list[Task]) -> Generator[Effect, Any, dict[str, Any]]:
+    def _breakpoint(self, runnable: list[Task]) -> Generator[Effect, Any, Any]:
         names = tuple(dict.fromkeys(t.name for t in runnable))
         self.progress.add_writes([TaskWrite(BREAKPOINT_TASK, BREAKPOINT_TASK, "breakpoint", names)])
         yield from self.progress.flush()
@@ -381,10 +393,11 @@ class RunLoop:
     def _next_names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.progress.cp().next)
 
-    def _output(self, interrupts: tuple[Interrupt, ...] = (), done: Any = ()) -> dict[str, Any]:
-        """What the run returns; ``done``: what a stopped step's finished tasks wrote."""
+    def _output(self, interrupts: tuple[Interrupt, ...] = (), done: Any = ()) -> Any:
+        """What the run returns; ``done``: what a stopped step's finished tasks wrote. A state
+        that is one value is returned as it is (with no room for interrupts, as in LangGraph)."""
         values = self.spec.output_values(applied(self.spec.schema, self.progress.cp().values, done))
-        if interrupts:
+        if interrupts and isinstance(values, dict):
             values[INTERRUPT_KEY] = list(interrupts)
         return values
 

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from threadline.cache.base import BaseCache
 from threadline.checkpoint.base import BaseSaver, CheckpointRecord
 from threadline.runtime.chunks import Emit
 from threadline.runtime.context import SpareAnswer
 from threadline.runtime.trace import RunTrace
+
+if TYPE_CHECKING:
+    from threadline.runtime.runtime import RunControl
 
 
 @dataclass(slots=True)
@@ -48,3 +51,5 @@ class RunSettings:
     # A graph with state migrations: a loaded record as this graph reads it (runtime/migrate.py)
     upgrade: Callable[[CheckpointRecord], CheckpointRecord] | None = None
     trace: RunTrace | None = None  # the run's execution trace; None with compile(trace=False)
+    # invoke(..., control=...): a drain request stops the run before its next step
+    control: RunControl | None = None

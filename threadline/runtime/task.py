@@ -10,7 +10,6 @@ import asyncio
 import contextvars
 import dataclasses
 import functools
-import random
 import time
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
@@ -18,20 +17,22 @@ from typing import TYPE_CHECKING, Any
 
 from threadline import serde
 from threadline.constants import START
-from threadline.errors import GraphInterrupt, InvalidUpdateError, ParentCommand
-from threadline.graph.spec import GraphSpec, NodeCache, NodeSpec
+from threadline.errors import GraphInterrupt, InvalidUpdateError, NodeError, ParentCommand
+from threadline.graph.spec import ErrorHandler, GraphSpec, NodeCache, NodeSpec
 from threadline.runtime.cached import aremember, entry_key, remember
 from threadline.runtime.calls import StepCalls, asettle_calls, settle_calls
 from threadline.runtime.context import SpareAnswer, TaskContext, enter_task, leave_task
+from threadline.runtime.retry import retry_delay
 from threadline.runtime.routing import branch_state, call_branch, drop_end, routes_after
 from threadline.runtime.timeouts import call_within, within
 from threadline.runtime.trace import RunTrace, note_retry
 from threadline.runtime.writes import Update, normalize_output, updates_of
-from threadline.types import Command, Interrupt, RetryPolicy, Send
+from threadline.types import Command, Interrupt, Send
 
 if TYPE_CHECKING:
     from threadline.cache.base import BaseCache
     from threadline.checkpoint.base import BaseSaver
+    from threadline.runtime.runtime import RunControl
     from threadline.runtime.settings import RunSettings
     from threadline.store.base import BaseStore
 
@@ -111,6 +112,7 @@ class StepEnv:
     cache: BaseCache[Any] | None = None  # ``compile(cache=...)``
     calls: StepCalls | None = None  # the ``@task`` calls of the step's tasks
     trace: RunTrace | None = None  # where the run keeps its execution trace, if it keeps one
+    control: RunControl | None = None  # ``invoke(..., control=...)``: ``Runtime.control``
 
     @classmethod
     def of_run(
@@ -139,6 +141,7 @@ class StepEnv:
             context=s.context,
             cache=s.cache,
             trace=s.trace,
+            control=s.control,
         )
 
 
@@ -161,9 +164,11 @@ def _run_sync(task: Task, env: StepEnv) -> Outcome:
         trace.begin(ctx)
     try:
         output = _call_with_retry(node, node.sync_fn, task.node_input(env), ctx)
-        outcome = _routed(task, env, *_output_parts(task, env, output), ctx)
+        outcome = _routed(task, env, *_output_parts(task, env, output, ctx), ctx)
     except (Exception, GraphInterrupt) as exc:
         outcome = _stopped(task, exc)
+        if outcome.error is not None and node.error_handler is not None:
+            outcome = _handled(task, env, ctx, node.error_handler, outcome.error)
     finally:
         settle_calls(ctx)
         leave_task(token)
@@ -200,13 +205,15 @@ async def _run_async(task: Task, env: StepEnv) -> Outcome:
             output = await asyncio.get_running_loop().run_in_executor(None, thread_ctx.run, call)
         else:
             output = await _call_with_retry_async(node, node.async_fn, task.node_input(env), ctx)
-        parts = _output_parts(task, env, output)
+        parts = _output_parts(task, env, output, ctx)
         if task.name not in env.spec.branches:  # nothing to await: plain edges and gotos
             outcome = _routed(task, env, *parts, ctx)
         else:
             outcome = await _arouted(task, env, *parts, ctx)
     except (Exception, GraphInterrupt) as exc:
         outcome = _stopped(task, exc)
+        if outcome.error is not None and node.error_handler is not None:
+            outcome = await _ahandled(task, env, ctx, node.error_handler, outcome.error)
     finally:
         await asettle_calls(ctx)
         leave_task(token)
@@ -269,6 +276,45 @@ def _stopped(task: Task, exc: Exception | GraphInterrupt) -> Outcome:
     return Outcome(task, error=exc)
 
 
+def _handled(
+    task: Task, env: StepEnv, ctx: TaskContext, handler: ErrorHandler, error: BaseException
+) -> Outcome:
+    """A failed task whose node has an error handler: the handler's update and
+    ``Command(goto=...)`` take the task's place, and the node's own edges do not fire (as in
+    LangGraph). A handler that fails fails the task with its own error."""
+    ctx.pushed = []  # what the failed attempt pushed is not kept
+    try:
+        if handler.is_async:
+            raise InvalidUpdateError(
+                f"the error handler of {task.name!r} is async; run the graph with ainvoke()"
+            )
+        kwargs = handler.kwargs(ctx, NodeError(task.name, error))
+        return _handler_outcome(task, env, ctx, handler.fn(task.node_input(env), **kwargs))
+    except Exception as failed:
+        return Outcome(task, error=failed)
+
+
+async def _ahandled(
+    task: Task, env: StepEnv, ctx: TaskContext, handler: ErrorHandler, error: BaseException
+) -> Outcome:
+    ctx.pushed = []
+    try:
+        kwargs = handler.kwargs(ctx, NodeError(task.name, error))
+        if handler.is_async:
+            output = await handler.fn(task.node_input(env), **kwargs)
+        else:
+            call = functools.partial(handler.fn, task.node_input(env), **kwargs)
+            output = await asyncio.to_thread(contextvars.copy_context().run, call)
+        return _handler_outcome(task, env, ctx, output)
+    except Exception as failed:
+        return Outcome(task, error=failed)
+
+
+def _handler_outcome(task: Task, env: StepEnv, ctx: TaskContext, output: Any) -> Outcome:
+    updates, gotos = _output_parts(task, env, output, ctx)
+    return Outcome(task, result=TaskResult(updates, drop_end(gotos)), gotos=gotos)
+
+
 class _ParentBound(Exception):
     """A node of this graph returned ``Command(graph=PARENT)``."""
 
@@ -278,7 +324,7 @@ class _ParentBound(Exception):
 
 
 def _call_with_retry(node: NodeSpec, fn: Callable[..., Any], arg: Any, ctx: TaskContext) -> Any:
-    if node.retry is not None:
+    if node.retry:
         ctx.first_attempt_time = time.time()
     attempt = 0
     while True:
@@ -301,7 +347,7 @@ def _call_with_retry(node: NodeSpec, fn: Callable[..., Any], arg: Any, ctx: Task
 async def _call_with_retry_async(
     node: NodeSpec, fn: Callable[..., Any], arg: Any, ctx: TaskContext
 ) -> Any:
-    if node.retry is not None:
+    if node.retry:
         ctx.first_attempt_time = time.time()
     attempt = 0
     while True:
@@ -330,18 +376,6 @@ def _call(node: NodeSpec, fn: Callable[..., Any], arg: Any, ctx: TaskContext) ->
         return pc.command
 
 
-def retry_delay(policy: RetryPolicy | None, attempt: int, exc: Exception) -> float | None:
-    """Seconds to wait before the next attempt, or ``None`` to give up."""
-    if policy is None or attempt >= policy.max_attempts or not policy.should_retry(exc):
-        return None
-    delay = min(
-        policy.max_interval, policy.initial_interval * policy.backoff_factor ** (attempt - 1)
-    )
-    if policy.jitter:
-        delay += random.uniform(0, 1)
-    return delay
-
-
 def start_result(task: Task, env: StepEnv, updates: Update) -> TaskResult:
     """The result of the START task: the input, routed by START's edges and branches (which see
     ``env.values``, the state before the input, and may use the run's context)."""
@@ -355,7 +389,19 @@ def start_result(task: Task, env: StepEnv, updates: Update) -> TaskResult:
         leave_task(token)
 
 
-def _output_parts(task: Task, env: StepEnv, output: Any) -> tuple[Update, Gotos]:
+def _output_parts(task: Task, env: StepEnv, output: Any, ctx: TaskContext) -> tuple[Update, Gotos]:
+    """What the task writes and where it goes: what it pushed while running (``push_message``)
+    first, then what it returned."""
+    if not getattr(ctx, "pushed", None):
+        return _returned_parts(task, env, output)
+    pushed = tuple(
+        w for key, value in ctx.pushed for w in updates_of(env.spec.schema, task.name, {key: value})
+    )
+    updates, gotos = _returned_parts(task, env, output)
+    return pushed + updates, gotos
+
+
+def _returned_parts(task: Task, env: StepEnv, output: Any) -> tuple[Update, Gotos]:
     if type(output) is dict:  # the usual case, checked without the calls below
         return updates_of(env.spec.schema, task.name, output), ()
     if isinstance(output, Command) and output.graph is not None:

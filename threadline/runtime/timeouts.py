@@ -1,4 +1,10 @@
-"""A time limit on one attempt of a node or a ``@task`` call, sync or async.
+"""Time limits on one attempt of a node or a ``@task`` call, sync or async.
+
+A ``TimeoutPolicy`` caps an attempt's whole run (``run_timeout``) and the time it may go
+without progress (``idle_timeout``): ``heartbeat()`` is progress, and under
+``refresh_on="auto"`` so is each chunk it streams (``progress()``). The attempt's ``Progress``
+lives in a context variable, which the sync attempt's thread and the async attempt's task both
+see.
 
 An async attempt is cancelled when its time is up. A sync attempt cannot be stopped
 in-process: it runs in a daemon thread of its own and the caller stops waiting for it; the
@@ -19,28 +25,73 @@ from datetime import timedelta
 from typing import Any
 
 from threadline.errors import NodeTimeoutError
+from threadline.types import TimeoutPolicy
 
 
-def seconds(timeout: float | timedelta | None) -> float | None:
-    """A timeout as positive seconds (a number or a ``timedelta``), checked where it is given."""
-    if timeout is None:
-        return None
-    if isinstance(timeout, timedelta):
-        timeout = timeout.total_seconds()
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-        raise TypeError(f"timeout must be seconds (a number) or a timedelta, got {timeout!r}")
-    if not timeout > 0:  # NaN too
-        raise ValueError(f"timeout must be positive, got {timeout}")
-    return float(timeout)
+class Progress:
+    """When an attempt started and last made progress (``time.monotonic()``)."""
+
+    __slots__ = ("last", "policy", "started")
+
+    def __init__(self, policy: TimeoutPolicy) -> None:
+        self.policy = policy
+        self.started = self.last = time.monotonic()
+
+    def deadline(self) -> tuple[float, str]:
+        """The earliest moment the attempt times out, and which limit that is."""
+        run, idle = self.policy.limits
+        limits = []
+        if run is not None:
+            limits.append((self.started + run, "run"))
+        if idle is not None:
+            limits.append((self.last + idle, "idle"))
+        return min(limits)
+
+    def error(self, kind: str, name: str, what: str) -> NodeTimeoutError:
+        run, idle = self.policy.limits
+        elapsed = time.monotonic() - self.started
+        return NodeTimeoutError(
+            name, elapsed, kind=kind, run_timeout=run, idle_timeout=idle, what=what
+        )
+
+
+_PROGRESS: contextvars.ContextVar[Progress | None] = contextvars.ContextVar(
+    "threadline_progress", default=None
+)
+
+
+def heartbeat() -> None:
+    """``Runtime.heartbeat``: the running attempt made progress (refreshes its idle timeout)."""
+    current = _PROGRESS.get()
+    if current is not None:
+        current.last = time.monotonic()
+
+
+def progress() -> None:
+    """The running attempt streamed something: progress under ``refresh_on="auto"``."""
+    current = _PROGRESS.get()
+    if current is not None and current.policy.refresh_on == "auto":
+        current.last = time.monotonic()
+
+
+def seconds(timeout: float | timedelta | TimeoutPolicy | None) -> TimeoutPolicy | None:
+    """A timeout as ``add_node``/``@task`` take it, as a policy checked where it is given."""
+    if timeout is not None and not isinstance(timeout, float | int | timedelta | TimeoutPolicy):
+        raise TypeError(
+            f"timeout must be seconds (a number), a timedelta or a TimeoutPolicy, got {timeout!r}"
+        )
+    return TimeoutPolicy.coerce(timeout)
 
 
 def call_within(
-    timeout: float, name: str, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any
+    policy: TimeoutPolicy, name: str, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any
 ) -> Any:
     """``fn(*args, **kwargs)`` in a thread of its own, in a copy of this context; raise
-    ``NodeTimeoutError`` if it has not returned after ``timeout`` seconds."""
+    ``NodeTimeoutError`` if it has not returned within the policy's limits."""
     future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    tracked = Progress(policy)
     context = contextvars.copy_context()
+    context.run(_PROGRESS.set, tracked)
 
     def attempt() -> None:
         try:
@@ -48,23 +99,45 @@ def call_within(
         except BaseException as exc:  # the caller re-raises it, interrupts included
             future.set_exception(exc)
 
-    started = time.monotonic()
     threading.Thread(target=attempt, name=f"threadline-timed-{name}", daemon=True).start()
-    done, _ = concurrent.futures.wait((future,), timeout)
-    if not done:  # a TimeoutError the function raised itself is its own failure, not this
-        raise NodeTimeoutError(name, time.monotonic() - started, run_timeout=timeout, what=what)
-    return future.result()
+    while True:
+        deadline, kind = tracked.deadline()
+        done, _ = concurrent.futures.wait((future,), max(0.0, deadline - time.monotonic()))
+        if done:  # a TimeoutError the function raised itself is its own failure, not this
+            return future.result()
+        deadline, kind = tracked.deadline()  # progress made while waiting moves it on
+        if time.monotonic() >= deadline:
+            raise tracked.error(kind, name, what)
 
 
-async def within(work: Any, timeout: float, name: str, what: str) -> Any:
-    """Await ``work`` (a coroutine or future) for at most ``timeout`` seconds; it is cancelled
-    after that and ``NodeTimeoutError`` raised."""
-    started = time.monotonic()
+async def within(work: Any, policy: TimeoutPolicy, name: str, what: str) -> Any:
+    """Await ``work`` (a coroutine or future) within the policy's limits; it is cancelled after
+    that and ``NodeTimeoutError`` raised."""
+    tracked = Progress(policy)
+    token = _PROGRESS.set(tracked)
+    expired: list[str] = []
     try:
-        async with asyncio.timeout(timeout) as scope:
-            return await work
+        async with asyncio.timeout(None) as scope:
+            watch = asyncio.create_task(_watch(tracked, scope, expired))
+            try:
+                return await work
+            finally:
+                watch.cancel()
     except TimeoutError:
-        if not scope.expired():  # raised by the work itself
+        if not expired:  # raised by the work itself
             raise
-        elapsed = time.monotonic() - started
-        raise NodeTimeoutError(name, elapsed, run_timeout=timeout, what=what) from None
+        raise tracked.error(expired[0], name, what) from None
+    finally:
+        _PROGRESS.reset(token)
+
+
+async def _watch(tracked: Progress, scope: asyncio.Timeout, expired: list[str]) -> None:
+    """Expire ``scope`` once the attempt passes its deadline, which progress keeps moving."""
+    while True:
+        deadline, kind = tracked.deadline()
+        now = time.monotonic()
+        if now >= deadline:
+            expired.append(kind)
+            scope.reschedule(asyncio.get_running_loop().time())
+            return
+        await asyncio.sleep(deadline - now)

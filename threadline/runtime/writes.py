@@ -10,7 +10,7 @@ from threadline.checkpoint.base import WriteKind
 from threadline.checkpoint.changes import SET, Append, Change, then
 from threadline.constants import START
 from threadline.errors import InvalidUpdateError
-from threadline.graph.schema import StateSchema
+from threadline.graph.schema import ROOT, StateSchema
 from threadline.types import Command, Overwrite, Send
 
 Update = tuple[tuple[str, Any], ...]
@@ -35,6 +35,8 @@ def updates_of(schema: StateSchema, node: str, update: Any) -> Update:
     """Check an update's keys against the schema (LangGraph drops unknown keys; we refuse)."""
     if update is None:
         return ()
+    if schema.kind == "root":  # the state is one value: what the node returned is the write
+        return ((ROOT, update),)
     pairs = tuple(update.items()) if type(update) is dict else _pairs(schema, node, update)
     if schema.managed:  # computed each step: a node returning the state it got writes them back
         pairs = tuple(p for p in pairs if p[0] not in schema.managed)

@@ -24,6 +24,7 @@ import ormsgpack
 from threadline.errors import SerializationError
 from threadline.serde import wire as fmt
 from threadline.serde._records import EnumKind, describe, is_pydantic
+from threadline.serde.known import plain_str
 from threadline.serde.registry import name_of
 
 Ext = ormsgpack.Ext
@@ -154,6 +155,8 @@ class Walker:
         name = name_of(cls)
         if name is not None:
             return self._registered(obj, name, path, what)
+        if isinstance(obj, str) and (text := plain_str(obj)) is not None:
+            return text
         if self.allow_pickle:
             return self._pickled(obj, path)
         raise self.unsupported(obj, path, what)

@@ -73,6 +73,21 @@ class LightMessage(Record):
         return self.cls(**values)
 
 
+# langchain-core's str subclasses (a message's ``.text``): stored as the plain str they are,
+# and so loaded as str, as LangGraph's serializer does. By exact class, never by subclassing.
+_STR_LIKE = frozenset({("langchain_core.messages.base", "TextAccessor")})
+
+
+def plain_str(obj: Any) -> str | None:
+    """``obj`` as a plain str, if its class is one of langchain-core's str subclasses."""
+    cls = type(obj)
+    if (cls.__module__, cls.__name__) not in _STR_LIKE:
+        return None
+    if getattr(sys.modules.get(cls.__module__), cls.__name__, None) is not cls:
+        return None
+    return str.__str__(obj)
+
+
 def name_for(cls: type) -> str | None:
     """The stored name of a known message class (and now registered), or None."""
     name = cls.__name__

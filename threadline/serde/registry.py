@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 from threadline.serde import known as known_classes
+from threadline.serde._records import describe
 
 T = TypeVar("T", bound=type)
 
@@ -30,6 +31,13 @@ def register(cls: Any = None, *, name: str | None = None) -> Any:
     """
 
     def apply(klass: T) -> T:
+        if not isinstance(klass, type) or describe(klass) is None:
+            # refused here rather than at the first save, far from the mistake
+            raise TypeError(
+                f"serde.register takes a dataclass, pydantic model, NamedTuple or Enum, got "
+                f"{klass!r}: make it one of those (put @serde.register above @dataclass), or, "
+                "for trusted data only, store it unregistered with Serializer(allow_pickle=True)"
+            )
         key = name or f"{klass.__module__}.{klass.__qualname__}"
         if key.startswith(known_classes.PREFIX):
             raise ValueError(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from threadline._lazy import import_with_extra
 from threadline.store.base import BaseStore
 from threadline.store.item import Item, SearchItem
 from threadline.store.memory import InMemoryStore
@@ -38,6 +39,4 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+    return getattr(import_with_extra(module), name)
