@@ -8,7 +8,7 @@ from typing import Any
 
 from browser import expect
 from harness import RunningServer
-from webserver import screenshot, start_thread
+from webserver import SCREENSHOTS, start_thread
 
 
 def entry_id(row: Any) -> str:
@@ -59,7 +59,6 @@ def test_the_trace_shows_retries_events_and_a_question_answered(
     made = panel.locator("tbody.made")  # the head, made by confirm, is selected
     expect(made).to_have_attribute("data-step", "2")
     expect(made.locator("tr.kind-node")).to_have_count(2)  # interrupted, then answered: ok
-    screenshot(page, "trace")
 
     # Keyboard: select step 1 in the timeline; its entries are the highlighted ones.
     step1 = page.locator("ol.timeline > li").filter(has_text="Step 1").get_by_role("button")
@@ -67,6 +66,8 @@ def test_the_trace_shows_retries_events_and_a_question_answered(
     page.keyboard.press("Enter")
     expect(panel.locator("tbody.made")).to_have_attribute("data-step", "1")
     expect(panel.locator("tbody.made tr.kind-node")).to_have_count(2)
+    SCREENSHOTS.mkdir(exist_ok=True)  # the timeline and the trace beside it (docs/img/trace.png)
+    page.locator(".thread-layout").screenshot(path=str(SCREENSHOTS / "trace.png"))
     only = panel.get_by_label("Only the steps of the selected checkpoint")
     only.focus()
     page.keyboard.press("Space")
@@ -78,7 +79,7 @@ def test_the_trace_shows_retries_events_and_a_question_answered(
     expect(panel.locator("#trace-summary")).to_contain_text("No entries for the selected")
     only.uncheck()
     # A step of the trace selects its checkpoint in the timeline.
-    panel.get_by_role("button", name="Step 2: select it in the timeline").click()
+    panel.locator("tbody[data-step='2']").get_by_role("button", name="Step 2 from").click()
     expect(page.locator("ol.timeline > li").last.get_by_role("button")).to_have_attribute(
         "aria-pressed", "true"
     )

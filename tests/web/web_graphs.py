@@ -1,4 +1,5 @@
-"""Graphs the browser tests serve: a typed question, a tool-call review, steps, a failure."""
+"""Graphs the browser tests serve: a typed question, a tool-call review, steps, a failure, a
+node retried by its RetryPolicy before a question (for the trace)."""
 
 from __future__ import annotations
 

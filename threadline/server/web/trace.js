@@ -55,7 +55,7 @@ export function tracePanel(entries, { target, onSelect, only = false, onOnly } =
     h('h2', { id: 'trace-title' }, 'Trace'),
     h('p', { class: 'help' }, 'Every attempt of a node or task (retries included), each question asked and answered, the events nodes recorded. ',
       h('span', { class: 'key-made' }, 'Highlighted'), ': the step that made the selected checkpoint; ',
-      h('span', { class: 'key-from' }, 'outlined'), ': the step that ran from it.'),
+      h('span', { class: 'key-from' }, 'outlined'), ': the step that ran from it. A step\'s heading selects it in the timeline.'),
     failed ? h('p', { class: 'error', role: 'alert' }, `The trace could not be read: ${entries.message}`)
       : !steps.length ? h('p', { class: 'empty' }, 'No entries: nothing has run yet, or this graph keeps no trace.')
         : [h('div', { class: 'check' }, filter, h('label', { for: 'trace-only' }, 'Only the steps of the selected checkpoint')), summary, box]);
@@ -106,9 +106,10 @@ function stepBody(step, { asked, answered, target, onSelect }) {
   const names = [...new Set(step.entries.filter((e) => e.kind === 'node' || e.kind === 'task').map((e) => e.name))];
   const el = h('tbody', { class: 'trace-step', 'data-checkpoint': step.checkpointId, 'data-step': step.step },
     h('tr', { class: 'step-head' }, h('th', { scope: 'colgroup', colspan: COLUMNS.length },
-      goal ? h('button', { type: 'button', class: 'step-link', 'aria-label': `${label}: select it in the timeline`, onclick: () => onSelect(goal) }, label)
-        : h('span', { class: 'step' }, label),
-      ' from ', h('code', { title: step.checkpointId }, shortCheckpoint(step.checkpointId)),
+      h(goal ? 'button' : 'span', goal
+        ? { type: 'button', class: 'step-link', title: 'Select this step in the timeline', onclick: () => onSelect(goal) }
+        : { class: 'step-link' },
+      h('strong', {}, label), ' from ', h('code', {}, shortCheckpoint(step.checkpointId))),
       names.length ? ` · ${names.join(', ')}` : '', ' ', badge)),
     step.entries.map((e) => entryRows(e, asked, answered)));
   return {
@@ -128,13 +129,13 @@ function entryRows(e, asked, answered) {
   const said = details(e, asked, answered);
   return [
     h('tr', { class: `trace-entry kind-${e.kind}`, 'data-kind': e.kind, 'data-entry': e.id },
-      h('td', {}, h('time', { datetime: e.at, title: when(e.at) }, clock(e.at))),
-      h('td', { class: 'num' }, String(e.step)),
-      h('td', {}, e.kind),
-      h('td', {}, h('code', {}, e.name)),
-      h('td', { class: 'num' }, e.attempt ?? ''),
-      h('td', { class: 'num' }, took(e.duration)),
-      h('td', {}, e.status ? h('span', { class: `badge trace-${e.status}` }, e.status) : '')),
+      h('td', { 'data-label': 'Time' }, h('time', { datetime: e.at, title: when(e.at) }, clock(e.at))),
+      h('td', { 'data-label': 'Step', class: 'num' }, String(e.step)),
+      h('td', { 'data-label': 'Kind' }, e.kind),
+      h('td', { 'data-label': 'Name' }, h('code', {}, e.name)),
+      h('td', { 'data-label': 'Attempt', class: 'num' }, e.attempt ?? null),
+      h('td', { 'data-label': 'Took', class: 'num' }, took(e.duration) || null),
+      h('td', { 'data-label': 'Status' }, e.status ? h('span', { class: `badge trace-${e.status}` }, e.status) : null)),
     said ? h('tr', { class: `trace-detail detail-${e.kind}`, 'data-entry': e.id },
       h('td', { colspan: COLUMNS.length }, said)) : null,
   ];
