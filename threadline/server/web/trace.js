@@ -74,9 +74,10 @@ export function tracePanel(entries, { target, onSelect, only = false, onOnly } =
     }
     const count = (n) => (n === 1 ? '1 entry' : `${n} entries`);
     const total = bodies.reduce((n, b) => n + b.step.entries.length, 0);
-    summary.textContent = filter.checked
+    const text = filter.checked
       ? (shown ? `${count(shown)} of ${total}: the steps of the selected checkpoint.` : 'No entries for the selected checkpoint: nothing ran to make it or from it.')
       : `${count(total)} in ${bodies.length === 1 ? '1 step' : `${bodies.length} steps`}.`;
+    if (summary.textContent !== text) summary.textContent = text; // a live region: said once
     if (marked && !filter.checked) scrollTo(marked);
   }
 
