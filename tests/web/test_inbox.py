@@ -3,6 +3,7 @@ questions, each resuming its thread through the run API, and a refused answer.""
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -117,6 +118,61 @@ def test_typed_answer_refused_by_the_server_then_accepted(
         "order": "A1", "amount": 12, "reason": "Broken on arrival", "currency": "EUR",
         "notify": True,
     }
+
+
+def plain_refusal(route: Any) -> None:
+    """The run's events as the server sent them, but the error's message says nothing a form
+    could read: only its ``problems`` name the fields."""
+    blocks = route.fetch().text().split("\n\n")
+    for i, block in enumerate(blocks):
+        if block.startswith("event: error\n"):
+            lines = block.split("\n")
+            data = json.loads(lines[1].removeprefix("data: "))
+            data["message"] = "The answer was refused."
+            lines[1] = f"data: {json.dumps(data)}"
+            blocks[i] = "\n".join(lines)
+    route.fulfill(
+        status=200, headers={"content-type": "text/event-stream"}, body="\n\n".join(blocks)
+    )
+
+
+def test_a_refused_answers_problems_go_under_their_fields(
+    page: Any, served: RunningServer
+) -> None:
+    tid = start_thread(served.url, "typed", {"order": "A2"})
+    card = open_card(page, served, tid)
+    page.route(f"**/threads/{tid}/runs/stream", plain_refusal)
+    card.get_by_label("Order").fill("a2")
+    card.get_by_label("Amount").fill("5")
+    card.get_by_label("Reason").fill("Late delivery")
+    card.get_by_role("button", name="Send answer").click()
+    expect(card.get_by_text("Error: InvalidAnswerError: The answer was refused.")).to_be_visible()
+    order_field = card.locator(".field").filter(has=page.get_by_label("Order"))
+    expect(order_field.locator(".error")).to_have_text(
+        "must match the pattern '^[A-Z][0-9]+$', got 'a2'"
+    )
+    expect(card.get_by_label("Order")).to_have_attribute("aria-invalid", "true")
+    expect(card.get_by_label("Order")).to_be_focused()
+    expect(card.locator(".form-error")).to_be_empty()
+    # Without problems (an older server), the message is read; an unknown path goes to the form.
+    read = page.evaluate(
+        """async () => {
+          const { refusedProblems } = await import('/ui/schemaform.js');
+          const message = 'the answer to interrupt i1 is invalid: amount: must be at most 500; ' +
+            'reason: too short. Nothing was resumed; the interrupt is still pending';
+          return [
+            refusedProblems({ message }, 'i1'),
+            refusedProblems(
+              { message: 'x', interrupt_id: 'i1', problems: [['ship to.city', 'required']] }, 'i1'),
+            refusedProblems({ message: 'other', interrupt_id: 'i2', problems: [['a', 'b']] }, 'i1'),
+          ];
+        }"""
+    )
+    assert read == [
+        [["amount", "must be at most 500"], ["reason", "too short"]],
+        [["ship to.city", "required"]],
+        [["", "other"]],
+    ]
 
 
 def test_inbox_lists_waiting_threads_newest_first_and_filters(

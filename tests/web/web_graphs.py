@@ -1,4 +1,5 @@
-"""Graphs the browser tests serve: a typed question, a tool-call review, steps, a failure."""
+"""Graphs the browser tests serve: a typed question, a tool-call review, steps, a failure, a
+node retried by its RetryPolicy before a question (for the trace)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Annotated, Any, TypedDict
 
 from pydantic import BaseModel, Field
 
-from threadline import END, START, StateGraph, interrupt
+from threadline import END, START, RetryPolicy, StateGraph, get_runtime, interrupt, record_event
 from threadline.hitl import ActionRequest, request_review
 
 REFUND_ANSWER = {
@@ -175,3 +176,25 @@ typed_model = StateGraph(Ticket)
 typed_model.add_node("ask", ask_model)
 typed_model.add_edge(START, "ask")
 typed_model.add_edge("ask", END)
+
+
+def lookup(state: Ticket) -> dict[str, Any]:
+    """Fails its first attempt (a ``RetryPolicy`` runs it again), noting each try."""
+    attempt = get_runtime().execution_info.node_attempt  # type: ignore[union-attr]
+    record_event("carrier_call", {"order": state["order"], "attempt": attempt})
+    if attempt == 1:
+        raise ConnectionError("the carrier's API timed out")
+    return {"log": [f"found {state['order']}"]}
+
+
+def confirm(state: Ticket) -> dict[str, Any]:
+    answer = interrupt({"question": f"Ship order {state['order']} today?"})
+    return {"answer": answer, "log": [f"ship: {answer}"]}
+
+
+traced = StateGraph(Ticket)
+traced.add_node("lookup", lookup, retry_policy=RetryPolicy(initial_interval=0.01, jitter=False))
+traced.add_node("confirm", confirm)
+traced.add_edge(START, "lookup")
+traced.add_edge("lookup", "confirm")
+traced.add_edge("confirm", END)

@@ -11,7 +11,7 @@ import httpx
 from threadline.server.settings import ServerSettings
 
 HERE = Path(__file__).parent
-NAMES = ("typed", "typed_model", "reviewed", "steps", "failing", "pair", "inbox_shaped")
+NAMES = ("typed", "typed_model", "reviewed", "steps", "failing", "pair", "inbox_shaped", "traced")
 GRAPHS = {name: f"web_graphs.py:{name}" for name in NAMES}
 SCREENSHOTS = HERE / "screenshots"
 

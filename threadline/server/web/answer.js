@@ -1,7 +1,7 @@
 // One pending interrupt, readable, with the form that answers it and resumes its thread.
 
 import { h, isObject, show, valueTable, fill } from './dom.js';
-import { inferSchema, schemaForm, serverProblems } from './schemaform.js';
+import { inferSchema, refusedProblems, schemaForm } from './schemaform.js';
 import { runWithProgress } from './runlog.js';
 
 const NAMES = { accept: 'Accept', edit: 'Edit', respond: 'Respond', reject: 'Reject' };
@@ -52,7 +52,7 @@ export function interruptView(thread, interrupt, pendingCount, onDone) {
       return;
     }
     if (result.refused) {
-      form.showErrors(serverProblems(result.error.message));
+      form.showErrors(refusedProblems(result.error, interrupt.id));
       return;
     }
     for (const control of el.elements) control.disabled = true;

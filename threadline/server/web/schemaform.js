@@ -226,7 +226,17 @@ export function inferSchema(args) {
   return { type: 'object', properties, required: Object.keys(args || {}) };
 }
 
-// The [path, message] pairs of a server's InvalidAnswerError message.
+// The [path, message] pairs of a refused answer to interrupt `interruptId`: the `problems` of
+// the run's error event, or, from a server that sends none, read from its message.
+export function refusedProblems(error, interruptId) {
+  const listed = Array.isArray(error?.problems)
+    ? error.problems.filter((p) => Array.isArray(p) && p.length === 2) : [];
+  if (!listed.length) return serverProblems(error?.message);
+  if (error.interrupt_id && interruptId && error.interrupt_id !== interruptId) return [['', error.message]];
+  return listed.map(([path, message]) => [typeof path === 'string' ? path : '', String(message)]);
+}
+
+// The [path, message] pairs of a server's InvalidAnswerError message (the fallback).
 export function serverProblems(message) {
   const m = /is invalid: ([\s\S]*?)\. (Nothing was resumed|The node that asked)/.exec(message || '');
   if (!m) return [['', message]];

@@ -1,5 +1,6 @@
 // One thread: its pending questions, the timeline of checkpoints, the selected checkpoint's
-// state with "Fork from here" and "Replay from here", and the graph with that step's nodes.
+// state with "Fork from here" and "Replay from here", the execution trace with that step's
+// entries highlighted, and the graph with that step's nodes.
 
 import { api } from './api.js';
 import { badge, fill, h, short, shortCheckpoint, valueTable } from './dom.js';
@@ -8,6 +9,7 @@ import { drawGraph } from './graph.js';
 import { pending, threadCard } from './inbox.js';
 import { runWithProgress } from './runlog.js';
 import { timelineEntries, timelineList } from './timeline.js';
+import { readTrace, tracePanel } from './trace.js';
 
 const threadPath = (thread) => `/threads/${encodeURIComponent(thread.thread_id)}`;
 
@@ -19,7 +21,8 @@ export async function renderThread(main, threadId, params) {
     : null;
   const pane = h('div', { class: 'thread-layout' });
   const log = h('div', { class: 'log' }); // a fork's or replay's progress; kept across refreshes
-  const view = { thread, drawing, pane, log };
+  // The trace read so far (each refresh asks only for what came after) and its filter.
+  const view = { thread, drawing, pane, log, trace: [], traceOnly: false };
   view.refresh = (wanted) => showTimeline(view, wanted);
   view.run = async (body) => {
     const result = await runWithProgress(log, thread.thread_id, { assistant_id: graphId, ...body });
@@ -37,28 +40,37 @@ export async function renderThread(main, threadId, params) {
   await view.refresh(params.get('checkpoint'));
 }
 
-// The timeline, the selected checkpoint and the graph, read afresh from the server.
+// The timeline, the selected checkpoint, the trace and the graph, read afresh from the server.
 async function showTimeline(view, wanted) {
-  const [state, history] = await Promise.all([
+  const [state, history, trace] = await Promise.all([
     api('GET', `${threadPath(view.thread)}/state`),
     api('POST', `${threadPath(view.thread)}/history`, { limit: 500 }),
+    readTrace(threadPath(view.thread), view.trace).catch((e) => e),
   ]);
+  if (!(trace instanceof Error)) view.trace = trace;
   const entries = timelineEntries(history);
   const headId = state.checkpoint?.checkpoint_id;
   const detail = h('section', { class: 'detail', 'aria-labelledby': 'detail-title' });
   const picture = h('figure', { class: 'picture' });
   const list = timelineList(entries, headId, (entry) => select(entry));
+  const traced = tracePanel(trace, {
+    target: (checkpointId) => stepEntry(entries, checkpointId),
+    onSelect: (entry) => select(entry),
+    only: view.traceOnly,
+    onOnly: (checked) => { view.traceOnly = checked; },
+  });
   fill(view.pane,
     h('section', { class: 'timeline-pane', 'aria-labelledby': 'timeline-title' },
       h('h2', { id: 'timeline-title' }, 'Timeline'),
       entries.length ? list : h('p', { class: 'empty' }, 'No checkpoints yet.')),
-    h('div', { class: 'side' }, detail, picture));
+    h('div', { class: 'side' }, detail, traced.el, picture));
 
   function select(entry) {
     for (const b of list.querySelectorAll('button.entry')) {
       b.setAttribute('aria-pressed', String(b.dataset.checkpoint === entry.snap.checkpoint.checkpoint_id));
     }
     showDetail(detail, entry, view);
+    traced.select(entry);
     picture.replaceChildren();
     if (view.drawing) {
       picture.append(drawGraph(view.drawing, { ran: entry.ran, next: entry.snap.next || [] }),
@@ -70,6 +82,13 @@ async function showTimeline(view, wanted) {
   const first = entries.find((e) => e.snap.checkpoint.checkpoint_id === wanted) ||
     entries.find((e) => e.snap.checkpoint.checkpoint_id === headId) || entries[entries.length - 1];
   if (first) select(first);
+}
+
+// The timeline entry of a step that started from `checkpointId`: the checkpoint the step made,
+// or, when it made none (it waits for a person, or failed), the one it started from.
+function stepEntry(entries, checkpointId) {
+  return entries.find((e) => e.snap.metadata?.source === 'loop' && e.snap.parent_checkpoint?.checkpoint_id === checkpointId) ||
+    entries.find((e) => e.snap.checkpoint.checkpoint_id === checkpointId) || null;
 }
 
 function showDetail(box, entry, view) {

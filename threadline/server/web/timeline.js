@@ -87,7 +87,8 @@ export function timelineList(entries, headId, onSelect) {
   return h('ol', { class: 'timeline', 'aria-label': 'Checkpoints, oldest first' }, items);
 }
 
-function question(value) {
+// What an interrupt asks, as one line of text.
+export function question(value) {
   if (value && typeof value === 'object' && !Array.isArray(value)) {
     if (Array.isArray(value.action_requests)) return `review of ${value.action_requests.map((a) => a.name).join(', ')}`;
     const text = ['question', 'text', 'message', 'description', 'prompt'].find((k) => typeof value[k] === 'string');
