@@ -48,6 +48,7 @@ class FilesBackend(HoldsChains, Transactional):
 
     compaction = REPLACE
     in_process = False
+    sealed = False  # each file keeps a CRC-32 of its own
 
     def __init__(self, directory: str, codec: Serializer, previews: bool) -> None:
         self.directory = directory
@@ -493,3 +494,4 @@ class FilesTransaction:
         if row is not None:
             names = body_next(row.body, self.backend.codec)
             self.set_thread(target, row.status, row.head, names)
+
