@@ -7,7 +7,8 @@ metadata and pending writes. For every record of ``a`` that the saver decodes
 with garbage, swapped with ``b``'s record of the same kind -- is made, a fresh saver reads
 every checkpoint of every thread and its history, and the record is restored. Each read gives
 exactly what was stored or raises ``CorruptedDataError`` naming the thread and never advising
-an upgrade; reads of ``c`` are unaffected; the damage is caught by some read. Positions and
+an upgrade; reads of ``c`` are unaffected; the damage is caught by some read; every thread is
+still listed and ``scan_damage`` names the damaged ones. Positions and
 garbage come from a seeded ``random.Random``, so a failure is reproduced by its test id.
 """
 
@@ -30,6 +31,7 @@ from threadline.checkpoint.base import CheckpointRecord, PlannedTask
 from threadline.checkpoint.postgres import PostgresSaver
 from threadline.checkpoint.redis import RedisSaver
 from threadline.errors import CorruptedDataError
+from threadline.maintenance import scan_damage
 
 DAMAGED, PARTNER, BYSTANDER = "a", "b", "c"
 SEED = 25
@@ -82,7 +84,15 @@ def read_back(open_saver: Opener, expected: dict[str, list[CheckpointRecord]]) -
                 caught.add(thread_id)
             else:
                 assert listed == records, f"the history of {thread_id!r} changed silently"
+        contained(saver, caught)
     return caught
+
+
+def contained(saver: BaseSaver, caught: set[str]) -> None:
+    """Every thread is still listed, the bystander as it was; a scan names the damage."""
+    listed = {info.thread_id: info.status for info in saver.list_threads()}
+    assert set(listed) == {DAMAGED, PARTNER, BYSTANDER} and listed[BYSTANDER] == "running"
+    assert {found.thread_id for found in scan_damage(saver)} == caught
 
 
 def check_named(exc: CorruptedDataError, thread_id: str) -> None:

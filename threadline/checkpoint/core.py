@@ -70,6 +70,7 @@ from threadline.checkpoint.layout import (
     named,
 )
 from threadline.checkpoint.rules import check_keep_last, check_put
+from threadline.checkpoint.scan import refuse_damaged
 from threadline.checkpoint.seals import open_body, open_row, open_write, seal_row, seal_write
 from threadline.checkpoint.transactional import drop
 from threadline.errors import ConcurrentUpdateError, CorruptedDataError, SerializationError
@@ -283,18 +284,23 @@ class CoreSaver(BaseSaver):
     ) -> builtins.list[ThreadInfo]:
         if limit is not None and limit <= 0:
             return []
+        damaged = status == "damaged"  # found here, not stored: every thread is read
         with self.backend.transaction(False) as tx:
-            rows = tx.threads(status, limit)
-        return [
-            ThreadInfo(r.thread_id, r.status, r.head, r.updated_at, self._head_next(r))
-            for r in rows
-        ]
+            rows = tx.threads(None if damaged else status, None if damaged else limit)
+        found = [self._thread_info(r) for r in rows]
+        if status is not None:
+            found = [info for info in found if info.status == status]
+        return found[:limit] if limit is not None else found
 
-    def _head_next(self, thread: ThreadRow) -> tuple[str, ...]:
-        """The task names a thread's head plans, its body's seal checked first."""
-        return body_next(
-            self.checked_body(thread.thread_id, "", thread.head, thread.body), self.serde
-        )
+    def _thread_info(self, thread: ThreadRow) -> ThreadInfo:
+        """A listed thread; ``damaged`` (planning nothing) if its head row fails its check,
+        which leaves the thread listed and every other thread readable."""
+        t = thread
+        try:
+            names = body_next(open_body(t.head, t.body, "its head row"), self.serde)
+        except CorruptedDataError:
+            return ThreadInfo(t.thread_id, "damaged", t.head, t.updated_at, ())
+        return ThreadInfo(t.thread_id, t.status, t.head, t.updated_at, names)
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -441,6 +447,7 @@ class CoreSaver(BaseSaver):
 
     def prune(self, thread_id: str, *, keep_last: int) -> int:
         check_keep_last(keep_last)
+        refuse_damaged(self, thread_id)
         if isinstance(self.backend, WholeThreads):
             deleted, dropped = self.backend.prune_thread(thread_id, keep_last)
             for ns, pair in dropped:

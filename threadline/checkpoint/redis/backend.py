@@ -453,7 +453,7 @@ class RedisTx:
             rows = yield Pipe([Call("get", (key,)) for key in heads])
             for (member, head, state, updated_at), key, row in zip(live, heads, rows, strict=True):
                 if row is not None:  # else pruned meanwhile
-                    body = checkpoint_row(key, member, "", head, row).body
+                    body = _head_body(key, member, head, row)
                     found.append(ThreadRow(member, state, head, updated_at, body))  # type: ignore[arg-type]
             if len(members) < PAGE:
                 break
@@ -500,3 +500,11 @@ class RedisTx:
         if text(self.conn.run(one(Eval("copy", keys, args, once=True)))) == "exists":
             raise ValueError(f"cannot copy thread {source!r} to {target!r}: it was just written")
 
+
+def _head_body(key: str, thread_id: str, head: str, stored: bytes) -> bytes:
+    """The body of a thread's head for ``list_threads``; none (which fails its check, so the
+    thread is listed ``damaged``) if the key is malformed."""
+    try:
+        return checkpoint_row(key, thread_id, "", head, stored).body
+    except CorruptedDataError:
+        return b""
