@@ -69,11 +69,11 @@ from threadline.checkpoint.layout import (
     full_blobs,
     named,
 )
-from threadline.checkpoint.rules import check_keep_last, check_put
+from threadline.checkpoint.rules import check_keep_last, target_taken
 from threadline.checkpoint.scan import refuse_damaged
 from threadline.checkpoint.seals import open_body, open_row, open_write, seal_row, seal_write
-from threadline.checkpoint.transactional import drop
-from threadline.errors import ConcurrentUpdateError, CorruptedDataError, SerializationError
+from threadline.checkpoint.transactional import drop, refused_put
+from threadline.errors import CorruptedDataError, SerializationError
 from threadline.serde import DEFAULT, Serializer
 
 _PAGE_SIZE = 64  # checkpoints ``list`` reads per transaction
@@ -245,19 +245,8 @@ class CoreSaver(BaseSaver):
     def named_error(
         self, exc: SerializationError, thread_id: str, ns: str, checkpoint_id: str | None
     ) -> Exception:
-        """``exc`` naming this saver and the checkpoint (``None``: the newest), unless a
-        ``CorruptedDataError`` of the backend's names it already."""
-        where = type(self).__name__
-        if isinstance(exc, CorruptedDataError) and exc.thread_id is not None:
-            return CorruptedDataError(
-                f"{where}: {exc}",
-                path=exc.path,
-                type_name=exc.type_name,
-                thread_id=exc.thread_id,
-                checkpoint_ns=exc.checkpoint_ns,
-                checkpoint_id=exc.checkpoint_id,
-            )
-        return named(exc, thread_id, ns, checkpoint_id or "(the newest)", where)
+        """``exc`` naming this saver and the checkpoint (``None``: the newest)."""
+        return named(exc, thread_id, ns, checkpoint_id or "(the newest)", type(self).__name__)
 
     def _record(self, thread_id: str, ns: str, loaded: _Loaded) -> CheckpointRecord:
         stored, cp, pool, check = loaded
@@ -313,7 +302,7 @@ class CoreSaver(BaseSaver):
                 put = self._in_full(record, put, gone)
                 evicted = self.backend.commit(put)
         except (HeadMoved, NotStored) as signal:
-            raise _failed(record, fork, signal) from None
+            raise refused_put(record, fork, signal) from None
         if self._cached:
             self._after_put(put, evicted)
 
@@ -328,7 +317,7 @@ class CoreSaver(BaseSaver):
                 put = self._in_full(record, put, gone)
                 evicted = await self.backend.acommit(put)
         except (HeadMoved, NotStored) as signal:
-            raise _failed(record, fork, signal) from None
+            raise refused_put(record, fork, signal) from None
         if self._cached:
             self._after_put(put, evicted)
 
@@ -473,14 +462,14 @@ class CoreSaver(BaseSaver):
         src, dst = source_thread_id, target_thread_id
         if isinstance(self.backend, WholeThreads):
             if not self.backend.copy_whole(src, dst):
-                raise _target_taken(src, dst)
+                raise target_taken(src, dst)
             self._forget(dst)
             return
         with self.backend.transaction(True) as tx:
             # Named in one order: a backend locking threads as named (files) cannot deadlock.
             held = {thread: bool(tx.namespaces(thread)) for thread in sorted({src, dst})}
             if held[dst]:
-                raise _target_taken(src, dst)
+                raise target_taken(src, dst)
             if not held[src]:
                 return
             tx.copy_thread(src, dst)
@@ -531,30 +520,3 @@ def _bounded(cache: OrderedDict[_K, _V], key: _K, value: _V, most: int) -> None:
     cache.move_to_end(key)
     if len(cache) > most:
         cache.popitem(last=False)
-
-
-def _failed(record: CheckpointRecord, fork: bool, signal: HeadMoved | NotStored) -> Exception:
-    """The error for a put the backend refused: the compare-and-set failed (``HeadMoved``), or
-    values it relies on were still missing after storing them whole (``NotStored``)."""
-    if isinstance(signal, NotStored):
-        return SerializationError(
-            f"checkpoint {record.checkpoint.id} of thread {record.thread_id!r} needs stored "
-            f"values of keys {sorted(signal.keys)!r} that are not there (another saver pruned "
-            "or deleted them while this one saved); nothing was written: load the thread again "
-            "and retry"
-        )
-    try:
-        check_put(record, signal.actual, fork=fork)
-    except ConcurrentUpdateError as exc:
-        return exc
-    return ConcurrentUpdateError(  # the head moved back between the commit and this report
-        f"thread {record.thread_id!r} (namespace {record.checkpoint_ns!r}) changed while "
-        f"checkpoint {record.checkpoint.id} was being saved; nothing was written"
-    )
-
-
-def _target_taken(source: str, target: str) -> ValueError:
-    return ValueError(
-        f"cannot copy thread {source!r} to {target!r}: the target already has checkpoints; "
-        "delete it first or pick another id"
-    )

@@ -428,9 +428,13 @@ def named(
     exc: SerializationError, thread_id: str, ns: str, checkpoint_id: str, backend: str = ""
 ) -> Exception:
     """``exc`` naming the checkpoint it was raised loading (and the ``backend``, if given),
-    of the same class (a ``CorruptedDataError`` stays one)."""
+    of the same class (a ``CorruptedDataError`` stays one, and one that names its checkpoint
+    already gets only the backend)."""
     where = f"{backend}: " if backend else ""
     message = f"{where}thread {thread_id!r} (namespace {ns!r}), checkpoint {checkpoint_id}: {exc}"
+    if isinstance(exc, CorruptedDataError) and exc.thread_id is not None:  # named already
+        thread_id, ns = exc.thread_id, exc.checkpoint_ns or ""
+        checkpoint_id, message = exc.checkpoint_id or checkpoint_id, f"{where}{exc}"
     if isinstance(exc, CorruptedDataError):
         return CorruptedDataError(
             message,
