@@ -122,6 +122,31 @@ class SerializationError(ThreadlineError):
         self.type_name = type_name
 
 
+class CorruptedDataError(SerializationError):
+    """A stored record failed its check: a damaged byte, a truncated or replaced record, or one
+    copied from another checkpoint or thread. The message names the backend, thread, namespace
+    and checkpoint or key; nothing was changed, so the record stays for a person to inspect.
+
+    ``thread_id``, ``checkpoint_ns`` and ``checkpoint_id`` say where, when known (a scan of a
+    store reports them: ``threadline.maintenance.scan_damage``).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        type_name: str | None = None,
+        thread_id: str | None = None,
+        checkpoint_ns: str | None = None,
+        checkpoint_id: str | None = None,
+    ):
+        super().__init__(message, path=path, type_name=type_name)
+        self.thread_id = thread_id
+        self.checkpoint_ns = checkpoint_ns
+        self.checkpoint_id = checkpoint_id
+
+
 class SaverUnavailableError(ThreadlineError):
     """The checkpoint store cannot be reached or opened."""
 
@@ -249,6 +274,7 @@ __all__ = [
     "CheckpointerRequiredError",
     "ConcurrentUpdateError",
     "ConfigError",
+    "CorruptedDataError",
     "GraphInterrupt",
     "GraphRecursionError",
     "GraphValidationError",

@@ -1,4 +1,5 @@
-"""Threads after their runs: release finished ones, prune old ones, continue what a crash left.
+"""Threads after their runs: release finished ones, prune old ones, continue what a crash left,
+find damaged ones (``scan_damage``, from ``checkpoint/scan.py``).
 
 Built on the saver protocol only (``list_threads``, ``get_tuple``, ``prune``,
 ``delete_thread``), so it works the same on every saver. See docs/threads.md.
@@ -17,7 +18,13 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 from threadline.checkpoint.base import BaseSaver, ThreadInfo, ThreadStatus
 from threadline.checkpoint.ids import new_checkpoint_id
 from threadline.checkpoint.rules import check_keep_last
-from threadline.errors import CheckpointerRequiredError, ConcurrentUpdateError, ConfigError
+from threadline.checkpoint.scan import Damage, scan_damage
+from threadline.errors import (
+    CheckpointerRequiredError,
+    ConcurrentUpdateError,
+    ConfigError,
+    CorruptedDataError,
+)
 
 if TYPE_CHECKING:
     from threadline.runtime.chunks import Emit
@@ -27,7 +34,7 @@ if TYPE_CHECKING:
 ReleasePolicy = Literal["delete", "keep_last"]
 RELEASE_POLICIES: tuple[str, ...] = ("delete", "keep_last")
 THREAD_STATUSES: tuple[str, ...] = ("idle", "interrupted", "error", "running")
-Outcome = Literal["finished", "interrupted", "failed", "busy"]
+Outcome = Literal["finished", "interrupted", "failed", "busy", "damaged"]
 
 
 # ---------------------------------------------------------------------- releasing finished threads
@@ -88,10 +95,12 @@ def _finished_here(item: Any, loop: RunLoop, mark: str) -> bool:
 # ---------------------------------------------------------------------- pruning old threads
 @dataclass(frozen=True, slots=True)
 class Pruned:
-    """What ``prune`` removed: the threads it touched and how many checkpoints went."""
+    """What ``prune`` removed: the threads it touched and how many checkpoints went; and the
+    threads it left alone because a record of theirs is damaged (``scan_damage`` says which)."""
 
     threads: tuple[str, ...]
     checkpoints: int
+    damaged: tuple[str, ...] = ()
 
 
 def prune(
@@ -109,13 +118,17 @@ def prune(
     """
     statuses = _statuses(status, "status")
     check_keep_last(keep_last)
-    touched, deleted = [], 0
+    touched, deleted, damaged = [], 0, []
     for info in _older(saver.list_threads(), before, statuses):
-        count = saver.prune(info.thread_id, keep_last=keep_last)
+        try:
+            count = _pruned(info, saver.prune, keep_last)
+        except CorruptedDataError:
+            damaged.append(info.thread_id)
+            continue
         if count:
             touched.append(info.thread_id)
             deleted += count
-    return Pruned(tuple(touched), deleted)
+    return Pruned(tuple(touched), deleted, tuple(damaged))
 
 
 async def aprune(
@@ -128,13 +141,27 @@ async def aprune(
     """``prune`` from async code."""
     statuses = _statuses(status, "status")
     check_keep_last(keep_last)
-    touched, deleted = [], 0
+    touched, deleted, damaged = [], 0, []
     for info in _older(await saver.alist_threads(), before, statuses):
-        count = await saver.aprune(info.thread_id, keep_last=keep_last)
+        try:
+            if info.status == "damaged":
+                raise CorruptedDataError(f"thread {info.thread_id!r} is damaged")
+            count = await saver.aprune(info.thread_id, keep_last=keep_last)
+        except CorruptedDataError:
+            damaged.append(info.thread_id)
+            continue
         if count:
             touched.append(info.thread_id)
             deleted += count
-    return Pruned(tuple(touched), deleted)
+    return Pruned(tuple(touched), deleted, tuple(damaged))
+
+
+def _pruned(info: ThreadInfo, prune: Any, keep_last: int) -> int:
+    """``prune`` on the thread, unless it is listed damaged (``CorruptedDataError``, as
+    ``prune`` raises for a damaged row it finds): damage stays for a person to inspect."""
+    if info.status == "damaged":
+        raise CorruptedDataError(f"thread {info.thread_id!r} is damaged")
+    return int(prune(info.thread_id, keep_last=keep_last))
 
 
 def _older(
@@ -150,7 +177,8 @@ def _older(
     return [
         info
         for info in threads
-        if (statuses is None or info.status in statuses) and _updated(info) < before
+        if (statuses is None or info.status in statuses or info.status == "damaged")
+        and _updated(info) < before
     ]
 
 
@@ -175,8 +203,10 @@ class ResumeReport:
     """What ``resume_unfinished`` did with one thread.
 
     ``outcome``: ``"finished"`` (the run reached its end), ``"interrupted"`` (it stopped at an
-    interrupt or a breakpoint and waits for a person), ``"failed"`` (it raised ``error``) or
-    ``"busy"`` (another process moved the thread on meanwhile: it was still running there).
+    interrupt or a breakpoint and waits for a person), ``"failed"`` (it raised ``error``),
+    ``"busy"`` (another process moved the thread on meanwhile: it was still running there) or
+    ``"damaged"`` (a record it needs fails its check: ``error`` is the ``CorruptedDataError``;
+    nothing ran, nothing was written).
     ``values`` is what ``invoke`` returned, when it returned.
     """
 
@@ -219,17 +249,14 @@ def resume_unfinished(
     _thread_config(config, "")  # refuse a bad config before any thread runs
     reports = []
     for info in _candidates(saver.list_threads(), wanted, idle_for, limit):
-        record = saver.get_tuple(info.thread_id)
-        if record is None or record.metadata.get("source") == "update":
-            continue
         cfg = _thread_config(config, info.thread_id)
         try:
+            record = _resumable_head(info, saver.get_tuple)
+            if record is None or record.metadata.get("source") == "update":
+                continue
             values = graph.invoke(None, cfg, **options)
-        except ConcurrentUpdateError as exc:
-            reports.append(ResumeReport(info.thread_id, info.status, "busy", error=exc))
-            continue
         except Exception as exc:
-            reports.append(ResumeReport(info.thread_id, info.status, "failed", error=exc))
+            reports.append(_failed(info, exc))
             continue
         waiting = bool(graph.get_state(cfg).next)
         reports.append(_report(info, values, waiting))
@@ -260,16 +287,16 @@ async def aresume_unfinished(
 
     async def resume(info: ThreadInfo) -> ResumeReport | None:
         async with gate:
-            record = await saver.aget_tuple(info.thread_id)
-            if record is None or record.metadata.get("source") == "update":
-                return None
             cfg = _thread_config(config, info.thread_id)
             try:
+                if info.status == "damaged":
+                    _resumable_head(info, saver.get_tuple)
+                record = await saver.aget_tuple(info.thread_id)
+                if record is None or record.metadata.get("source") == "update":
+                    return None
                 values = await graph.ainvoke(None, cfg, **options)
-            except ConcurrentUpdateError as exc:
-                return ResumeReport(info.thread_id, info.status, "busy", error=exc)
             except Exception as exc:
-                return ResumeReport(info.thread_id, info.status, "failed", error=exc)
+                return _failed(info, exc)
             waiting = bool((await graph.aget_state(cfg)).next)
             return _report(info, values, waiting)
 
@@ -316,10 +343,11 @@ def _candidates(
     if limit is not None and (not isinstance(limit, int) or limit < 1):
         raise ConfigError(f"limit must be a positive integer, got {limit!r}")
     cutoff = datetime.now(UTC) - idle_for if idle_for is not None else None
-    chosen = [
+    chosen = [  # damaged threads too, to be reported
         info
         for info in threads
-        if info.status in wanted and (cutoff is None or _updated(info) < cutoff)
+        if (info.status in wanted or info.status == "damaged")
+        and (cutoff is None or _updated(info) < cutoff)
     ]
     return chosen[:limit] if limit is not None else chosen
 
@@ -335,6 +363,37 @@ def _thread_config(config: Mapping[str, Any] | None, thread_id: str) -> dict[str
     return {**base, "configurable": {**configurable, "thread_id": thread_id}}
 
 
+def _resumable_head(info: ThreadInfo, get_tuple: Any) -> Any:
+    """The thread's newest record; ``CorruptedDataError`` if the thread is listed damaged (or
+    a record of its newest checkpoint fails its check)."""
+    if info.status == "damaged":
+        get_tuple(info.thread_id)  # raises, naming the damaged record
+        raise CorruptedDataError(f"thread {info.thread_id!r}: its newest checkpoint is damaged")
+    return get_tuple(info.thread_id)
+
+
+def _failed(info: ThreadInfo, exc: Exception) -> ResumeReport:
+    """The report of a thread whose resume raised ``exc``."""
+    outcome: Outcome = "failed"
+    if isinstance(exc, ConcurrentUpdateError):
+        outcome = "busy"
+    elif isinstance(exc, CorruptedDataError):
+        outcome = "damaged"
+    return ResumeReport(info.thread_id, info.status, outcome, error=exc)
+
+
 def _report(info: ThreadInfo, values: Any, waiting: bool) -> ResumeReport:
     outcome: Outcome = "interrupted" if waiting else "finished"
     return ResumeReport(info.thread_id, info.status, outcome, values)
+
+
+__all__ = [
+    "Damage",
+    "Pruned",
+    "ResumeReport",
+    "aprune",
+    "aresume_unfinished",
+    "prune",
+    "resume_unfinished",
+    "scan_damage",
+]

@@ -15,8 +15,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from threadline.checkpoint.base import BaseSaver, CheckpointRecord, ThreadStatus
-from threadline.errors import CheckpointerRequiredError, ConfigError, IncompatibleThreadError
+from threadline.checkpoint.base import BaseSaver, CheckpointRecord, ThreadInfo, ThreadStatus
+from threadline.errors import (
+    CheckpointerRequiredError,
+    ConfigError,
+    CorruptedDataError,
+    IncompatibleThreadError,
+)
 from threadline.graph.spec import GraphSpec
 from threadline.graph.subgraph import saved_ns
 from threadline.runtime.migrate import Migrations, planned_but_gone
@@ -42,14 +47,18 @@ def check(
     statuses: Iterable[ThreadStatus] = UNFINISHED,
 ) -> list[ThreadProblem]:
     """Every problem with the threads in ``statuses`` (not finished, by default) of ``saver``
-    (the graph's own by default); empty when this graph can continue them all."""
+    (the graph's own by default); empty when this graph can continue them all. A thread with
+    a damaged record is reported whatever its status (``status="damaged"``)."""
     saver, wanted = _arguments(graph, saver, statuses)
     found = []
     for info in saver.list_threads():
-        if info.status in wanted:
-            record = saver.get_tuple(info.thread_id)
-            if record is not None:
-                found += _problems(graph, record, info.status, saver)
+        if info.status in wanted or info.status == "damaged":
+            try:
+                record = saver.get_tuple(info.thread_id)
+                if record is not None:
+                    found += _problems(graph, record, info.status, saver)
+            except CorruptedDataError as exc:
+                found.append(_damaged(info, exc))
     return found
 
 
@@ -64,11 +73,21 @@ async def acheck(
     saver, wanted = _arguments(graph, saver, statuses)
     found = []
     for info in await saver.alist_threads():
-        if info.status in wanted:
-            record = await saver.aget_tuple(info.thread_id)
-            if record is not None:
-                found += await asyncio.to_thread(_problems, graph, record, info.status, saver)
+        if info.status in wanted or info.status == "damaged":
+            try:
+                record = await saver.aget_tuple(info.thread_id)
+                if record is not None:
+                    found += await asyncio.to_thread(_problems, graph, record, info.status, saver)
+            except CorruptedDataError as exc:
+                found.append(_damaged(info, exc))
     return found
+
+
+def _damaged(info: ThreadInfo, exc: CorruptedDataError) -> ThreadProblem:
+    """A thread a record of which fails its check: reported, and the others still checked."""
+    return ThreadProblem(
+        info.thread_id, exc.checkpoint_id or info.checkpoint_id, "damaged", str(exc)
+    )
 
 
 def _arguments(

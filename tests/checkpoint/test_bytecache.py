@@ -25,10 +25,11 @@ def test_held_blobs_follow_the_cache_bound_and_keep_no_small_ones() -> None:
     assert held.held("t1", "") == {} and set(held.held("t2", "")) == {("doc", "1")}
 
 
-def test_held_blobs_name_a_few_per_namespace_and_compute_a_missing_checksum() -> None:
+def test_held_blobs_name_a_few_per_namespace_with_their_checksums() -> None:
     held: HeldBlobs[str] = HeldBlobs(per_namespace=2, max_bytes=10 * SIZE)
     for version in "123":
-        held.add("t", "ns", f"b:{version}", "doc", version, None, version.encode() * SIZE)
+        data = version.encode() * SIZE
+        held.add("t", "ns", f"b:{version}", "doc", version, zlib.crc32(data), data)
     found = held.held("t", "ns")
     assert set(found) == {"b:2", "b:3"}  # the oldest is no longer named
     assert found["b:3"] == (zlib.crc32(b"3" * SIZE), b"3" * SIZE)

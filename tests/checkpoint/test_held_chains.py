@@ -11,7 +11,6 @@ be grown by the next put, or a later load would return the old values.
 from __future__ import annotations
 
 import dataclasses
-import zlib
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -24,6 +23,7 @@ from threadline import serde
 from threadline.checkpoint import BaseSaver, Checkpoint, CheckpointRecord, FileSaver, SqliteSaver
 from threadline.checkpoint.chains import MIN_BYTES, HeldChains
 from threadline.checkpoint.layout import BlobRow
+from threadline.checkpoint.seals import blob_crc
 
 TURNS = 40  # 40 KB: a chain long enough to be held
 
@@ -128,7 +128,7 @@ def test_a_chain_of_plain_lists_is_held_and_loaded_as_one_value() -> None:
     first, second = ["a" * MIN_BYTES], [f"m{i}" for i in range(20)]  # array16 and fixarray
     rows = {("k", "1"): plain_row("1", None, first), ("k", "2"): plain_row("2", "1", second)}
     chains.remember("t", "", "k", "2", rows)
-    (tip,) = chains.rows_below("t", "", {("k", "2"): zlib.crc32(rows[("k", "2")].data)}).values()
+    (tip,) = chains.rows_below("t", "", {("k", "2"): blob_crc(rows[("k", "2")])}).values()
     assert tip.base is None and value(tip) == first + second
     third = plain_row("3", "2", ["x"])
     chains.extend("t", "", third, 7)  # a delta stored on the tip
@@ -136,7 +136,7 @@ def test_a_chain_of_plain_lists_is_held_and_loaded_as_one_value() -> None:
     assert value(tip) == [*first, *second, "x"] and tip.items == 22
     fourth = plain_row("4", "3", ["y"])
     chains.remember("t", "", "k", "4", {("k", "4"): fourth})  # loaded above the tip
-    (tip,) = chains.rows_below("t", "", {("k", "4"): zlib.crc32(fourth.data)}).values()
+    (tip,) = chains.rows_below("t", "", {("k", "4"): blob_crc(fourth)}).values()
     assert value(tip)[-2:] == ["x", "y"]  # type: ignore[index]
 
 
@@ -145,7 +145,7 @@ def test_a_held_chain_of_plain_items_is_decoded_once_and_copied_for_each_load() 
     first = [{"text": "a" * MIN_BYTES, "tags": ["t"]}, ("frozen", 1)]
     rows = {("k", "1"): plain_row("1", None, first)}
     chains.remember("t", "", "k", "1", rows)
-    crc = zlib.crc32(rows[("k", "1")].data)
+    crc = blob_crc(rows[("k", "1")])
 
     def load() -> list:
         (tip,) = chains.rows_below("t", "", {("k", "1"): crc}).values()
@@ -164,7 +164,7 @@ def test_a_held_chain_with_an_item_that_is_not_plain_is_decoded_at_each_load() -
     chains = HeldChains()
     rows = {("k", "1"): plain_row("1", None, ["a" * MIN_BYTES])}
     chains.remember("t", "", "k", "1", rows)
-    (tip,) = chains.rows_below("t", "", {("k", "1"): zlib.crc32(rows[("k", "1")].data)}).values()
+    (tip,) = chains.rows_below("t", "", {("k", "1"): blob_crc(rows[("k", "1")])}).values()
     assert tip.value is not None
     chains.extend("t", "", plain_row("2", "1", [{"ids": {1, 2}}]), 5)  # a set: not shared
     (tip,) = chains.rows_below("t", "", {("k", "2"): 5}).values()
@@ -215,16 +215,16 @@ def test_a_chain_stored_again_in_full_keeps_the_items_it_had_decoded() -> None:
 
     rows = {("k", "1"): plain_row("1", None, first)}
     chains.remember("t", "", "k", "1", rows)
-    assert load("1", zlib.crc32(rows[("k", "1")].data)) == first
+    assert load("1", blob_crc(rows[("k", "1")])) == first
     assert held_items() is not None
     grown = [*first, {"text": "c"}]
     chains.remember("t", "", "k", "2", {("k", "2"): plain_row("2", None, grown)})
     assert held_items() is not None  # before any load: carried over
-    assert load("2", zlib.crc32(plain_row("2", None, grown).data)) == grown
+    assert load("2", blob_crc(plain_row("2", None, grown))) == grown
     other = [{"text": "z" * MIN_BYTES}, {"text": "c"}]
     chains.remember("t", "", "k", "3", {("k", "3"): plain_row("3", None, other)})
     assert held_items() is None  # not an extension: decoded at the next load
-    assert load("3", zlib.crc32(plain_row("3", None, other).data)) == other
+    assert load("3", blob_crc(plain_row("3", None, other))) == other
 
 
 @pytest.mark.parametrize(
@@ -238,7 +238,7 @@ def test_a_held_chain_of_items_all_alike_hands_out_copies(first: list) -> None:
     chains = HeldChains()
     rows = {("k", "1"): plain_row("1", None, first)}
     chains.remember("t", "", "k", "1", rows)
-    crc = zlib.crc32(rows[("k", "1")].data)
+    crc = blob_crc(rows[("k", "1")])
 
     def load() -> list:
         (tip,) = chains.rows_below("t", "", {("k", "1"): crc}).values()

@@ -15,7 +15,9 @@ from postgres_fixtures import chain, postgres_saver, query, saver, url
 from wire_counter import WireCounter, counted, wire
 
 from threadline.checkpoint import bytecache
+from threadline.checkpoint.layout import BlobRow
 from threadline.checkpoint.postgres import PostgresSaver
+from threadline.checkpoint.seals import blob_crc
 
 BIG = 200_000  # characters of a large value: well above bytecache.MIN_BYTES
 SMALL = 20_000  # more than a load without the large value receives
@@ -64,18 +66,25 @@ async def test_a_value_read_once_is_not_read_again(url: str, wire: WireCounter) 
 
 
 def test_a_row_rewritten_behind_the_saver_is_read_again(saver: PostgresSaver) -> None:
-    """Same length, other bytes and checksum (copied from another thread's row): the cached
-    bytes no longer match the row, so the row's own bytes are sent and used."""
+    """Same length, other bytes and checksum (another thread's value, with the checksum this
+    row's fields give it): the cached bytes no longer match the row, so the row's own bytes are
+    sent and used. (Copied with its checksum, another row's fails: ``seals.blob_crc``.)"""
     mine, theirs = text(), text()
     saver.put(step("t1", {"doc": mine}, None))
     saver.put(step("t2", {"doc": theirs}, None))
     got = saver.get_tuple("t1")
     assert got is not None and got.checkpoint.values["doc"] == mine
+    columns = "key, version, start, base, chain_bytes, full_bytes"
+    where = "WHERE thread_id = %s AND key = 'doc'"
+    (fields,) = query(
+        saver.schema, f"SELECT {columns}, items FROM {{s}}.threadline_blobs {where}", ["t1"]
+    )
+    ((data,),) = query(saver.schema, f"SELECT data FROM {{s}}.threadline_blobs {where}", ["t2"])
+    crc = blob_crc(BlobRow(*fields[:6], bytes(data), fields[6]))
     query(
         saver.schema,
-        "UPDATE {s}.threadline_blobs b SET data = o.data, crc32 = o.crc32"
-        " FROM {s}.threadline_blobs o"
-        " WHERE o.thread_id = 't2' AND o.key = 'doc' AND b.thread_id = 't1' AND b.key = 'doc'",
+        f"UPDATE {{s}}.threadline_blobs SET data = %s, crc32 = %s {where}",
+        [bytes(data), crc, "t1"],
     )
     for _ in range(2):  # read again, then served from what was read
         got = saver.get_tuple("t1")

@@ -31,6 +31,7 @@ class DictRowsBackend(Transactional):
 
     compaction = REPLACE
     in_process = True
+    sealed = False
 
     def __init__(self) -> None:
         self._lock = threading.RLock()

@@ -18,6 +18,7 @@ from threadline import END, START, CachePolicy, Send, StateGraph, interrupt, ser
 from threadline.cache.memory import InMemoryCache
 from threadline.cache.sqlite import SqliteCache
 from threadline.checkpoint import InMemorySaver
+from threadline.checkpoint.seals import unseal
 from threadline.errors import ConfigError, GraphValidationError, SerializationError
 from threadline.types import Command
 
@@ -323,8 +324,9 @@ def test_sqlite_cache_keeps_results_across_instances_in_serde_encoding(tmp_path:
         assert graph_of(expensive(calls), cache=cache).invoke({"x": 6})["result"] == 12
     assert calls == [6]
     with sqlite3.connect(path) as conn:
-        (blob,) = conn.execute("SELECT value FROM threadline_cache").fetchone()
-    updates, gotos = serde.loads(blob)  # threadline's serde, not pickle
+        ns, key, blob = conn.execute("SELECT ns, key, value FROM threadline_cache").fetchone()
+    # threadline's serde, not pickle, sealed to its namespace and key
+    updates, gotos = serde.loads(unseal(blob, "the entry", ns, key))
     assert (dict(updates), gotos) == ({"result": 12}, ())
     with SqliteCache(path=path) as cache:
         cache.clear()

@@ -227,6 +227,37 @@ def test_a_schema_it_cannot_check_is_refused_when_the_node_asks(saver) -> None:
         graph.invoke({}, cfg("t2"))
 
 
+@pytest.mark.parametrize(
+    ("schema", "named"),
+    [
+        ({"type": "object", "required": "order"}, r"schema\.required must be a list"),
+        ({"type": "object", "properties": ["order"]}, r"schema\.properties must be an object"),
+        ({"type": "object", "required": ["a", "a"]}, "unique property names"),
+        ({"type": "array", "minItems": -1}, r"schema\.minItems must be a non-negative"),
+        ({"type": "string", "pattern": "("}, "a regular expression"),
+        ({"anyOf": []}, r"schema\.anyOf must be a non-empty list"),
+        (
+            {"type": "object", "properties": {"a": {"type": "string", "maxLength": "3"}}},
+            r"schema\.properties\.a\.maxLength must be",
+        ),
+    ],
+)
+def test_a_malformed_schema_is_refused_naming_what_is_wrong(
+    saver: Any, schema: Any, named: str
+) -> None:
+    """JSON Schema's metaschema refuses these; the checker read ``"required": "order"`` as five
+    required fields and raised ``AttributeError`` on ``"properties": ["order"]``."""
+    with pytest.raises(InvalidSchemaError, match=named):
+        asking(schema, saver).invoke({}, cfg())
+
+
+def test_an_action_with_a_malformed_args_schema_is_refused() -> None:
+    from threadline.hitl import ActionRequest
+
+    with pytest.raises(InvalidSchemaError, match="properties must be an object"):
+        ActionRequest(name="refund", args={}, args_schema={"properties": ["order"]})
+
+
 @serde.register
 class Line(pydantic.BaseModel):
     sku: str

@@ -11,7 +11,7 @@ import pytest
 
 from threadline import Command
 from threadline.checkpoint import SqliteSaver
-from threadline.errors import GraphValidationError
+from threadline.errors import GraphValidationError, InvalidAnswerError
 from threadline.models import ScriptedChatModel
 from threadline.prebuilt import create_agent, validate_history
 
@@ -115,6 +115,15 @@ def test_edit_runs_it_with_the_edited_arguments_and_the_history_shows_them(
     ai = done["messages"][1]
     assert ai.tool_calls[0]["args"] == {"order": "A1", "amount": 5}
     assert tool_results(done)["refund"].tool_call_id == ai.tool_calls[0]["id"]
+
+
+def test_an_edit_with_an_argument_the_tool_does_not_have_is_refused(tmp_path: Path) -> None:
+    """As ``human_review`` refuses it; ``{"bogus": 1}`` used to be stored and sent on."""
+    start(tmp_path / "a.db", ("refund", {"order": "A1", "amount": 30}))
+    edit = {"type": "edit", "args": {"order": "A1", "amount": 5, "bogus": 1}}
+    with pytest.raises(InvalidAnswerError, match="bogus"):
+        resume(tmp_path / "a.db", edit)
+    assert REFUNDS == []
 
 
 def test_respond_answers_the_call_without_running_it(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from threadline.cache.base import BaseCache, V, expired, expiry_of
 from threadline.cache.keys import FullKey, Namespace
+from threadline.checkpoint.seals import seal, unseal
 from threadline.serde import Serializer
 
 _SCHEMA = """CREATE TABLE IF NOT EXISTS threadline_cache (
@@ -23,7 +24,9 @@ _NS_SEP = "\x1f"  # joins a namespace's parts; never part of a node name or iden
 
 
 class SqliteCache(BaseCache[V]):
-    """One table in the SQLite file at ``path``; values are encoded with threadline's serde.
+    """One table in the SQLite file at ``path``; values are encoded with threadline's serde and
+    sealed to their namespace and key (``checkpoint.seals``): a damaged entry raises
+    ``CorruptedDataError`` naming it.
 
     One connection, shared by threads behind a lock; ``close()`` it (or use ``with``) when done.
     """
@@ -71,13 +74,15 @@ class SqliteCache(BaseCache[V]):
         found: dict[FullKey, Any] = {}
         for ns, key, expiry, value in rows:
             if not expired(expiry):
-                found[wanted[(ns, key)]] = self.serde.loads(value)
+                what = f"SqliteCache {self.path!r}: the entry {key!r} of namespace {ns!r}"
+                found[wanted[(ns, key)]] = self.serde.loads(unseal(value, what, ns, key))
         return found
 
     def set(self, pairs: Mapping[FullKey, tuple[V, float | None]]) -> None:
         rows = [
-            (_ns_text(ns), key, expiry_of(ttl), self.serde.dumps(value))
+            (text, key, expiry_of(ttl), seal(self.serde.dumps(value), text, key))
             for (ns, key), (value, ttl) in pairs.items()
+            for text in [_ns_text(ns)]
         ]
         with self._lock:
             self._conn.executemany(

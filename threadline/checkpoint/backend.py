@@ -250,11 +250,14 @@ class PutTransaction(RowTransaction, Protocol):
 
 
 class Backend(Protocol):
-    """Where rows live. ``in_process``: calls do no I/O (async calls run inline). The core takes a
+    """Where rows live. ``in_process``: calls do no I/O (async calls run inline). ``sealed``: the
+    core seals the checkpoint rows and pending writes it stores (``seals``), for a backend that
+    keeps their bytes where they can be damaged and checks none itself. The core takes a
     ``RowBackend`` or a ``WholeThreads``."""
 
     compaction: Compaction
     in_process: bool
+    sealed: bool
 
     def transaction(self, write: bool) -> AbstractContextManager[Transaction]: ...
 

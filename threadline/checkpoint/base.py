@@ -22,7 +22,9 @@ from threadline.checkpoint.langgraph_api import LangGraphCheckpointerAPI
 
 T = TypeVar("T")
 WriteKind = Literal["result", "error", "interrupt", "resume", "breakpoint", "task", "trace"]
-ThreadStatus = Literal["idle", "interrupted", "error", "running"]
+ThreadStatus = Literal["idle", "interrupted", "error", "running", "damaged"]
+"""Where a thread stands; ``damaged``: its newest checkpoint row fails its check (only
+``list_threads`` says so: nothing stores it)."""
 
 # Records made at every step are not frozen: a frozen dataclass costs about five times as much
 # to build, a measurable share of a step. Treat them as immutable (``dataclasses.replace``).

@@ -18,6 +18,7 @@ import ormsgpack
 
 from threadline import serde
 from threadline.checkpoint.base import Checkpoint, PlannedTask
+from threadline.checkpoint.seals import open_body, unsealed_body
 from threadline.errors import SerializationError
 from threadline.serde import Serializer
 
@@ -205,7 +206,12 @@ def body_versions(
 ) -> dict[str, str] | None:
     """The versions of the values a stored checkpoint body keeps in blobs (not those it holds
     inline), or ``None`` if it cannot be read. A compact body needs its ``checkpoint_id``; a
-    compressed or sealed one the ``codec`` that wrote it."""
+    compressed or sealed one the ``codec`` that wrote it. Given the ``checkpoint_id``, a body
+    that fails its seal (``seals``) cannot be read: pruning then keeps every blob."""
+    try:
+        body = open_body(checkpoint_id, body, "") if checkpoint_id else unsealed_body(body)
+    except SerializationError:
+        return None
     try:
         stored = _raw_body(body)
         if stored is not None:
@@ -227,7 +233,9 @@ def body_versions(
 
 def body_next(body: bytes, codec: serde.Serializer = serde.DEFAULT) -> tuple[str, ...]:
     """The names of the tasks a stored checkpoint body plans (their arguments left undecoded,
-    so a ``Send`` payload of an unregistered class does not keep a thread out of a listing)."""
+    so a ``Send`` payload of an unregistered class does not keep a thread out of a listing).
+    A sealed body (``seals``) should be opened, and so checked, first."""
+    body = unsealed_body(body)
     try:
         stored = _raw_body(body)
         if stored is not None:

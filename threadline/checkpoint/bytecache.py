@@ -9,7 +9,6 @@ keys include the blob's CRC-32, so a row rewritten meanwhile is never taken for 
 from __future__ import annotations
 
 import threading
-import zlib
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable
 from typing import Generic, TypeVar
@@ -87,16 +86,16 @@ class HeldBlobs(Generic[H]):
         handle: H,
         key: str,
         version: str,
-        crc: int | None,
+        crc: int,
         data: bytes,
     ) -> None:
         """Keep the bytes of a blob just written or read (and verified); small ones are not.
 
-        ``crc`` is the CRC-32 of ``data``; None: computed here (only for a blob worth keeping).
+        ``crc`` is the CRC-32 stored with the blob (``seals.blob_crc``), which loads name.
         """
         if len(data) < MIN_BYTES:
             return
-        cache_key = (thread_id, ns, key, version, zlib.crc32(data) if crc is None else crc)
+        cache_key = (thread_id, ns, key, version, crc)
         self._bytes.add(cache_key, data)
         with self._lock:
             held = self._index.setdefault((thread_id, ns), OrderedDict())

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import threading
-import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from uuid import UUID
 from threadline import serde
 from threadline.checkpoint.bytecache import ByteCache, HeldBlobs
 from threadline.checkpoint.layout import BlobRow
+from threadline.checkpoint.seals import blob_crc
 from threadline.errors import SerializationError
 from threadline.serde import Serializer
 from threadline.serde import wire as fmt
@@ -275,11 +275,11 @@ class HeldChains:
                 kv = (key, row.base) if row.base is not None else None
             if kv is not None and held is not None:  # reached the held tip: extend it
                 for row in reversed(newer):
-                    if not self._grow(thread_id, ns, held, row, zlib.crc32(row.data)):
+                    if not self._grow(thread_id, ns, held, row, blob_crc(row)):
                         break
                 return
         rows = {(key, r.version): r for r in newer}
-        self._put(thread_id, ns, key, _Chain(newer[0], zlib.crc32(newer[0].data), rows))
+        self._put(thread_id, ns, key, _Chain(newer[0], blob_crc(newer[0]), rows))
 
     def loaded(
         self, thread_id: str, ns: str, versions: Mapping[str, str], pool: Mapping[_Kv, BlobRow]
@@ -299,7 +299,7 @@ class HeldChains:
                 with self._lock:
                     self._drop(thread_id, ns, b.key)
                 continue
-            crc = crcs[i] if crcs is not None else zlib.crc32(b.data)
+            crc = crcs[i] if crcs is not None else blob_crc(b)
             if b.base is None:
                 self._put(thread_id, ns, b.key, _Chain(b, crc, {(b.key, b.version): b}))
             else:
@@ -419,8 +419,9 @@ def hold_put(
     ``blobs`` (each with the handle ``held`` names it by; ``crcs``: their CRC-32s, if known) and
     the chains they start or grow; the blobs ``gone`` (deleted by retention, or rewritten as
     prefix rows, which no longer hold those bytes) are named no more."""
-    for i, (handle, b) in enumerate(blobs):
-        crc = None if crcs is None else crcs[i]
+    if crcs is None:
+        crcs = [blob_crc(b) for _, b in blobs]  # what the backend stored with each
+    for (handle, b), crc in zip(blobs, crcs, strict=True):
         held.add(thread_id, ns, handle, b.key, b.version, crc, b.data)
     chains.stored(thread_id, ns, [b for _, b in blobs], crcs)
     if gone:
@@ -433,7 +434,7 @@ def _current(held: _Chain, row: BlobRow | None) -> bool:
     with other values: versions chosen by hand, a thread written again from its records.)"""
     if row is None or row is held.tip or row is held.whole:
         return True
-    return zlib.crc32(row.data) == held.crc
+    return blob_crc(row) == held.crc
 
 
 def _array32(count: int) -> bytes:

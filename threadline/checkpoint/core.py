@@ -34,6 +34,7 @@ from threadline.checkpoint.backend import (
     Prepared,
     RowBackend,
     StoredCheckpoint,
+    ThreadRow,
     Transaction,
     VersionsOf,
     WholeThreads,
@@ -60,6 +61,7 @@ from threadline.checkpoint.layout import (
     BlobRow,
     CheckpointRow,
     Pool,
+    WriteRow,
     checkpoint_values,
     decode_write,
     encode_record,
@@ -67,9 +69,11 @@ from threadline.checkpoint.layout import (
     full_blobs,
     named,
 )
-from threadline.checkpoint.rules import check_keep_last, check_put
-from threadline.checkpoint.transactional import drop
-from threadline.errors import ConcurrentUpdateError, SerializationError
+from threadline.checkpoint.rules import check_keep_last, target_taken
+from threadline.checkpoint.scan import refuse_damaged
+from threadline.checkpoint.seals import open_body, open_row, open_write, seal_row, seal_write
+from threadline.checkpoint.transactional import drop, refused_put
+from threadline.errors import CorruptedDataError, SerializationError
 from threadline.serde import DEFAULT, Serializer
 
 _PAGE_SIZE = 64  # checkpoints ``list`` reads per transaction
@@ -101,6 +105,7 @@ class CoreSaver(BaseSaver):
         # cost memory, not I/O: they are kept whole, which is quicker to make than compact.
         self._cached = self._compact = not backend.in_process
         self._holds = backend if isinstance(backend, HoldsChains) else None
+        self._sealed = backend.sealed
         self._lock = threading.Lock()  # guards the two caches
         self._meta: OrderedDict[tuple[str, str, str, str], BlobRow] = OrderedDict()
         # (thread, ns) -> (id, blob versions) of the checkpoint this saver last saved there
@@ -120,7 +125,10 @@ class CoreSaver(BaseSaver):
     ) -> CheckpointRecord | None:
         seen: dict[str, Checkpoint] = {}
         reader = self._versions_reader(thread_id, checkpoint_ns, seen)
-        loaded = self.backend.load(thread_id, checkpoint_ns, checkpoint_id, reader)
+        try:
+            loaded = self.backend.load(thread_id, checkpoint_ns, checkpoint_id, reader)
+        except CorruptedDataError as exc:
+            raise self.named_error(exc, thread_id, checkpoint_ns, checkpoint_id) from exc
         return self._loaded(thread_id, checkpoint_ns, checkpoint_id, loaded, seen)
 
     async def aget_tuple(
@@ -130,7 +138,10 @@ class CoreSaver(BaseSaver):
             return self.get_tuple(thread_id, checkpoint_ns, checkpoint_id)
         seen: dict[str, Checkpoint] = {}
         reader = self._versions_reader(thread_id, checkpoint_ns, seen)
-        loaded = await self.backend.aload(thread_id, checkpoint_ns, checkpoint_id, reader)
+        try:
+            loaded = await self.backend.aload(thread_id, checkpoint_ns, checkpoint_id, reader)
+        except CorruptedDataError as exc:
+            raise self.named_error(exc, thread_id, checkpoint_ns, checkpoint_id) from exc
         return self._loaded(thread_id, checkpoint_ns, checkpoint_id, loaded, seen)
 
     def _versions_reader(self, thread_id: str, ns: str, seen: dict[str, Checkpoint]) -> VersionsOf:
@@ -183,12 +194,10 @@ class CoreSaver(BaseSaver):
             with self.backend.transaction(False) as tx:
                 rows = tx.page(thread_id, checkpoint_ns, before, page_size)
                 matching = [
-                    stored
-                    for stored in rows
+                    s
+                    for s in rows
                     if not filter
-                    or metadata_matches(
-                        decode_metadata(stored.row.metadata, self.serde, stored.row.step), filter
-                    )
+                    or metadata_matches(self._metadata(thread_id, checkpoint_ns, s.row), filter)
                 ]
                 loaded = self._load(tx, thread_id, checkpoint_ns, matching)
             for item in loaded:
@@ -210,11 +219,34 @@ class CoreSaver(BaseSaver):
         return [(item, cp, pool, check) for item, cp in decoded]
 
     def _decode_row(self, thread_id: str, ns: str, row: CheckpointRow) -> Checkpoint:
+        """The checkpoint of a stored row, its seal checked first (``seals.open_row``)."""
         fields = (row.checkpoint_id, row.parent_id, row.step, row.created_at)
         try:
-            return decode_checkpoint(row.body, {}, self.serde, fields)
+            body = open_row(row, "its row")
+            return decode_checkpoint(body, {}, self.serde, fields)
         except SerializationError as exc:
-            raise named(exc, thread_id, ns, row.checkpoint_id) from exc
+            raise self.named_error(exc, thread_id, ns, row.checkpoint_id) from exc
+
+    def checked_body(self, thread_id: str, ns: str, checkpoint_id: str, body: bytes) -> bytes:
+        """The body inside a stored one, its seal's first CRC checked (``seals.open_body``)."""
+        try:
+            return open_body(checkpoint_id, body, "its row")
+        except CorruptedDataError as exc:
+            raise self.named_error(exc, thread_id, ns, checkpoint_id) from exc
+
+    def _metadata(self, thread_id: str, ns: str, row: CheckpointRow) -> dict[str, Any]:
+        """The metadata of a stored row, its seal checked first (it covers the metadata)."""
+        try:
+            open_row(row, "its row")
+            return decode_metadata(row.metadata, self.serde, row.step)
+        except SerializationError as exc:
+            raise self.named_error(exc, thread_id, ns, row.checkpoint_id) from exc
+
+    def named_error(
+        self, exc: SerializationError, thread_id: str, ns: str, checkpoint_id: str | None
+    ) -> Exception:
+        """``exc`` naming this saver and the checkpoint (``None``: the newest)."""
+        return named(exc, thread_id, ns, checkpoint_id or "(the newest)", type(self).__name__)
 
     def _record(self, thread_id: str, ns: str, loaded: _Loaded) -> CheckpointRecord:
         stored, cp, pool, check = loaded
@@ -225,22 +257,39 @@ class CoreSaver(BaseSaver):
                 ns,
                 dataclasses.replace(cp, values=checkpoint_values(cp, pool, codec, check)),
                 decode_metadata(stored.row.metadata, codec, stored.row.step),
-                tuple([decode_write(w, codec) for w in stored.writes]) if stored.writes else (),
+                tuple([self._write(cp.id, w) for w in stored.writes]) if stored.writes else (),
             )
         except SerializationError as exc:
-            raise named(exc, thread_id, ns, cp.id) from exc
+            raise self.named_error(exc, thread_id, ns, cp.id) from exc
+
+    def _write(self, checkpoint_id: str, write: WriteRow) -> TaskWrite:
+        """A stored pending write of ``checkpoint_id``, its seal checked first."""
+        what = f"the {write.kind!r} write of task {write.task_name!r}"
+        data = open_write(checkpoint_id, write, what)
+        return decode_write(WriteRow(write.task_id, write.kind, write.task_name, data), self.serde)
 
     def list_threads(
         self, *, status: ThreadStatus | None = None, limit: int | None = None
     ) -> builtins.list[ThreadInfo]:
         if limit is not None and limit <= 0:
             return []
+        damaged = status == "damaged"  # found here, not stored: every thread is read
         with self.backend.transaction(False) as tx:
-            rows = tx.threads(status, limit)
-        return [
-            ThreadInfo(r.thread_id, r.status, r.head, r.updated_at, body_next(r.body, self.serde))
-            for r in rows
-        ]
+            rows = tx.threads(None if damaged else status, None if damaged else limit)
+        found = [self._thread_info(r) for r in rows]
+        if status is not None:
+            found = [info for info in found if info.status == status]
+        return found[:limit] if limit is not None else found
+
+    def _thread_info(self, thread: ThreadRow) -> ThreadInfo:
+        """A listed thread; ``damaged`` (planning nothing) if its head row fails its check,
+        which leaves the thread listed and every other thread readable."""
+        t = thread
+        try:
+            names = body_next(open_body(t.head, t.body, "its head row"), self.serde)
+        except CorruptedDataError:
+            return ThreadInfo(t.thread_id, "damaged", t.head, t.updated_at, ())
+        return ThreadInfo(t.thread_id, t.status, t.head, t.updated_at, names)
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -253,7 +302,7 @@ class CoreSaver(BaseSaver):
                 put = self._in_full(record, put, gone)
                 evicted = self.backend.commit(put)
         except (HeadMoved, NotStored) as signal:
-            raise _failed(record, fork, signal) from None
+            raise refused_put(record, fork, signal) from None
         if self._cached:
             self._after_put(put, evicted)
 
@@ -268,7 +317,7 @@ class CoreSaver(BaseSaver):
                 put = self._in_full(record, put, gone)
                 evicted = await self.backend.acommit(put)
         except (HeadMoved, NotStored) as signal:
-            raise _failed(record, fork, signal) from None
+            raise refused_put(record, fork, signal) from None
         if self._cached:
             self._after_put(put, evicted)
 
@@ -280,6 +329,10 @@ class CoreSaver(BaseSaver):
         encoded = encode_record(
             record, base_of, self.serde, self.backend.compaction, True, self._compact
         )
+        if self._sealed:
+            seal_row(encoded.row)
+            for write in encoded.writes:
+                seal_write(cp.id, write)
         refs = encoded.refs
         blobs = encoded.blobs
         deltas: Sequence[BlobRow] = ()
@@ -338,7 +391,7 @@ class CoreSaver(BaseSaver):
         checkpoint_id: str,
         writes: Sequence[TaskWrite],
     ) -> None:
-        if encoded := encode_writes(writes, self.serde):
+        if encoded := self._encode_writes(checkpoint_id, writes):
             self.backend.commit_writes(
                 thread_id, checkpoint_ns, checkpoint_id, encoded, self._next_of
             )
@@ -352,13 +405,24 @@ class CoreSaver(BaseSaver):
     ) -> None:
         if self.in_process:
             return self.put_writes(thread_id, checkpoint_ns, checkpoint_id, writes)
-        if encoded := encode_writes(writes, self.serde):
+        if encoded := self._encode_writes(checkpoint_id, writes):
             await self.backend.acommit_writes(
                 thread_id, checkpoint_ns, checkpoint_id, encoded, self._next_of
             )
 
+    def _encode_writes(
+        self, checkpoint_id: str, writes: Sequence[TaskWrite]
+    ) -> tuple[WriteRow, ...]:
+        encoded = encode_writes(writes, self.serde)
+        if self._sealed:
+            for write in encoded:
+                seal_write(checkpoint_id, write)
+        return encoded
+
     def _next_of(self, row: CheckpointRow) -> tuple[str, ...]:
-        return body_next(row.body, self.serde)
+        """The task names of the head a write landed on, for its thread row: a damaged head
+        raises rather than giving the thread a made-up status."""
+        return body_next(open_row(row, f"checkpoint {row.checkpoint_id}"), self.serde)
 
     def delete_thread(self, thread_id: str) -> None:
         if isinstance(self.backend, WholeThreads):
@@ -372,6 +436,7 @@ class CoreSaver(BaseSaver):
 
     def prune(self, thread_id: str, *, keep_last: int) -> int:
         check_keep_last(keep_last)
+        refuse_damaged(self, thread_id)
         if isinstance(self.backend, WholeThreads):
             deleted, dropped = self.backend.prune_thread(thread_id, keep_last)
             for ns, pair in dropped:
@@ -397,14 +462,14 @@ class CoreSaver(BaseSaver):
         src, dst = source_thread_id, target_thread_id
         if isinstance(self.backend, WholeThreads):
             if not self.backend.copy_whole(src, dst):
-                raise _target_taken(src, dst)
+                raise target_taken(src, dst)
             self._forget(dst)
             return
         with self.backend.transaction(True) as tx:
             # Named in one order: a backend locking threads as named (files) cannot deadlock.
             held = {thread: bool(tx.namespaces(thread)) for thread in sorted({src, dst})}
             if held[dst]:
-                raise _target_taken(src, dst)
+                raise target_taken(src, dst)
             if not held[src]:
                 return
             tx.copy_thread(src, dst)
@@ -455,30 +520,3 @@ def _bounded(cache: OrderedDict[_K, _V], key: _K, value: _V, most: int) -> None:
     cache.move_to_end(key)
     if len(cache) > most:
         cache.popitem(last=False)
-
-
-def _failed(record: CheckpointRecord, fork: bool, signal: HeadMoved | NotStored) -> Exception:
-    """The error for a put the backend refused: the compare-and-set failed (``HeadMoved``), or
-    values it relies on were still missing after storing them whole (``NotStored``)."""
-    if isinstance(signal, NotStored):
-        return SerializationError(
-            f"checkpoint {record.checkpoint.id} of thread {record.thread_id!r} needs stored "
-            f"values of keys {sorted(signal.keys)!r} that are not there (another saver pruned "
-            "or deleted them while this one saved); nothing was written: load the thread again "
-            "and retry"
-        )
-    try:
-        check_put(record, signal.actual, fork=fork)
-    except ConcurrentUpdateError as exc:
-        return exc
-    return ConcurrentUpdateError(  # the head moved back between the commit and this report
-        f"thread {record.thread_id!r} (namespace {record.checkpoint_ns!r}) changed while "
-        f"checkpoint {record.checkpoint.id} was being saved; nothing was written"
-    )
-
-
-def _target_taken(source: str, target: str) -> ValueError:
-    return ValueError(
-        f"cannot copy thread {source!r} to {target!r}: the target already has checkpoints; "
-        "delete it first or pick another id"
-    )

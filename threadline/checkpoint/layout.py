@@ -27,7 +27,7 @@ from threadline.checkpoint.bodies import (
     loads_named,
 )
 from threadline.checkpoint.changes import Append, changes_of
-from threadline.errors import SerializationError
+from threadline.errors import CorruptedDataError, SerializationError
 from threadline.serde import Serializer
 
 
@@ -393,44 +393,58 @@ def _value(
             )
         row = below
     else:
-        raise SerializationError(f"the stored history of key {key!r} loops: corrupted?")
+        raise CorruptedDataError(f"the stored history of key {key!r} loops: corrupted?")
     if row.value is not None:
         value = row.value()
     else:
         value = loads_named(row.data, f"the value of key {key!r}", codec)
     if steps and not isinstance(value, list):
-        raise SerializationError(f"the stored value of key {key!r} is not a list: corrupted?")
+        raise CorruptedDataError(f"the stored value of key {key!r} is not a list: corrupted?")
     for step in reversed(steps):
         if step.is_prefix:
             if step.items is None or step.items > len(value):
-                raise SerializationError(
+                raise CorruptedDataError(
                     f"a stored prefix of key {key!r} is longer than its value: corrupted?"
                 )
             del value[step.items :]
             continue
         delta = loads_named(step.data, f"a delta of key {key!r}", codec)
         if not isinstance(delta, list):
-            raise SerializationError(f"a stored delta of key {key!r} is not a list: corrupted?")
+            raise CorruptedDataError(f"a stored delta of key {key!r} is not a list: corrupted?")
         value.extend(delta)
     return value
 
 
-def corrupted(row: BlobRow) -> SerializationError:
+def corrupted(row: BlobRow) -> CorruptedDataError:
     """The error for a stored row whose bytes fail their checksum."""
-    return SerializationError(
+    return CorruptedDataError(
         f"the stored value of key {row.key!r} (version {row.version}) is corrupted: its "
         "checksum does not match. Nothing was changed; restore the storage from a backup, or "
         "continue from an earlier checkpoint that does not use this version"
     )
 
 
-def named(exc: SerializationError, thread_id: str, ns: str, checkpoint_id: str) -> Exception:
-    """``exc`` naming the checkpoint it was raised loading."""
-    return SerializationError(
-        f"thread {thread_id!r} (namespace {ns!r}), checkpoint {checkpoint_id}: {exc}",
-        path=exc.path,
-        type_name=exc.type_name,
-    )
+def named(
+    exc: SerializationError, thread_id: str, ns: str, checkpoint_id: str, backend: str = ""
+) -> Exception:
+    """``exc`` naming the checkpoint it was raised loading (and the ``backend``, if given),
+    of the same class (a ``CorruptedDataError`` stays one, and one that names its checkpoint
+    already gets only the backend)."""
+    where = f"{backend}: " if backend else ""
+    message = f"{where}thread {thread_id!r} (namespace {ns!r}), checkpoint {checkpoint_id}: {exc}"
+    if isinstance(exc, CorruptedDataError) and exc.thread_id is not None:  # named already
+        thread_id, ns = exc.thread_id, exc.checkpoint_ns or ""
+        checkpoint_id, message = exc.checkpoint_id or checkpoint_id, f"{where}{exc}"
+    if isinstance(exc, CorruptedDataError):
+        return CorruptedDataError(
+            message,
+            path=exc.path,
+            type_name=exc.type_name,
+            thread_id=thread_id,
+            checkpoint_ns=ns,
+            checkpoint_id=checkpoint_id,
+        )
+    return SerializationError(message, path=exc.path, type_name=exc.type_name)
 
 
 def referenced_blobs(

@@ -98,6 +98,7 @@ class MemoryBackend(OffLoopCalls):
 
     compaction = REPLACE
     in_process = True
+    sealed = False
 
     def __init__(self) -> None:
         self._lock = Lock()

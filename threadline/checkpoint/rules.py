@@ -74,3 +74,10 @@ def age_cutoff(retention: Retention | None) -> float | None:
     if retention is None or retention.max_age is None:
         return None
     return datetime.now(UTC).timestamp() - retention.max_age.total_seconds()
+
+
+def target_taken(source: str, target: str) -> ValueError:
+    return ValueError(
+        f"cannot copy thread {source!r} to {target!r}: the target already has checkpoints; "
+        "delete it first or pick another id"
+    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from threadline.checkpoint.ids import id_millis
 from threadline.clock import iso_at, micros_of
-from threadline.errors import SerializationError
+from threadline.errors import CorruptedDataError
 
 #: The largest difference, in microseconds, stored as a number (about 35 minutes).
 MAX_OFFSET = 2**31 - 1
@@ -43,7 +43,7 @@ def created_text(checkpoint_id: str, stored: int | str) -> str:
         return stored
     ms = id_millis(checkpoint_id)
     if ms is None or not -MAX_OFFSET <= stored <= MAX_OFFSET:
-        raise SerializationError(
+        raise CorruptedDataError(
             f"checkpoint {checkpoint_id} stores its creation time as an offset from its id's, "
             "but its id has no time: corrupted?"
         )

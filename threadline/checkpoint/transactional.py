@@ -22,11 +22,11 @@ from threadline.checkpoint.backend import (
     RowTransaction,
     VersionsOf,
 )
-from threadline.checkpoint.base import OffLoop, Retention
+from threadline.checkpoint.base import CheckpointRecord, OffLoop, Retention
 from threadline.checkpoint.bodies import body_versions
 from threadline.checkpoint.layout import BlobRow, WriteRow, named, referenced_blobs
-from threadline.checkpoint.rules import age_cutoff, created_ts, status_of
-from threadline.errors import SerializationError
+from threadline.checkpoint.rules import age_cutoff, check_put, created_ts, status_of
+from threadline.errors import ConcurrentUpdateError, SerializationError
 
 BlobMeta = Callable[[set[Pair]], Mapping[Pair, BlobRow]]
 """Those of some pairs that are stored, as ``PutTransaction.blob_meta`` reads them."""
@@ -180,3 +180,23 @@ def drop(tx: RowTransaction, thread_id: str, ns: str, ids: Collection[str]) -> l
     if unused:
         tx.delete_blobs(thread_id, ns, unused)
     return unused
+
+
+def refused_put(record: CheckpointRecord, fork: bool, signal: HeadMoved | NotStored) -> Exception:
+    """The error for a put the backend refused: the compare-and-set failed (``HeadMoved``), or
+    values it relies on were still missing after storing them whole (``NotStored``)."""
+    if isinstance(signal, NotStored):
+        return SerializationError(
+            f"checkpoint {record.checkpoint.id} of thread {record.thread_id!r} needs stored "
+            f"values of keys {sorted(signal.keys)!r} that are not there (another saver pruned "
+            "or deleted them while this one saved); nothing was written: load the thread again "
+            "and retry"
+        )
+    try:
+        check_put(record, signal.actual, fork=fork)
+    except ConcurrentUpdateError as exc:
+        return exc
+    return ConcurrentUpdateError(  # the head moved back between the commit and this report
+        f"thread {record.thread_id!r} (namespace {record.checkpoint_ns!r}) changed while "
+        f"checkpoint {record.checkpoint.id} was being saved; nothing was written"
+    )

@@ -2,7 +2,9 @@
 
 Answers arrive as JSON from a person or a UI; checking them needs only the common keywords, so
 threadline carries this validator instead of a dependency. A schema using anything else is
-refused when it is given (``check_supported``), never half-checked.
+refused when it is given (``check_supported``), never half-checked, and so is a keyword whose
+value the JSON Schema metaschema refuses (``_SHAPES``): read with the wrong shape, it would be
+checked wrongly (``"required": "order"`` as five names).
 
 Supported: ``type``, ``enum``, ``const``, ``properties``, ``required``,
 ``additionalProperties``, ``items``, ``prefixItems``, ``minItems``, ``maxItems``, ``minimum``,
@@ -44,7 +46,8 @@ _TYPES = ("object", "array", "string", "integer", "number", "boolean", "null")
 
 
 def check_supported(schema: Any, where: str = "schema") -> None:
-    """Refuse a schema this validator could not check fully, naming the keyword and where."""
+    """Refuse a schema this validator could not check fully, or that JSON Schema's metaschema
+    refuses (``"required": "order"``), naming the keyword and where."""
     for path, node in _subschemas(schema, where):
         if not isinstance(node, dict):
             raise InvalidSchemaError(f"{path} must be a JSON Schema object (a dict), got {node!r}")
@@ -63,10 +66,77 @@ def check_supported(schema: Any, where: str = "schema") -> None:
                 raise InvalidSchemaError(f"{path}: unknown type {name!r} (known: {_TYPES})")
 
 
+#: What each checked keyword's value must be, as JSON Schema's metaschema says (a keyword the
+#: checker reads with the wrong shape would be misread: ``"required": "order"`` as five names).
+_SHAPES: dict[str, tuple[str, Any]] = {
+    "type": ("a type name or a list of them", lambda v: isinstance(v, str) or _strings(v)),
+    "enum": ("a list", lambda v: isinstance(v, list)),
+    "properties": ("an object of schemas", lambda v: _schemas_by_name(v)),
+    "$defs": ("an object of schemas", lambda v: _schemas_by_name(v)),
+    "definitions": ("an object of schemas", lambda v: _schemas_by_name(v)),
+    "required": ("a list of unique property names", lambda v: _strings(v, unique=True)),
+    "additionalProperties": ("a schema or a boolean", lambda v: isinstance(v, dict | bool)),
+    "items": ("a schema or a boolean", lambda v: isinstance(v, dict | bool)),
+    "prefixItems": ("a non-empty list of schemas", lambda v: _schema_list(v)),
+    "anyOf": ("a non-empty list of schemas", lambda v: _schema_list(v)),
+    "oneOf": ("a non-empty list of schemas", lambda v: _schema_list(v)),
+    "allOf": ("a non-empty list of schemas", lambda v: _schema_list(v)),
+    "minItems": ("a non-negative integer", lambda v: _count(v)),
+    "maxItems": ("a non-negative integer", lambda v: _count(v)),
+    "minLength": ("a non-negative integer", lambda v: _count(v)),
+    "maxLength": ("a non-negative integer", lambda v: _count(v)),
+    "minimum": ("a number", lambda v: _number_value(v)),
+    "maximum": ("a number", lambda v: _number_value(v)),
+    "exclusiveMinimum": ("a number", lambda v: _number_value(v)),
+    "exclusiveMaximum": ("a number", lambda v: _number_value(v)),
+    "pattern": ("a regular expression", lambda v: _regex(v)),
+}
+
+
+def _strings(value: Any, unique: bool = False) -> bool:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        return False
+    return not unique or len(set(value)) == len(value)
+
+
+def _schemas_by_name(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(v, dict | bool) for v in value.values())
+
+
+def _schema_list(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value)
+
+
+def _count(value: Any) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _number_value(value: Any) -> bool:
+    return type(value) in (int, float) and math.isfinite(value)
+
+
+def _regex(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        re.compile(value)
+    except re.error:
+        return False
+    return True
+
+
+def _check_shapes(node: dict[str, Any], path: str) -> None:
+    for key, value in node.items():
+        shape = _SHAPES.get(key)
+        if shape is not None and not shape[1](value):
+            raise InvalidSchemaError(f"{path}.{key} must be {shape[0]}, got {value!r}")
+
+
 def _subschemas(schema: Any, path: str) -> Iterator[tuple[str, Any]]:
     yield path, schema
     if not isinstance(schema, dict):
         return
+    _check_shapes(schema, path)
     for key in ("properties", "$defs", "definitions"):
         for name, sub in (schema.get(key) or {}).items():
             yield from _subschemas(sub, f"{path}.{key}.{name}")

@@ -29,7 +29,7 @@ from threadline.prebuilt.model_call import (
     prompt_function,
     state_value,
 )
-from threadline.prebuilt.review import make_review_node, needs_review, review_rules
+from threadline.prebuilt.review import edit_schema, make_review_node, needs_review, review_rules
 from threadline.prebuilt.tool_node import ToolNode
 from threadline.prebuilt.tools import AnyTool, as_tool
 from threadline.store.base import BaseStore
@@ -216,7 +216,7 @@ class _AgentBuilder:
         else:
             graph.add_edge(self.model_node, self.finish)
         if self.rules:
-            schemas = {t.name: t.args_schema() for t in self.runnable if t.name in self.rules}
+            schemas = {t.name: edit_schema(t) for t in self.runnable if t.name in self.rules}
             graph.add_node("review", make_review_node(self.rules, schemas))
             graph.add_conditional_edges("review", self._after_check, checked)
         return graph.compile(**options)

@@ -9,6 +9,7 @@ answer then run in the tools node; the others never run.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -42,6 +43,23 @@ def review_rules(
             )
         rules[name] = chosen
     return rules
+
+
+def edit_schema(tool: Any) -> dict[str, Any] | None:
+    """The JSON Schema an edit of ``tool``'s call is checked against: its arguments, and no
+    others unless the tool takes any (a function with ``**kwargs``), as ``human_review``
+    checks them; None without pydantic (the tool then checks the call when it runs)."""
+    schema = tool.args_schema()
+    if schema is None or "additionalProperties" in schema or _takes_any(tool):
+        return schema  # type: ignore[no-any-return]
+    return {**schema, "additionalProperties": False}
+
+
+def _takes_any(tool: Any) -> bool:
+    fn = getattr(tool, "fn", None)
+    if fn is None:
+        return False
+    return any(p.kind is p.VAR_KEYWORD for p in inspect.signature(fn).parameters.values())
 
 
 def needs_review(message: BaseMessage, rules: Rules) -> bool:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from threadline.checkpoint.base import BaseSaver
+from threadline.errors import CorruptedDataError, SerializationError
 from threadline.runtime.chunks import Chunks, Emit, Put
 from threadline.runtime.effects import Execute, Load, Save, SaveWrites
 from threadline.runtime.loop import RunLoop
@@ -89,6 +90,15 @@ class _Saves:
             pending.result()
 
 
+def _unencodable(exc: SerializationError, effect: Any, background: bool) -> SerializationError:
+    """``exc``, raised saving ``effect`` now, to throw into the loop if a value it holds cannot
+    be encoded (the loop records the error on the task that wrote it, then raises it); else it
+    is raised here (damaged data, or a background save: the loop has moved on)."""
+    if isinstance(exc, CorruptedDataError) or background or not isinstance(effect, Save):
+        raise exc
+    return exc
+
+
 def _saver(loop: RunLoop) -> BaseSaver:
     """The saver of a run that loads or saves (a run without one yields no such effect)."""
     if loop.saver is None:
@@ -108,16 +118,17 @@ def drive_sync(loop: RunLoop, input: Any) -> Generator[Emit | Done]:
             runner = MessageStream.for_run(loop, events.put).runner(loop, run_task_sync)
     gen = loop.run(input, events.put if events is not None else None)
     value: Any = None
+    refused: SerializationError | None = None  # a save that could not be encoded, for the loop
     finished: list[Outcome] = []  # the outcomes of the step running now, as they come
     try:
         while True:
             try:
-                effect = gen.send(value)
+                effect = gen.send(value) if refused is None else gen.throw(refused)
             except StopIteration as stop:
                 saves.wait()
                 yield Done(stop.value)
                 return
-            value = None
+            value, refused = None, None
             if isinstance(effect, Emit):
                 yield effect
             elif isinstance(effect, Execute):
@@ -138,7 +149,10 @@ def drive_sync(loop: RunLoop, input: Any) -> Generator[Emit | Done]:
                     value = yield from _streamed_sync(effect, out, events, runner, finished)
                 finished = []
             else:
-                value = saves.carry_out(effect)
+                try:
+                    value = saves.carry_out(effect)
+                except SerializationError as exc:
+                    refused = _unencodable(exc, effect, saves.background)
     except GeneratorExit:
         # The stream was closed mid-run (it stops only at a yield, so no save is under way):
         # keep what finished, as a cancelled async run does. Tasks the pool has not started
@@ -270,12 +284,14 @@ async def drive_async(loop: RunLoop, input: Any) -> AsyncGenerator[Emit | Done]:
     settle = _settled if saver is not None and not saver.in_process else _awaited
     gen = loop.run(input, put)
     value: Any = None
+    refused: SerializationError | None = None  # a save that could not be encoded, for the loop
     step: _Step | None = None  # the step whose tasks are running
     whole = True  # no saver call is under way: the loop's own state is consistent
     try:
         while True:
             try:
-                effect = gen.send(value)
+                effect = gen.send(value) if refused is None else gen.throw(refused)
+                refused = None
             except StopIteration as stop:
                 if pending is not None:
                     await _settled(pending)
@@ -311,10 +327,14 @@ async def drive_async(loop: RunLoop, input: Any) -> AsyncGenerator[Emit | Done]:
             if isinstance(effect, Save):
                 if background:
                     pending = asyncio.ensure_future(saver.aput(effect.record, fork=effect.fork))
-                elif in_worker:
-                    await _in_worker(saver.put, effect.record, fork=effect.fork)
                 else:
-                    await settle(saver.aput(effect.record, fork=effect.fork))
+                    try:
+                        if in_worker:
+                            await _in_worker(saver.put, effect.record, fork=effect.fork)
+                        else:
+                            await settle(saver.aput(effect.record, fork=effect.fork))
+                    except SerializationError as exc:
+                        refused = _unencodable(exc, effect, background)
             elif isinstance(effect, SaveWrites):
                 args = (thread_id, s.ns, effect.checkpoint_id, effect.writes)
                 if in_worker:

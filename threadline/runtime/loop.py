@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
+from threadline import serde
 from threadline.checkpoint.base import (
     BaseSaver,
     CheckpointRecord,
@@ -34,6 +35,7 @@ from threadline.errors import (
     NothingToResumeError,
     ParentCommand,
     ResumeWithoutCheckpointerError,
+    SerializationError,
     ThreadlineError,
 )
 from threadline.graph.spec import GraphSpec
@@ -330,10 +332,33 @@ class RunLoop:
         new = self.progress.checkpoint(
             values, versions, next_, barriers, tuple(updated_by), cp.step + 1, new_id
         )
+        before = self.progress.snapshot()
         self.progress.note(changes)
-        yield from self.progress.commit(new, "loop", [])
+        try:
+            yield from self.progress.commit(new, "loop", [])
+        except SerializationError as exc:  # a value the step made cannot be stored
+            self.progress.restore(before)
+            yield from self._unstorable(tasks, exc)
+            raise
         if self.out is not None:
             yield from self.out.step_applied(new.values, [u for _, u in updates])
+
+    def _unstorable(
+        self, tasks: list[Task], exc: SerializationError
+    ) -> Generator[Effect, Any, None]:
+        """The checkpoint after the step could not be encoded (the driver threw ``exc`` back
+        here): the step stays undone, as if the task whose result cannot be stored had raised
+        ``exc`` (the step itself, if no one result is to blame), so the thread shows ``error``
+        and why, as after a node that raised."""
+        codec = getattr(self.saver, "serde", None) or serde.DEFAULT
+        writes = self.progress.writes
+        culprits = [t for t in tasks if not _encodes(codec, writes[(t.id, "result")].value)]
+        errors = [TaskWrite(t.id, t.name, "error", error_value(exc)) for t in culprits]
+        self.progress.drop_results({t.id for t in culprits})
+        self.progress.add_writes(
+            errors or [TaskWrite(STEP_TASK, STEP_TASK, "error", error_value(exc))]
+        )
+        yield from self.progress.flush()
 
     def _breakpoint(self, runnable: list[Task]) -> Generator[Effect, Any, Any]:
         names = tuple(dict.fromkeys(t.name for t in runnable))
@@ -404,3 +429,11 @@ class RunLoop:
     def _emit_values(self) -> Generator[Effect, Any, None]:
         if self.out is not None:
             yield from self.out.input_values(self.progress.cp().values)
+
+
+def _encodes(codec: serde.Serializer, value: Any) -> bool:
+    try:
+        codec.dumps(value)
+    except SerializationError:
+        return False
+    return True

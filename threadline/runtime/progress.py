@@ -70,6 +70,40 @@ class Progress:
         self.unsaved_writes = []
         self.dirty = False
 
+    def snapshot(self) -> tuple[Any, ...]:
+        """What ``restore`` puts back: taken before a step is committed, in case its save
+        is refused."""
+        return (
+            self.current,
+            self.meta,
+            dict(self.writes),
+            list(self.unsaved_writes),
+            self.saved,
+            dict(self.changes),
+            self.fork_next,
+            self.dirty,
+        )
+
+    def restore(self, snapshot: tuple[Any, ...]) -> None:
+        (
+            self.current,
+            self.meta,
+            self.writes,
+            self.unsaved_writes,
+            self.saved,
+            self.changes,
+            self.fork_next,
+            self.dirty,
+        ) = snapshot
+
+    def drop_results(self, task_ids: set[str]) -> None:
+        """Forget the unsaved results of these tasks (they cannot be stored)."""
+        for task_id in task_ids:
+            self.writes.pop((task_id, "result"), None)
+        self.unsaved_writes = [
+            w for w in self.unsaved_writes if not (w.kind == "result" and w.task_id in task_ids)
+        ]
+
     def note(self, changes: Mapping[str, Change]) -> None:
         """Add what a step (or a Command's update) did to what changed since ``saved``."""
         if not self.saving:

@@ -39,7 +39,7 @@ from threadline.checkpoint.files.preview import write_preview
 from threadline.checkpoint.layout import REPLACE, BlobRow, CheckpointRow, WriteRow, missing_rows
 from threadline.checkpoint.rules import now_iso, status_of
 from threadline.checkpoint.transactional import Transactional
-from threadline.errors import SerializationError
+from threadline.errors import CorruptedDataError, SerializationError
 from threadline.serde import Serializer
 
 
@@ -48,6 +48,7 @@ class FilesBackend(HoldsChains, Transactional):
 
     compaction = REPLACE
     in_process = False
+    sealed = False  # each file keeps a CRC-32 of its own
 
     def __init__(self, directory: str, codec: Serializer, previews: bool) -> None:
         self.directory = directory
@@ -356,6 +357,8 @@ class FilesTransaction:
             mtime = os.stat(disk.row_path(root, head)).st_mtime
             at = datetime.fromtimestamp(mtime, UTC).isoformat()
             return ThreadRow(info["thread_id"], status_of(names, keys), head, at, row.body)
+        except CorruptedDataError:
+            return _damaged_head(thread_dir, head)
         except (OSError, ValueError, KeyError, TypeError, SerializationError):
             return None
 
@@ -493,3 +496,14 @@ class FilesTransaction:
         if row is not None:
             names = body_next(row.body, self.backend.codec)
             self.set_thread(target, row.status, row.head, names)
+
+
+def _damaged_head(thread_dir: str, head: str) -> ThreadRow | None:
+    """A thread whose head row file is damaged, listed with no body: the core lists it as
+    ``damaged`` (``None`` if even its namespace file cannot say which thread it is)."""
+    try:
+        info = disk.read_json(os.path.join(thread_dir, ROOT_NS_DIR, "namespace.json"))
+        at = datetime.fromtimestamp(os.stat(thread_dir).st_mtime, UTC).isoformat()
+        return ThreadRow(str(info["thread_id"]), "running", head, at, b"")
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

@@ -22,7 +22,7 @@ from contextlib import suppress
 from typing import Any
 from urllib.parse import unquote
 
-from threadline.errors import SerializationError
+from threadline.errors import CorruptedDataError
 
 _SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 _PLAIN = re.compile(r"[A-Za-z0-9_-]+")
@@ -255,7 +255,7 @@ def row_ids(ns_dir: str) -> dict[str, str]:
             except FileNotFoundError:
                 continue
             except (ValueError, KeyError, TypeError) as exc:
-                raise SerializationError(
+                raise CorruptedDataError(
                     f"checkpoint file {path!r} is corrupted ({exc}); move it away to read "
                     "the rest of the thread"
                 ) from exc

@@ -10,10 +10,11 @@ for values).
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
 
@@ -27,7 +28,8 @@ from threadline.checkpoint.bodies import (
 from threadline.checkpoint.files import disk
 from threadline.checkpoint.files.preview import safe_render
 from threadline.checkpoint.layout import BlobRow, CheckpointRow, WriteRow
-from threadline.errors import SerializationError
+from threadline.checkpoint.seals import blob_crc, blob_intact, write_crc
+from threadline.errors import CorruptedDataError, SerializationError
 from threadline.serde import DEFAULT, Serializer
 from threadline.serde import wire as fmt
 
@@ -43,7 +45,7 @@ def _reading(what: str, path: str) -> Iterator[None]:
     try:
         yield
     except _READ_ERRORS as exc:
-        raise SerializationError(f"{what} is corrupted: {path!r} cannot be read ({exc})") from exc
+        raise CorruptedDataError(f"{what} is corrupted: {path!r} cannot be read ({exc})") from exc
 
 
 def read_all(path: str) -> bytes:
@@ -184,13 +186,16 @@ def json_text(data: bytes) -> bytes | None:
         return None
 
 
-def _value(header: Mapping[str, Any], payload: bytes) -> bytes:
-    """The bytes of the value after a header line, checked against its size and CRC-32."""
+def _value(
+    header: Mapping[str, Any], payload: bytes, intact: Callable[[bytes, Any], bool]
+) -> bytes:
+    """The bytes of the value after a header line, checked against its size and CRC-32
+    (``intact(bytes, recorded CRC-32)``: ``seals.blob_intact`` or ``_write_intact``)."""
     if header.get("json") is True:
         payload = DEFAULT.dumps(json.loads(payload))
     if len(payload) != header["size"]:
         raise ValueError(f"{len(payload)} bytes instead of {header['size']}")
-    if header.get("crc32") != zlib.crc32(payload):
+    if not intact(payload, header.get("crc32")):
         raise ValueError("checksum mismatch")
     return payload
 
@@ -202,7 +207,7 @@ def blob_file(blob: BlobRow, text: bytes | None = None) -> bytes:
     A prefix row is the header line alone (``base`` names the version it is a prefix of).
     """
     header: dict[str, Any] = {name: getattr(blob, name) for name in _BLOB_FIELDS}
-    header.update(size=len(blob.data), crc32=zlib.crc32(blob.data))
+    header.update(size=len(blob.data), crc32=blob_crc(blob))
     if text is not None:
         header["json"] = True
     line = json.dumps(header, ensure_ascii=True).encode("ascii")
@@ -239,7 +244,13 @@ def read_blob(ns_dir: str, key: str, version: str, *, data: bool = True) -> Blob
         header = json.loads(line)
         if header["key"] != key or header["version"] != version:
             raise ValueError(f"it holds key {header['key']!r} version {header['version']!r}")
-        return blob_row(header, _value(header, payload) if data else b"")
+        if not data:
+            return blob_row(header, b"")
+
+        def intact(value: bytes, crc: Any) -> bool:
+            return blob_intact(blob_row(header, value), crc)
+
+        return blob_row(header, _value(header, payload, intact))
 
 
 def blob_header(path: str) -> Any:
@@ -283,10 +294,13 @@ def store_blobs(
             disk.fsync_dir(os.path.join(ns_dir, "blobs"))
 
 
-def write_record(row: WriteRow, codec: Serializer, encrypted: bool, as_json: bool) -> bytes:
+def write_record(
+    checkpoint_id: str, row: WriteRow, codec: Serializer, encrypted: bool, as_json: bool
+) -> bytes:
     """A write file, laid out as a blob file: one JSON line (task, kind, a readable rendering
-    of the value, size, CRC-32), then the value's bytes, or (``"json": true``, ``as_json``) the
-    value as JSON text that encodes back to them."""
+    of the value, size, CRC-32 of the write's checkpoint, task, kind and name and its value:
+    ``seals.write_crc``), then the value's bytes, or (``"json": true``, ``as_json``) the value
+    as JSON text that encodes back to them."""
     text = json_text(row.data) if as_json and not encrypted else None
     header: dict[str, Any] = {"task_id": row.task_id, "task_name": row.task_name, "kind": row.kind}
     if text is not None:
@@ -298,7 +312,7 @@ def write_record(row: WriteRow, codec: Serializer, encrypted: bool, as_json: boo
             header["value"] = safe_render(codec.loads(row.data))
         except SerializationError:
             header["value"] = {"$error": "cannot render"}
-    header.update(size=len(row.data), crc32=zlib.crc32(row.data))
+    header.update(size=len(row.data), crc32=write_crc(checkpoint_id, row))
     line = json.dumps(header, ensure_ascii=False).encode("utf-8", "surrogatepass")
     return line + b"\n" + (row.data if text is None else text)
 
@@ -327,7 +341,7 @@ def store_writes(
         if found is None:
             last += 1
             found = by_key[key] = f"{last:06d}-{disk.encode_name(w.kind, 24)}-{key}.write"
-        data = write_record(w, codec, *formats)
+        data = write_record(checkpoint_id, w, codec, *formats)
         disk.write_file(os.path.join(folder, found), data, sync_dir=False)
     disk.fsync_dir(folder)
 
@@ -350,9 +364,19 @@ def read_writes(ns_dir: str, checkpoint_id: str, *, data: bool = True) -> list[W
             for field in ("task_id", "task_name", "kind"):
                 if not isinstance(header.get(field), str):
                     raise ValueError(f"{field!r} is missing")
-            value = _value(header, payload) if data else b""
-            out.append(WriteRow(header["task_id"], header["kind"], header["task_name"], value))
+            row = WriteRow(header["task_id"], header["kind"], header["task_name"], b"")
+            if data:
+                intact = functools.partial(_write_intact, checkpoint_id, row)
+                row.data = _value(header, payload, intact)
+            out.append(row)
     return out
+
+
+def _write_intact(checkpoint_id: str, row: WriteRow, value: bytes, crc: Any) -> bool:
+    """Whether a write file's recorded ``crc`` is its ``value``'s (``seals.write_crc``; a
+    CRC-32 of the value alone in files written before writes were tied to their checkpoint)."""
+    found = WriteRow(row.task_id, row.kind, row.task_name, value)
+    return crc in (write_crc(checkpoint_id, found), zlib.crc32(value))
 
 
 def _seq(name: str) -> tuple[int, str]:

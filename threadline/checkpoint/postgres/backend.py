@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import operator
-import zlib
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
@@ -67,6 +66,7 @@ from threadline.checkpoint.postgres.rows import (
 )
 from threadline.checkpoint.postgres.statements import Queries
 from threadline.checkpoint.rules import age_cutoff
+from threadline.checkpoint.seals import blob_intact
 from threadline.serde import Serializer
 
 # An updated row's TOAST stays until a vacuum, so old full blobs are kept, not rewritten (their
@@ -84,6 +84,7 @@ class PostgresBackend(HoldsChains):
 
     compaction = COMPACTION
     in_process = False
+    sealed = True
 
     def __init__(self, db: Connections, queries: Queries, codec: Serializer) -> None:
         self.db = db
@@ -273,13 +274,16 @@ class PostgresBackend(HoldsChains):
                 _, _, key, version, start, base, data, _, chain, full, crc, items = r
                 pair = (key, version)
                 crcs[pair] = crc
+                sent_data = data is not None
                 if data is None:
                     data = held[pair][1]  # matched the CRC-32 and length the load named
-                elif zlib.crc32(data) == crc:
+                row = blobs[pair] = BlobRow(key, version, start, base, chain, full, data, items)
+                if not sent_data:
+                    continue
+                if blob_intact(row, crc):
                     sent[pair] = crc
                 else:
                     damaged.add(pair)
-                blobs[pair] = BlobRow(key, version, start, base, chain, full, data, items)
         blobs.update(self.chains.rows_below(thread_id, ns, crcs))
         checkpoints.sort(key=_ord)
         stored_rows = [

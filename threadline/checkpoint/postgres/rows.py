@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
-import zlib
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -26,6 +25,7 @@ from threadline.checkpoint.base import ThreadStatus
 from threadline.checkpoint.layout import BlobRow, WriteRow
 from threadline.checkpoint.postgres.connections import BEGIN_READ, COMMIT, Batch, Hot, Op, Stmt
 from threadline.checkpoint.rules import status_of
+from threadline.checkpoint.seals import blob_crc, unsealed_write
 from threadline.clock import iso_at, micros_of
 from threadline.serde import wire as fmt
 
@@ -61,7 +61,7 @@ def put_params(put: Prepared, recent: RecentWrites) -> tuple[PutParams, list[int
     blobs = [normalized(b) for b in put.blobs]
     writes = dedupe_writes(put.writes) if put.writes else ()
     sources = recent.sources(thread_id, ns, row.parent_id, blobs) if blobs else ()
-    crcs = [zlib.crc32(b.data) for b in blobs]
+    crcs = [blob_crc(b) for b in blobs]
     ts, raw = created_fields(row.created_at)
     params = PutParams()
     params.fields = {
@@ -192,7 +192,11 @@ class RecentWrites:
         self, thread_id: str, ns: str, checkpoint_id: str, writes: Sequence[WriteRow]
     ) -> None:
         """Called after each put: a put without such writes forgets the thread's."""
-        plain = [(w.task_id, w.data) for w in writes if w.kind == "result" and w.data[:2] == _PLAIN]
+        plain = [
+            (w.task_id, w.data)
+            for w in writes
+            if w.kind == "result" and unsealed_write(w.data)[:2] == _PLAIN
+        ]
         with self._lock:
             if not plain:
                 self._writes.pop((thread_id, ns), None)

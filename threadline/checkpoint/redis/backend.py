@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import zlib
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -62,8 +61,9 @@ from threadline.checkpoint.redis.keys import (
     write_rows,
 )
 from threadline.checkpoint.rules import age_cutoff, created_ts
+from threadline.checkpoint.seals import blob_intact
 from threadline.checkpoint.transactional import retain
-from threadline.errors import SerializationError
+from threadline.errors import CorruptedDataError, SerializationError
 from threadline.serde import Serializer
 
 Held = Mapping[str, tuple[int, bytes]]  # key suffix -> (CRC-32, bytes) of blobs a load names
@@ -98,6 +98,7 @@ class RedisBackend(HoldsChains):
 
     compaction = REPLACE
     in_process = False
+    sealed = True
 
     def __init__(self, conn: Connection, prefix: str, ttl_ms: int, codec: Serializer) -> None:
         self.conn = conn
@@ -311,8 +312,8 @@ class RedisBackend(HoldsChains):
             for held in (reading.tips, reading.held):
                 if suffix in held and held[suffix][0] == crc:
                     return dataclasses.replace(row, data=held[suffix][1]), crc
-        if zlib.crc32(row.data) != crc:
-            raise SerializationError(
+        if not blob_intact(row, crc):
+            raise CorruptedDataError(
                 f"the stored value of key {row.key!r} (version {row.version}) is damaged: its "
                 "data does not match the CRC-32 in its header"
             )
@@ -452,7 +453,7 @@ class RedisTx:
             rows = yield Pipe([Call("get", (key,)) for key in heads])
             for (member, head, state, updated_at), key, row in zip(live, heads, rows, strict=True):
                 if row is not None:  # else pruned meanwhile
-                    body = checkpoint_row(key, member, "", head, row).body
+                    body = _head_body(key, member, head, row)
                     found.append(ThreadRow(member, state, head, updated_at, body))  # type: ignore[arg-type]
             if len(members) < PAGE:
                 break
@@ -498,3 +499,12 @@ class RedisTx:
         # sent again after it worked, it would find the target taken: sent once
         if text(self.conn.run(one(Eval("copy", keys, args, once=True)))) == "exists":
             raise ValueError(f"cannot copy thread {source!r} to {target!r}: it was just written")
+
+
+def _head_body(key: str, thread_id: str, head: str, stored: bytes) -> bytes:
+    """The body of a thread's head for ``list_threads``; none (which fails its check, so the
+    thread is listed ``damaged``) if the key is malformed."""
+    try:
+        return checkpoint_row(key, thread_id, "", head, stored).body
+    except CorruptedDataError:
+        return b""

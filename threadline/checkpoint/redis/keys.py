@@ -30,16 +30,16 @@ checkpoint names only the blobs of its other values.
 from __future__ import annotations
 
 import functools
-import zlib
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote, unquote
 
 from threadline.checkpoint.layout import BlobRow, CheckpointRow, WriteRow
 from threadline.checkpoint.redis.connection import Call, Op, Pipe
+from threadline.checkpoint.seals import blob_crc
 from threadline.checkpoint.stamps import created_text, stored_created
 from threadline.clock import increasing_micros, iso_at
-from threadline.errors import SerializationError
+from threadline.errors import CorruptedDataError
 
 #: The version of the key layout; a store written by a newer layout is refused.
 SCHEMA_VERSION = 2
@@ -101,7 +101,7 @@ def pack_blob(blob: BlobRow) -> bytes:
     else:
         kind, base = ("p" if blob.is_prefix else "d"), q(str(blob.base))
     items = "" if blob.items is None else str(blob.items)
-    crc = str(zlib.crc32(blob.data)) if blob.data else ""
+    crc = str(blob_crc(blob)) if blob.data else ""
     header = (
         f"{kind}|{q(str(blob.start))}|{blob.chain_bytes}|{blob.full_bytes}|{base}|{items}|{crc}\n"
     )
@@ -238,8 +238,8 @@ def checkpoint_row(
 
 def malformed(
     key: str, thread_id: str, ns: str, checkpoint_id: str, exc: Exception
-) -> SerializationError:
-    return SerializationError(
+) -> CorruptedDataError:
+    return CorruptedDataError(
         f"thread {thread_id!r}, namespace {ns!r}, checkpoint {checkpoint_id!r}: "
         f"Redis key {key!r} is malformed ({type(exc).__name__}: {exc}); "
         "it was not written by this threadline or was damaged"

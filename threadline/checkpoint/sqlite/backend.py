@@ -13,7 +13,6 @@ import functools
 import json
 import sqlite3
 import threading
-import zlib
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
@@ -24,6 +23,7 @@ from threadline.checkpoint.bytecache import ByteCache
 from threadline.checkpoint.chains import HeldChains, HoldsChains
 from threadline.checkpoint.layout import REPLACE, BlobRow, CheckpointRow, WriteRow
 from threadline.checkpoint.rules import now_iso
+from threadline.checkpoint.seals import blob_crc
 from threadline.checkpoint.sqlite import schema as sql
 from threadline.checkpoint.sqlite.connection import misuse
 from threadline.checkpoint.sqlite.queries import Blobs, blob_row
@@ -38,6 +38,7 @@ class SqliteBackend(HoldsChains, Transactional):
 
     compaction = REPLACE
     in_process = False
+    sealed = True
 
     def __init__(self, conn: sqlite3.Connection, path: str, owns: bool, codec: Serializer):
         self.conn: sqlite3.Connection | None = conn
@@ -244,7 +245,7 @@ class _Tx:
         )
         if not blobs and not prefixes:
             return
-        crcs = [zlib.crc32(b.data) for b in blobs]
+        crcs = [blob_crc(b) for b in blobs]
         conn.executemany(
             sql.INSERT_BLOB,
             [

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import sqlite3
-import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -13,6 +12,7 @@ from threadline.checkpoint.backend import Check, Pair
 from threadline.checkpoint.bytecache import ByteCache
 from threadline.checkpoint.chains import HeldChains
 from threadline.checkpoint.layout import BlobRow, corrupted, missing_rows
+from threadline.checkpoint.seals import blob_intact
 from threadline.checkpoint.sqlite import schema as sql
 
 
@@ -57,7 +57,7 @@ class Blobs:
             """The CRC-32 of every blob a value is rebuilt from must match."""
             kv = (row.key, row.version)
             crc = crcs.get(kv)
-            if crc is not None and kv not in verified and zlib.crc32(row.data) != crc:
+            if crc is not None and kv not in verified and not blob_intact(row, crc):
                 raise corrupted(row)
 
         return pool, check
@@ -127,8 +127,8 @@ class Blobs:
                 verified.add(kv)
         for key, version, data in self._join(missing, "b.key, b.version, b.data", sql.BY_PAIR):
             kv = (key, version)
-            pool[kv] = dataclasses.replace(pool[kv], data=data)
-            if zlib.crc32(data) == crcs[kv]:
+            pool[kv] = row = dataclasses.replace(pool[kv], data=data)
+            if blob_intact(row, crcs[kv]):
                 cache.add((self.thread_id, self.ns, key, version, crcs[kv]), data)
                 verified.add(kv)
         return verified
