@@ -24,6 +24,14 @@ INTERNAL = {
     # ConcurrentUpdateError or SerializationError (both in threadline.errors) instead.
     "threadline.checkpoint.backend.HeadMoved",
     "threadline.checkpoint.backend.NotStored",
+    # The command line's own signal to its entry point, which prints it and exits with its code.
+    "threadline.cli.errors.CliError",
+    # Between the server's queue and its workers: a thread already has a running run, a run
+    # was taken over or cancelled, a job must wait. Clients see HTTP statuses and run statuses.
+    "threadline.server.db.UniqueViolation",
+    "threadline.server.execute.LeaseLost",
+    "threadline.server.execute.Cancelled",
+    "threadline.server.jobs.NotYet",
 }
 
 

@@ -43,11 +43,12 @@ def start_thread(
     tid = str(uuid.uuid4())
     body = {"thread_id": tid, "metadata": {"tag": tid[:8], **(metadata or {})}}
     HTTP.post(f"{url}/threads", json=body, headers=_headers(key))
-    HTTP.post(
+    done = HTTP.post(
         f"{url}/threads/{tid}/runs/wait",
         json={"assistant_id": graph, "input": values, **run},
         headers=_headers(key),
     )
+    assert done.status_code == 200, done.text  # a failed start shows here, not as a missing card
     return tid
 
 
