@@ -19,6 +19,16 @@ MIN_BYTES = 64 * 1024
 MAX_BYTES = 64 * 1024 * 1024
 
 Key = tuple[str, str, str, str, int]  # thread, namespace, key, version, crc32
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+def bounded_set(cache: OrderedDict[_K, _V], key: _K, value: _V, most: int) -> None:
+    """``cache[key] = value`` as its newest entry, the oldest dropped beyond ``most``."""
+    cache[key] = value
+    cache.move_to_end(key)
+    while len(cache) > most:
+        cache.popitem(last=False)
 
 
 class ByteCache:

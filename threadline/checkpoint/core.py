@@ -23,7 +23,7 @@ import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from threadline.checkpoint.backend import (
     Check,
@@ -55,6 +55,7 @@ from threadline.checkpoint.bodies import (
     decode_checkpoint,
     decode_metadata,
 )
+from threadline.checkpoint.bytecache import bounded_set
 from threadline.checkpoint.chains import HoldsChains
 from threadline.checkpoint.layout import (
     BaseLookup,
@@ -81,8 +82,6 @@ _META_CACHED = 4096  # blob rows (metadata only) remembered for ``base_of``
 _HEADS_CACHED = 1024  # (thread, namespace) heads whose versions are remembered
 
 _Loaded = tuple[StoredCheckpoint, Checkpoint, Pool, Check | None]
-_K = TypeVar("_K")
-_V = TypeVar("_V")
 
 
 class CoreSaver(BaseSaver):
@@ -377,12 +376,13 @@ class CoreSaver(BaseSaver):
         """Update the caches (an in-process backend has none)."""
         thread_id, ns = put.thread_id, put.ns
         with self._lock:
-            _bounded(self._heads, (thread_id, ns), (put.row.checkpoint_id, put.refs), _HEADS_CACHED)
+            head = (put.row.checkpoint_id, put.refs)
+            bounded_set(self._heads, (thread_id, ns), head, _HEADS_CACHED)
             for key, version in evicted:
                 self._meta.pop((thread_id, ns, key, version), None)
             for row in (*put.blobs, *put.prefixes):
                 meta_key = (thread_id, ns, row.key, row.version)
-                _bounded(self._meta, meta_key, row.without_data(), _META_CACHED)
+                bounded_set(self._meta, meta_key, row.without_data(), _META_CACHED)
 
     def put_writes(
         self,
@@ -494,7 +494,7 @@ class CoreSaver(BaseSaver):
             found = backend.blob(thread_id, ns, key, version)
             if found is not None:
                 with self._lock:
-                    _bounded(self._meta, cache_key, found.without_data(), _META_CACHED)
+                    bounded_set(self._meta, cache_key, found.without_data(), _META_CACHED)
             return found
 
         return base_of
@@ -512,11 +512,3 @@ class CoreSaver(BaseSaver):
                 del cache[k]
             for h in [h for h in self._heads if h[0] == thread_id]:
                 del self._heads[h]
-
-
-def _bounded(cache: OrderedDict[_K, _V], key: _K, value: _V, most: int) -> None:
-    """``cache[key] = value`` as its newest entry, the oldest dropped beyond ``most``."""
-    cache[key] = value
-    cache.move_to_end(key)
-    if len(cache) > most:
-        cache.popitem(last=False)

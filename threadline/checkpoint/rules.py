@@ -76,6 +76,18 @@ def age_cutoff(retention: Retention | None) -> float | None:
     return datetime.now(UTC).timestamp() - retention.max_age.total_seconds()
 
 
+def retention_due(retention: Retention | None, count: int, oldest: str | None) -> bool:
+    """Whether ``retention`` would delete anything from a namespace holding ``count``
+    checkpoints, the oldest made at ``oldest`` (answered by a backend's put)."""
+    if retention is None or count <= 1:
+        return False
+    if retention.max_checkpoints is not None and count > retention.max_checkpoints:
+        return True
+    cutoff = age_cutoff(retention)
+    oldest_at = created_ts(oldest) if oldest else None
+    return cutoff is not None and oldest_at is not None and oldest_at < cutoff
+
+
 def target_taken(source: str, target: str) -> ValueError:
     return ValueError(
         f"cannot copy thread {source!r} to {target!r}: the target already has checkpoints; "

@@ -358,7 +358,7 @@ class FilesTransaction:
             at = datetime.fromtimestamp(mtime, UTC).isoformat()
             return ThreadRow(info["thread_id"], status_of(names, keys), head, at, row.body)
         except CorruptedDataError:
-            return _damaged_head(thread_dir, head)
+            return rows.damaged_head(thread_dir, head)
         except (OSError, ValueError, KeyError, TypeError, SerializationError):
             return None
 
@@ -496,14 +496,3 @@ class FilesTransaction:
         if row is not None:
             names = body_next(row.body, self.backend.codec)
             self.set_thread(target, row.status, row.head, names)
-
-
-def _damaged_head(thread_dir: str, head: str) -> ThreadRow | None:
-    """A thread whose head row file is damaged, listed with no body: the core lists it as
-    ``damaged`` (``None`` if even its namespace file cannot say which thread it is)."""
-    try:
-        info = disk.read_json(os.path.join(thread_dir, ROOT_NS_DIR, "namespace.json"))
-        at = datetime.fromtimestamp(os.stat(thread_dir).st_mtime, UTC).isoformat()
-        return ThreadRow(str(info["thread_id"]), "running", head, at, b"")
-    except (OSError, ValueError, KeyError, TypeError):
-        return None

@@ -16,8 +16,10 @@ import os
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
+from datetime import UTC, datetime
 from typing import Any
 
+from threadline.checkpoint.backend import ThreadRow
 from threadline.checkpoint.base import Checkpoint, PlannedTask
 from threadline.checkpoint.bodies import (
     decode_checkpoint,
@@ -26,6 +28,7 @@ from threadline.checkpoint.bodies import (
     encode_metadata,
 )
 from threadline.checkpoint.files import disk
+from threadline.checkpoint.files.disk import ROOT_NS_DIR
 from threadline.checkpoint.files.preview import safe_render
 from threadline.checkpoint.layout import BlobRow, CheckpointRow, WriteRow
 from threadline.checkpoint.seals import blob_crc, blob_intact, write_crc
@@ -383,3 +386,14 @@ def _seq(name: str) -> tuple[int, str]:
     """A write file's place: its name starts with its sequence number."""
     seq = name.partition("-")[0]
     return int(seq) if seq.isdigit() else 0, name
+
+
+def damaged_head(thread_dir: str, head: str) -> ThreadRow | None:
+    """A thread whose head row file is damaged, listed with no body: the core lists it as
+    ``damaged`` (``None`` if even its namespace file cannot say which thread it is)."""
+    try:
+        info = disk.read_json(os.path.join(thread_dir, ROOT_NS_DIR, "namespace.json"))
+        at = datetime.fromtimestamp(os.stat(thread_dir).st_mtime, UTC).isoformat()
+        return ThreadRow(str(info["thread_id"]), "running", head, at, b"")
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

@@ -22,6 +22,7 @@ from typing import Any
 
 from threadline.checkpoint.backend import Prepared, ThreadRow
 from threadline.checkpoint.base import ThreadStatus
+from threadline.checkpoint.bytecache import bounded_set
 from threadline.checkpoint.layout import BlobRow, WriteRow
 from threadline.checkpoint.postgres.connections import BEGIN_READ, COMMIT, Batch, Hot, Op, Stmt
 from threadline.checkpoint.rules import status_of
@@ -201,10 +202,7 @@ class RecentWrites:
             if not plain:
                 self._writes.pop((thread_id, ns), None)
                 return
-            self._writes[(thread_id, ns)] = (checkpoint_id, plain)
-            self._writes.move_to_end((thread_id, ns))
-            while len(self._writes) > self._size:
-                self._writes.popitem(last=False)
+            bounded_set(self._writes, (thread_id, ns), (checkpoint_id, plain), self._size)
 
     def sources(
         self, thread_id: str, ns: str, parent_id: str | None, blobs: Sequence[BlobRow]

@@ -60,7 +60,7 @@ from threadline.checkpoint.redis.keys import (
     write_args,
     write_rows,
 )
-from threadline.checkpoint.rules import age_cutoff, created_ts
+from threadline.checkpoint.rules import retention_due
 from threadline.checkpoint.seals import blob_intact
 from threadline.checkpoint.transactional import retain
 from threadline.errors import CorruptedDataError, SerializationError
@@ -126,11 +126,11 @@ class RedisBackend(HoldsChains):
 
     def commit(self, put: Prepared) -> list[Pair]:
         count, oldest = self.conn.run(self._put(put))
-        return self._retain(put) if _due(put, count, oldest) else []
+        return self._retain(put) if retention_due(put.retention, count, oldest) else []
 
     async def acommit(self, put: Prepared) -> list[Pair]:
         count, oldest = await self.conn.arun(self._put(put))
-        if not _due(put, count, oldest):
+        if not retention_due(put.retention, count, oldest):
             return []
         return await asyncio.to_thread(self._retain, put)
 
@@ -331,19 +331,6 @@ class RedisBackend(HoldsChains):
         keys = Keys(self.prefix, thread_id)
         (row,) = self.conn.run(blob_heads(keys, [blob_suffix(q(ns), key, version)]))
         return row
-
-
-def _due(put: Prepared, count: int, oldest: str | None) -> bool:
-    """Whether ``put.retention`` would delete anything, from the put's reply: how many
-    checkpoints the namespace holds and when its oldest was made."""
-    policy = put.retention
-    if policy is None or count <= 1:
-        return False
-    if policy.max_checkpoints is not None and count > policy.max_checkpoints:
-        return True
-    cutoff = age_cutoff(policy)
-    oldest_at = created_ts(oldest) if oldest else None
-    return cutoff is not None and oldest_at is not None and oldest_at < cutoff
 
 
 PAGE = 64  # threads read per round trip when listing
