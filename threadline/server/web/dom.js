@@ -64,6 +64,13 @@ export function clear(el) {
 }
 
 // "a=1, b=x" as {a: 1, b: "x"} (values parsed as JSON when they are JSON).
+// A filter value is text (ids such as 12345678 or 8e907397 stay text); JSON only when written
+// as JSON that cannot be taken for text: "quoted", {...}, [...], true, false, null.
+function metadataValue(raw) {
+  if (!/^["{\[]|^(true|false|null)$/.test(raw)) return raw;
+  try { return JSON.parse(raw); } catch { return raw; }
+}
+
 export function parseMetadata(text) {
   const out = {};
   for (const part of String(text || '').split(',')) {
@@ -71,7 +78,7 @@ export function parseMetadata(text) {
     if (i < 1) continue;
     const key = part.slice(0, i).trim();
     const raw = part.slice(i + 1).trim();
-    try { out[key] = JSON.parse(raw); } catch { out[key] = raw; }
+    out[key] = metadataValue(raw);
   }
   return out;
 }
